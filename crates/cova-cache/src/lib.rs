@@ -1,0 +1,128 @@
+//! Shared fast state behind one interface: TTL key/value, set-if-absent and GCRA rate limits,
+//! in process (`memory://`) or in Redis (`redis://`, shared by every replica).
+
+mod gcra;
+mod memory;
+mod redis_cache;
+
+pub use gcra::{Decision, Rate};
+
+use cova_config::{CacheBackend, CacheConfig};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The cache did not answer (down, or slower than `cache.timeout_ms`): callers answer 503.
+    #[error("cache unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type Result<T> = std::result::Result<T, CacheError>;
+
+#[derive(Clone)]
+enum Backend {
+    Memory(memory::MemoryCache),
+    Redis(redis_cache::RedisCache),
+}
+
+/// A handle on the configured cache; cheap to clone. Every key is namespaced by `cache.prefix`.
+#[derive(Clone)]
+pub struct Cache {
+    backend: Backend,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl Cache {
+    /// Connects lazily: a Redis that is down makes calls fail with `Unavailable` until it returns.
+    pub fn connect(cfg: &CacheConfig) -> Result<Self> {
+        let timeout = Duration::from_millis(cfg.timeout_ms.max(1));
+        let backend = match CacheBackend::parse(&cfg.url).map_err(|e| CacheError::Unavailable(e.to_string()))? {
+            CacheBackend::Memory => Backend::Memory(memory::MemoryCache::default()),
+            CacheBackend::Redis(url) => Backend::Redis(redis_cache::RedisCache::new(&url, timeout)?),
+        };
+        Ok(Self { backend, prefix: cfg.prefix.clone(), timeout })
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Memory(_) => "memory",
+            Backend::Redis(_) => "redis",
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}:{key}", self.prefix)
+    }
+
+    async fn bounded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::time::timeout(self.timeout, fut)
+            .await
+            .unwrap_or_else(|_| Err(CacheError::Unavailable("cache timed out".into())))
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.get(&key)),
+            Backend::Redis(r) => self.bounded(r.get(&key)).await,
+        }
+    }
+
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> Result<()> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => {
+                m.set(&key, value, ttl);
+                Ok(())
+            }
+            Backend::Redis(r) => self.bounded(r.set(&key, value, ttl)).await,
+        }
+    }
+
+    /// Stores the value only if the key is absent; true when it was stored.
+    pub async fn set_nx(&self, key: &str, value: &[u8], ttl: Duration) -> Result<bool> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.set_nx(&key, value, ttl)),
+            Backend::Redis(r) => self.bounded(r.set_nx(&key, value, ttl)).await,
+        }
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => {
+                m.delete(&key);
+                Ok(())
+            }
+            Backend::Redis(r) => self.bounded(r.delete(&key)).await,
+        }
+    }
+
+    /// Spends `cost` units of the limit `rate` on `key` if allowed (GCRA; atomic in Redis).
+    /// `cost` 0 only reads the state; see [`Cache::refund`] to give units back.
+    pub async fn rate_limit(&self, key: &str, rate: Rate, cost: u32) -> Result<Decision> {
+        self.gcra(key, rate, i64::from(cost)).await
+    }
+
+    /// Gives back `cost` units spent earlier (e.g. a metadata lookup that failed).
+    pub async fn refund(&self, key: &str, rate: Rate, cost: u32) -> Result<Decision> {
+        self.gcra(key, rate, -i64::from(cost)).await
+    }
+
+    async fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Result<Decision> {
+        let key = self.key(&format!("rl:{key}"));
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.gcra(&key, rate, cost)),
+            Backend::Redis(r) => self.bounded(r.gcra(&key, rate, cost)).await,
+        }
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Memory(_) => Ok(()),
+            Backend::Redis(r) => self.bounded(r.ping()).await,
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Redis store: one connection manager (reconnecting by itself), GCRA as one Lua script so
+//! that every replica shares the same limit atomically and by the server's clock.
+
+use crate::gcra::{Decision, Rate};
+use crate::{CacheError, Result};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// Mirrors `gcra::step`. Returns {allowed, remaining, retry_after_us, reset_after_us}.
+const GCRA_LUA: &str = r#"
+local t = tonumber(ARGV[1])
+local tau = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local function remaining(x)
+  local r = math.floor((tau - (x - now)) / t)
+  if r < 0 then r = 0 end
+  if r > limit then r = limit end
+  return r
+end
+if cost <= 0 then
+  local new_tat = tat + cost * t
+  if new_tat < now then new_tat = now end
+  if cost < 0 then
+    if new_tat > now then
+      redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
+    else
+      redis.call('DEL', KEYS[1])
+    end
+  end
+  return {1, remaining(new_tat), 0, new_tat - now}
+end
+local new_tat = tat + cost * t
+local allow_at = new_tat - tau
+if now < allow_at then
+  return {0, remaining(tat), allow_at - now, tat - now}
+end
+redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
+return {1, remaining(new_tat), 0, new_tat - now}
+"#;
+
+#[derive(Clone)]
+pub(crate) struct RedisCache {
+    client: redis::Client,
+    timeout: Duration,
+    conn: Arc<Mutex<Option<ConnectionManager>>>,
+    script: Arc<Script>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> CacheError {
+    CacheError::Unavailable(e.to_string())
+}
+
+impl RedisCache {
+    pub fn new(url: &str, timeout: Duration) -> Result<Self> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        Ok(Self { client, timeout, conn: Arc::default(), script: Arc::new(Script::new(GCRA_LUA)) })
+    }
+
+    /// The shared manager, created on first use so a Redis that is down at start only delays.
+    async fn conn(&self) -> Result<ConnectionManager> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(2));
+        let manager = ConnectionManager::new_with_config(self.client.clone(), cfg).await.map_err(unavailable)?;
+        *slot = Some(manager.clone());
+        Ok(manager)
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.conn().await?.get(key).await.map_err(unavailable)
+    }
+
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> Result<()> {
+        let ms = ttl.as_millis().max(1) as u64;
+        self.conn().await?.pset_ex::<_, _, ()>(key, value, ms).await.map_err(unavailable)
+    }
+
+    pub async fn set_nx(&self, key: &str, value: &[u8], ttl: Duration) -> Result<bool> {
+        let ms = ttl.as_millis().max(1) as u64;
+        let reply: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ms)
+            .query_async(&mut self.conn().await?)
+            .await
+            .map_err(unavailable)?;
+        Ok(reply.is_some())
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        self.conn().await?.del::<_, ()>(key).await.map_err(unavailable)
+    }
+
+    pub async fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Result<Decision> {
+        let mut conn = self.conn().await?;
+        let (allowed, remaining, retry_us, reset_us): (i64, i64, i64, i64) = self
+            .script
+            .key(key)
+            .arg(rate.interval_us())
+            .arg(rate.tolerance_us())
+            .arg(cost)
+            .arg(rate.limit)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(Decision {
+            allowed: allowed == 1,
+            limit: rate.limit,
+            remaining: remaining.clamp(0, i64::from(rate.limit)) as u32,
+            retry_after: Duration::from_micros(retry_us.max(0) as u64),
+            reset_after: Duration::from_micros(reset_us.max(0) as u64),
+        })
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        let _: String = redis::cmd("PING").query_async(&mut self.conn().await?).await.map_err(unavailable)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,355 @@
+//! cova's configuration: built-in defaults → optional TOML file → `COVA_…` environment.
+//!
+//! Sections mirror the environment names: `COVA_DATABASE__URL` ↔ `database.url`.
+//! Every key is documented in `docs/configuration.md`. Unknown keys are errors, so a typo
+//! never silently falls back to a default.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+mod backend;
+pub use backend::{CacheBackend, DatabaseBackend, QueueBackend, redact_url};
+
+/// Environment variables with the `COVA_` prefix that are not configuration keys.
+const NON_CONFIG_VARS: &[&str] = &["COVA_CONFIG"];
+const NON_CONFIG_PREFIXES: &[&str] = &["COVA_TEST_"];
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub http: HttpConfig,
+    pub database: DatabaseConfig,
+    pub queue: QueueConfig,
+    pub cache: CacheConfig,
+    pub telemetry: TelemetryConfig,
+    pub limits: LimitsConfig,
+    pub billing: BillingConfig,
+    pub auth: AuthConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Listen address of the gateway.
+    pub addr: String,
+    /// Largest accepted JSON body.
+    pub body_limit_bytes: usize,
+    /// Upper bound on handling one request; a slower backend answers 503.
+    pub request_timeout_ms: u64,
+    /// How long a stopping gateway lets in-flight requests finish.
+    pub shutdown_timeout_s: u64,
+    /// HTTP worker threads; 0 = one per CPU.
+    pub workers: usize,
+    /// Peers whose `X-Forwarded-For` is believed for the client IP.
+    pub trusted_proxies: Vec<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:8080".into(),
+            body_limit_bytes: 64 * 1024,
+            request_timeout_ms: 30_000,
+            shutdown_timeout_s: 30,
+            workers: 0,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `sqlite://<path>` (embedded) or `postgres://…`.
+    pub url: String,
+    pub pool_size: usize,
+    /// How long a request waits for a pooled connection before answering 503.
+    pub acquire_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// PostgreSQL `statement_timeout`; SQLite `busy_timeout`.
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/cova.db".into(),
+            pool_size: 8,
+            acquire_timeout_ms: 3_000,
+            connect_timeout_ms: 3_000,
+            statement_timeout_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    /// `memory://` (in-process) or `amqp://…`.
+    pub url: String,
+    /// Prefix of every exchange and queue name, so deployments (and tests) can share a broker.
+    pub prefix: String,
+    /// Unacknowledged messages a consumer holds at once.
+    pub prefetch: u16,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self { url: "memory://".into(), prefix: "cova".into(), prefetch: 4 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// `memory://` (in-process) or `redis://…`.
+    pub url: String,
+    /// Prefix of every key, so deployments (and tests) can share a Redis.
+    pub prefix: String,
+    /// Bound on one cache round trip; a slower cache answers 503.
+    pub timeout_ms: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { url: "memory://".into(), prefix: "cova".into(), timeout_ms: 2_000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `json` (one object per line) or `pretty`.
+    pub log_format: String,
+    /// `tracing` filter directive, e.g. `info` or `cova=debug,info`.
+    pub log_level: String,
+    /// OTLP/HTTP endpoint (e.g. `http://collector:4318`); traces are exported when set.
+    pub otlp_endpoint: Option<String>,
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            log_format: "json".into(),
+            log_level: "info".into(),
+            otlp_endpoint: None,
+            service_name: "cova".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// General request limit per account on authenticated endpoints without a limit of their own.
+    pub api_requests_per_minute: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self { api_requests_per_minute: 600 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BillingConfig {
+    /// Comments granted once per account at signup, spendable only from the workspace.
+    pub free_allowance: i64,
+    /// Sizes of the comment packs on sale.
+    pub packs: Vec<i64>,
+}
+
+impl Default for BillingConfig {
+    fn default() -> Self {
+        Self { free_allowance: 500, packs: vec![2_000, 10_000, 50_000] }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// How long a gateway process trusts a token lookup; bounds how late a revocation bites.
+    pub token_cache_ms: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { token_cache_ms: 2_000 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("configuration key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, message: message.into() }
+}
+
+impl Config {
+    /// Loads defaults, then the file (if any), then the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_from(file, std::env::vars())
+    }
+
+    /// As [`Config::load`] with an explicit environment (tests use this).
+    pub fn load_from(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let env: HashMap<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("COVA_"))
+            .filter(|(k, _)| !NON_CONFIG_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| !NON_CONFIG_PREFIXES.iter().any(|p| k.starts_with(p)))
+            .collect();
+        let mut builder = config::Config::builder().add_source(config::Config::try_from(&Config::default())?);
+        if let Some(path) = file {
+            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("COVA")
+                .prefix_separator("_")
+                .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("http.trusted_proxies")
+                .with_list_parse_key("billing.packs")
+                .try_parsing(true)
+                .source(Some(env)),
+        );
+        let cfg: Config = builder.build()?.try_deserialize()?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks what serde cannot: addresses, URL schemes, ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.http
+            .addr
+            .parse::<SocketAddr>()
+            .map_err(|e| invalid("http.addr", format!("`{}` is not an address like 127.0.0.1:8080 ({e})", self.http.addr)))?;
+        if self.http.body_limit_bytes < 1024 {
+            return Err(invalid("http.body_limit_bytes", "must be at least 1024"));
+        }
+        if self.http.request_timeout_ms == 0 {
+            return Err(invalid("http.request_timeout_ms", "must be positive"));
+        }
+        for ip in &self.http.trusted_proxies {
+            ip.parse::<std::net::IpAddr>()
+                .map_err(|_| invalid("http.trusted_proxies", format!("`{ip}` is not an IP address")))?;
+        }
+        DatabaseBackend::parse(&self.database.url)?;
+        if self.database.pool_size == 0 {
+            return Err(invalid("database.pool_size", "must be at least 1"));
+        }
+        QueueBackend::parse(&self.queue.url)?;
+        CacheBackend::parse(&self.cache.url)?;
+        for (key, prefix) in [("queue.prefix", &self.queue.prefix), ("cache.prefix", &self.cache.prefix)] {
+            if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                return Err(invalid(key, "must be non-empty and use only letters, digits, '-', '_' or '.'"));
+            }
+        }
+        if self.queue.prefetch == 0 {
+            return Err(invalid("queue.prefetch", "must be at least 1"));
+        }
+        if !matches!(self.telemetry.log_format.as_str(), "json" | "pretty") {
+            return Err(invalid("telemetry.log_format", "must be `json` or `pretty`"));
+        }
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            url::Url::parse(endpoint).map_err(|e| invalid("telemetry.otlp_endpoint", e.to_string()))?;
+        }
+        if self.limits.api_requests_per_minute == 0 {
+            return Err(invalid("limits.api_requests_per_minute", "must be at least 1"));
+        }
+        if self.billing.free_allowance < 0 {
+            return Err(invalid("billing.free_allowance", "must not be negative"));
+        }
+        if self.billing.packs.is_empty() || self.billing.packs.iter().any(|p| *p <= 0) {
+            return Err(invalid("billing.packs", "must list at least one positive pack size"));
+        }
+        Ok(())
+    }
+
+    /// True when every backend is in-process (one `cova serve` process owns all state).
+    pub fn is_embedded(&self) -> bool {
+        matches!(QueueBackend::parse(&self.queue.url), Ok(QueueBackend::Memory))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_are_embedded_and_valid() {
+        let cfg = Config::load_from(None, env(&[])).expect("defaults load");
+        assert_eq!(cfg.http.addr, "127.0.0.1:8080");
+        assert_eq!(cfg.database.url, "sqlite://data/cova.db");
+        assert!(cfg.is_embedded());
+        assert_eq!(cfg.billing.packs, vec![2_000, 10_000, 50_000]);
+    }
+
+    #[test]
+    fn environment_overrides_with_double_underscore() {
+        let cfg = Config::load_from(
+            None,
+            env(&[
+                ("COVA_HTTP__ADDR", "0.0.0.0:9000"),
+                ("COVA_DATABASE__URL", "postgres://u:p@db/cova"),
+                ("COVA_DATABASE__POOL_SIZE", "16"),
+                ("COVA_BILLING__PACKS", "100,200"),
+                ("COVA_TEST_DATABASE_URL", "ignored"),
+                ("COVA_CONFIG", "ignored"),
+                ("OTHER", "ignored"),
+            ]),
+        )
+        .expect("valid env");
+        assert_eq!(cfg.http.addr, "0.0.0.0:9000");
+        assert_eq!(cfg.database.pool_size, 16);
+        assert_eq!(cfg.billing.packs, vec![100, 200]);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::load_from(None, env(&[("COVA_HTTP__ADR", "x")])).expect_err("typo");
+        assert!(err.to_string().contains("adr"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (k, v, key) in [
+            ("COVA_HTTP__ADDR", "nope", "http.addr"),
+            ("COVA_DATABASE__URL", "mysql://x", "database.url"),
+            ("COVA_QUEUE__URL", "kafka://x", "queue.url"),
+            ("COVA_CACHE__URL", "memcached://x", "cache.url"),
+            ("COVA_TELEMETRY__LOG_FORMAT", "xml", "telemetry.log_format"),
+        ] {
+            let err = Config::load_from(None, env(&[(k, v)])).expect_err(k);
+            assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn file_then_env() {
+        let dir = std::env::temp_dir().join(format!("cova-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("cova.toml");
+        std::fs::write(&path, "[http]\naddr = \"127.0.0.1:7000\"\n[cache]\nprefix = \"fromfile\"\n").expect("write");
+        let cfg = Config::load_from(Some(&path), env(&[("COVA_CACHE__PREFIX", "fromenv")])).expect("loads");
+        assert_eq!(cfg.http.addr, "127.0.0.1:7000");
+        assert_eq!(cfg.cache.prefix, "fromenv");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

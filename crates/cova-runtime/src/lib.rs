@@ -1,0 +1,69 @@
+//! The backends every cova role shares, connected from the configuration by URL scheme.
+
+use cova_cache::Cache;
+use cova_config::{Config, redact_url};
+use cova_queue::Queue;
+use cova_storage::Db;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("database ({url}): {source}")]
+    Database { url: String, source: cova_storage::StorageError },
+    #[error("cache ({url}): {source}")]
+    Cache { url: String, source: cova_cache::CacheError },
+    #[error("queue ({url}): {source}")]
+    Queue { url: String, source: cova_queue::QueueError },
+}
+
+/// Handles on the database, cache and queue; cheap to clone.
+#[derive(Clone)]
+pub struct Backends {
+    pub db: Db,
+    pub cache: Cache,
+    pub queue: Queue,
+}
+
+/// Result of one readiness probe per backend.
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    pub checks: Vec<(&'static str, Result<(), String>)>,
+}
+
+impl Readiness {
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|(_, r)| r.is_ok())
+    }
+}
+
+impl Backends {
+    /// Builds the pools and clients. Nothing here needs a backend to be up: a backend that is
+    /// down makes requests answer 503 until it returns (the pools reconnect by themselves).
+    pub async fn connect(cfg: &Config) -> Result<Self, StartError> {
+        let db = Db::connect(&cfg.database)
+            .map_err(|source| StartError::Database { url: redact_url(&cfg.database.url), source })?;
+        let cache =
+            Cache::connect(&cfg.cache).map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
+        let queue = Queue::connect(&cfg.queue)
+            .await
+            .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;
+        Ok(Self { db, cache, queue })
+    }
+
+    /// Probes every backend at once, each bounded by `timeout`.
+    pub async fn readiness(&self, timeout: Duration) -> Readiness {
+        let bound = |r: Option<Result<(), String>>| r.unwrap_or_else(|| Err("timed out".into()));
+        let (db, cache, queue) = tokio::join!(
+            tokio::time::timeout(timeout, self.db.ping()),
+            tokio::time::timeout(timeout, self.cache.ping()),
+            tokio::time::timeout(timeout, self.queue.ping()),
+        );
+        Readiness {
+            checks: vec![
+                ("database", bound(db.ok().map(|r| r.map_err(|e| e.to_string())))),
+                ("cache", bound(cache.ok().map(|r| r.map_err(|e| e.to_string())))),
+                ("queue", bound(queue.ok().map(|r| r.map_err(|e| e.to_string())))),
+            ],
+        }
+    }
+}

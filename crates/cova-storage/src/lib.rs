@@ -1,0 +1,21 @@
+//! cova's storage: one diesel schema and one set of repository functions over PostgreSQL
+//! (diesel-async + deadpool) and SQLite (diesel-async's sync wrapper, bundled SQLite).
+//!
+//! Each repository function is written once; [`with_conn!`] and [`in_transaction!`] expand
+//! its body once per backend. Times are unix milliseconds, months are `YYYY-MM` in UTC.
+
+pub mod clock;
+mod error;
+pub mod pool;
+pub mod repo;
+pub mod schema;
+pub mod testing;
+
+pub use clock::month_of;
+pub use error::StorageError;
+pub use pool::{Db, DbConn};
+pub use repo::accounts::Account;
+pub use repo::balances::{Balance, Reservation};
+pub use repo::tokens::{NewToken, TokenRecord};
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

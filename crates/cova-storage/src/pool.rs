@@ -1,0 +1,188 @@
+use crate::{Result, StorageError};
+use cova_config::{DatabaseBackend, DatabaseConfig};
+use diesel::sqlite::SqliteConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use futures::FutureExt;
+use std::time::Duration;
+
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+const PG_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
+const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+
+/// The same pool settings for both connection types (a macro: the generic bounds are unwieldy).
+macro_rules! build_pool {
+    ($mgr:expr, $size:expr, $wait:expr, $create:expr) => {
+        Pool::builder($mgr)
+            .max_size($size)
+            .wait_timeout(Some($wait))
+            .create_timeout(Some($create))
+            .recycle_timeout(Some($create))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StorageError::Database(e.to_string()))
+    };
+}
+
+#[derive(Clone)]
+enum Inner {
+    Pg(Pool<AsyncPgConnection>),
+    Sqlite(Pool<SqliteConn>),
+}
+
+/// A connection pool over either database. Cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    inner: Inner,
+    url: String,
+}
+
+/// One pooled connection of either kind; see [`with_conn!`](crate::with_conn).
+pub enum DbConn {
+    Pg(Object<AsyncPgConnection>),
+    Sqlite(Object<SqliteConn>),
+}
+
+/// Runs `$body` with `$c` bound to `&mut` the concrete connection; the body is compiled once per backend.
+#[macro_export]
+macro_rules! with_conn {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::DbConn::Pg(obj) => {
+                let $c: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
+                $body
+            }
+            $crate::DbConn::Sqlite(obj) => {
+                let $c: &mut $crate::pool::SqliteConn = &mut *obj;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs the async `$body` in one transaction; on SQLite it is `BEGIN IMMEDIATE`, because
+/// read-then-write transactions otherwise fail with "database is locked" under concurrency.
+#[macro_export]
+macro_rules! in_transaction {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::DbConn::Pg(obj) => {
+                let conn: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
+                ::diesel_async::AsyncConnection::transaction(conn, async |$c| -> $crate::Result<_> { $body }).await
+            }
+            $crate::DbConn::Sqlite(obj) => {
+                let conn: &mut $crate::pool::SqliteConn = &mut *obj;
+                conn.immediate_transaction(async |$c| -> $crate::Result<_> { $body }).await
+            }
+        }
+    };
+}
+
+impl Db {
+    /// Builds the pool; connections are opened lazily, so a database that is down now
+    /// makes requests answer 503 until it returns, instead of stopping the process.
+    pub fn connect(cfg: &DatabaseConfig) -> Result<Self> {
+        let backend = DatabaseBackend::parse(&cfg.url).map_err(|e| StorageError::Database(e.to_string()))?;
+        let wait = Duration::from_millis(cfg.acquire_timeout_ms);
+        let connect_timeout = Duration::from_millis(cfg.connect_timeout_ms);
+        let inner = match backend {
+            DatabaseBackend::Postgres(url) => {
+                let statement_timeout = cfg.statement_timeout_ms;
+                let mut mc = ManagerConfig::<AsyncPgConnection>::default();
+                mc.custom_setup = Box::new(move |url| {
+                    let url = url.to_owned();
+                    async move {
+                        let mut conn = tokio::time::timeout(connect_timeout, AsyncPgConnection::establish(&url))
+                            .await
+                            .map_err(|_| diesel::ConnectionError::BadConnection("connect timed out".into()))??;
+                        conn.batch_execute(&format!("SET statement_timeout = {statement_timeout}"))
+                            .await
+                            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                        Ok(conn)
+                    }
+                    .boxed()
+                });
+                let mgr = AsyncDieselConnectionManager::new_with_config(url, mc);
+                Inner::Pg(build_pool!(mgr, cfg.pool_size, wait, connect_timeout)?)
+            }
+            DatabaseBackend::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| StorageError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+                }
+                let busy = cfg.statement_timeout_ms;
+                let mut mc = ManagerConfig::<SqliteConn>::default();
+                mc.custom_setup = Box::new(move |path| {
+                    let path = path.to_owned();
+                    async move {
+                        let mut conn = SqliteConn::establish(&path).await?;
+                        conn.batch_execute(&format!(
+                            "PRAGMA busy_timeout = {busy}; PRAGMA journal_mode = WAL; \
+                             PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+                        ))
+                        .await
+                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                        Ok(conn)
+                    }
+                    .boxed()
+                });
+                let mgr = AsyncDieselConnectionManager::new_with_config(path.to_string_lossy().into_owned(), mc);
+                Inner::Sqlite(build_pool!(mgr, cfg.pool_size, wait, connect_timeout)?)
+            }
+        };
+        Ok(Self { inner, url: cfg.url.clone() })
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self.inner {
+            Inner::Pg(_) => "postgres",
+            Inner::Sqlite(_) => "sqlite",
+        }
+    }
+
+    pub async fn conn(&self) -> Result<DbConn> {
+        match &self.inner {
+            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(pool_error),
+            Inner::Sqlite(p) => p.get().await.map(DbConn::Sqlite).map_err(pool_error),
+        }
+    }
+
+    /// Cheap liveness check for `/readyz`.
+    pub async fn ping(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await)?;
+        Ok(())
+    }
+
+    /// Creates or upgrades the schema; idempotent.
+    pub async fn migrate(&self) -> Result<()> {
+        let url = self.url.clone();
+        let sqlite = matches!(self.inner, Inner::Sqlite(_));
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            if sqlite {
+                let path = url.trim_start_matches("sqlite://");
+                let mut conn = <SqliteConnection as diesel::Connection>::establish(path)
+                    .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+                diesel::connection::SimpleConnection::batch_execute(&mut conn, "PRAGMA busy_timeout = 10000;")?;
+                conn.run_pending_migrations(SQLITE_MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+            } else {
+                type Wrapped = diesel_async::async_connection_wrapper::AsyncConnectionWrapper<AsyncPgConnection>;
+                let mut conn = <Wrapped as diesel::Connection>::establish(&url)
+                    .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+                conn.run_pending_migrations(PG_MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| StorageError::Migration(e.to_string()))?
+    }
+}
+
+
+fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>) -> StorageError {
+    StorageError::Unavailable(e.to_string())
+}

@@ -1,0 +1,89 @@
+use crate::schema::accounts;
+use crate::{Db, Result, StorageError, with_conn};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[diesel(table_name = accounts)]
+pub struct Account {
+    pub id: String,
+    pub email: String,
+    pub email_confirmed_at: Option<i64>,
+    pub active_tokens: i32,
+    pub free_comments_left: i64,
+    pub created_at: i64,
+}
+
+impl Account {
+    pub fn is_confirmed(&self) -> bool {
+        self.email_confirmed_at.is_some()
+    }
+}
+
+/// Creates an account; `confirmed` marks the e-mail as confirmed now. Duplicate e-mail → `Conflict`.
+pub async fn create(db: &Db, email: &str, confirmed: bool, free_allowance: i64, now: i64) -> Result<Account> {
+    let email = normalise_email(email)?;
+    let account = Account {
+        id: super::new_id(),
+        email,
+        email_confirmed_at: confirmed.then_some(now),
+        active_tokens: 0,
+        free_comments_left: free_allowance,
+        created_at: now,
+    };
+    let mut conn = db.conn().await?;
+    let inserted = with_conn!(&mut conn, |c| {
+        diesel::insert_into(accounts::table)
+            .values((
+                accounts::id.eq(&account.id),
+                accounts::email.eq(&account.email),
+                accounts::email_confirmed_at.eq(account.email_confirmed_at),
+                accounts::active_tokens.eq(0),
+                accounts::free_comments_left.eq(account.free_comments_left),
+                accounts::created_at.eq(account.created_at),
+            ))
+            .on_conflict_do_nothing()
+            .execute(c)
+            .await
+    })?;
+    if inserted == 0 {
+        return Err(StorageError::Conflict(format!("an account with e-mail {} already exists", account.email)));
+    }
+    Ok(account)
+}
+
+pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<Account>> {
+    let email = normalise_email(email)?;
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        accounts::table
+            .filter(accounts::email.eq(&email))
+            .select(Account::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
+
+pub async fn get(db: &Db, id: &str) -> Result<Account> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        accounts::table.find(id).select(Account::as_select()).first(c).await
+    })?)
+}
+
+/// Lower-cased and trimmed; a minimal shape check (the confirmation mail is the real proof).
+fn normalise_email(raw: &str) -> Result<String> {
+    let email = raw.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.')
+        })
+        && !email.chars().any(char::is_whitespace);
+    if valid {
+        Ok(email)
+    } else {
+        Err(StorageError::Conflict(format!("`{}` is not an e-mail address", raw.trim())))
+    }
+}

@@ -1,0 +1,229 @@
+//! The comment balance: one row per account and month, reserve → settle/release per job.
+//!
+//! Overdraft is impossible twice over: every reservation is a conditional UPDATE that only
+//! succeeds while enough is available, and a CHECK constraint refuses any row where
+//! `reserved + spent > granted`.
+
+use crate::clock::{month_end_ms, month_of};
+use crate::schema::{balances, ledger, reservations};
+use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use diesel::prelude::*;
+use diesel::upsert::excluded;
+use diesel_async::RunQueryDsl;
+use serde::Serialize;
+
+/// How often a reservation that lost a race re-reads the balance before giving up.
+const RESERVE_ATTEMPTS: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Balance {
+    pub month: String,
+    pub granted: i64,
+    pub reserved: i64,
+    pub spent: i64,
+    pub available: i64,
+    /// Unix ms when what is left expires (start of the next month, UTC).
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = reservations)]
+pub struct Reservation {
+    pub job_id: String,
+    pub account_id: String,
+    pub month: String,
+    pub amount: i64,
+    pub state: String,
+    pub charged: i64,
+    pub created_at: i64,
+    pub closed_at: Option<i64>,
+}
+
+fn balance_of(month: String, now: i64, row: Option<(i64, i64, i64)>) -> Balance {
+    let (granted, reserved, spent) = row.unwrap_or((0, 0, 0));
+    Balance { month, granted, reserved, spent, available: granted - reserved - spent, expires_at: month_end_ms(now) }
+}
+
+/// The balance of the month containing `now`; earlier months have expired.
+pub async fn current(db: &Db, account_id: &str, now: i64) -> Result<Balance> {
+    let month = month_of(now);
+    let mut conn = db.conn().await?;
+    let row = with_conn!(&mut conn, |c| {
+        balances::table
+            .find((account_id, &month))
+            .select((balances::granted, balances::reserved, balances::spent))
+            .first::<(i64, i64, i64)>(c)
+            .await
+            .optional()
+    })?;
+    Ok(balance_of(month, now, row))
+}
+
+/// Adds a pack of `comments` to the current month and records it in the ledger.
+pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i64) -> Result<Balance> {
+    if comments <= 0 {
+        return Err(StorageError::Conflict("a grant must be a positive number of comments".into()));
+    }
+    let month = month_of(now);
+    let mut conn = db.conn().await?;
+    let row = in_transaction!(&mut conn, |c| {
+        diesel::insert_into(balances::table)
+            .values((
+                balances::account_id.eq(account_id),
+                balances::month.eq(&month),
+                balances::granted.eq(comments),
+                balances::reserved.eq(0),
+                balances::spent.eq(0),
+            ))
+            .on_conflict((balances::account_id, balances::month))
+            .do_update()
+            .set(balances::granted.eq(balances::granted + excluded(balances::granted)))
+            .execute(c)
+            .await?;
+        diesel::insert_into(ledger::table)
+            .values((
+                ledger::id.eq(super::new_id()),
+                ledger::account_id.eq(account_id),
+                ledger::month.eq(&month),
+                ledger::kind.eq("grant"),
+                ledger::amount.eq(comments),
+                ledger::note.eq(note),
+                ledger::created_at.eq(now),
+            ))
+            .execute(c)
+            .await?;
+        Ok(balances::table
+            .find((account_id, &month))
+            .select((balances::granted, balances::reserved, balances::spent))
+            .first::<(i64, i64, i64)>(c)
+            .await?)
+    })?;
+    Ok(balance_of(month, now, Some(row)))
+}
+
+/// Reserves up to `wanted` comments for `job_id`: min(wanted, available). Returns the amount
+/// held, 0 when nothing is available. Repeating it for the same job returns the first hold.
+pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: i64) -> Result<i64> {
+    if wanted <= 0 {
+        return Ok(0);
+    }
+    let month = month_of(now);
+    for _ in 0..RESERVE_ATTEMPTS {
+        let mut conn = db.conn().await?;
+        let outcome: Option<i64> = in_transaction!(&mut conn, |c| {
+            let existing = reservations::table
+                .find(job_id)
+                .select(reservations::amount)
+                .first::<i64>(c)
+                .await
+                .optional()?;
+            if existing.is_some() {
+                return Ok(existing);
+            }
+            let row = balances::table
+                .find((account_id, &month))
+                .select((balances::granted, balances::reserved, balances::spent))
+                .first::<(i64, i64, i64)>(c)
+                .await
+                .optional()?;
+            let available = row.map_or(0, |(g, r, s)| g - r - s);
+            if available <= 0 {
+                return Ok(Some(0));
+            }
+            let amount = wanted.min(available);
+            let updated = diesel::update(balances::table.find((account_id, &month)))
+                .filter((balances::granted - balances::reserved - balances::spent).ge(amount))
+                .set(balances::reserved.eq(balances::reserved + amount))
+                .execute(c)
+                .await?;
+            if updated == 0 {
+                // Someone else reserved in between: read again.
+                return Ok(None);
+            }
+            diesel::insert_into(reservations::table)
+                .values((
+                    reservations::job_id.eq(job_id),
+                    reservations::account_id.eq(account_id),
+                    reservations::month.eq(&month),
+                    reservations::amount.eq(amount),
+                    reservations::state.eq("held"),
+                    reservations::charged.eq(0),
+                    reservations::created_at.eq(now),
+                ))
+                .execute(c)
+                .await?;
+            Ok(Some(amount))
+        })?;
+        if let Some(amount) = outcome {
+            return Ok(amount);
+        }
+    }
+    Err(StorageError::Unavailable("the balance is too contended; retry".into()))
+}
+
+/// Charges `collected` (at most the hold) and returns the rest. Happens at most once per job:
+/// returns `None` when the reservation was already closed (or never existed).
+pub async fn settle(db: &Db, job_id: &str, collected: i64, now: i64) -> Result<Option<i64>> {
+    close(db, job_id, Some(collected), now).await
+}
+
+/// Returns the whole hold; a failed job charges nothing. At most once per job.
+pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
+    close(db, job_id, None, now).await
+}
+
+async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let held = reservations::table
+            .find(job_id)
+            .filter(reservations::state.eq("held"))
+            .select(Reservation::as_select())
+            .first(c)
+            .await
+            .optional()?;
+        let Some(held) = held else { return Ok(None) };
+        let charged = collected.unwrap_or(0).clamp(0, held.amount);
+        let closed = diesel::update(reservations::table.find(job_id))
+            .filter(reservations::state.eq("held"))
+            .set((
+                reservations::state.eq(if collected.is_some() { "settled" } else { "released" }),
+                reservations::charged.eq(charged),
+                reservations::closed_at.eq(now),
+            ))
+            .execute(c)
+            .await?;
+        if closed == 0 {
+            return Ok(None);
+        }
+        diesel::update(balances::table.find((&held.account_id, &held.month)))
+            .set((
+                balances::reserved.eq(balances::reserved - held.amount),
+                balances::spent.eq(balances::spent + charged),
+            ))
+            .execute(c)
+            .await?;
+        if charged > 0 {
+            diesel::insert_into(ledger::table)
+                .values((
+                    ledger::id.eq(super::new_id()),
+                    ledger::account_id.eq(&held.account_id),
+                    ledger::month.eq(&held.month),
+                    ledger::kind.eq("charge"),
+                    ledger::amount.eq(charged),
+                    ledger::job_id.eq(job_id),
+                    ledger::created_at.eq(now),
+                ))
+                .execute(c)
+                .await?;
+        }
+        Ok(Some(charged))
+    })
+}
+
+pub async fn reservation(db: &Db, job_id: &str) -> Result<Option<Reservation>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        reservations::table.find(job_id).select(Reservation::as_select()).first(c).await.optional()
+    })?)
+}

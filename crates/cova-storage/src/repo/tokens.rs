@@ -1,0 +1,150 @@
+use crate::schema::{accounts, api_tokens};
+use crate::{Account, Db, Result, in_transaction, with_conn};
+use cova_auth::{GeneratedToken, ScopeSet};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+/// The spec's cap on active tokens per account (also a CHECK in the schema).
+pub const MAX_ACTIVE_TOKENS: i32 = 5;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = api_tokens)]
+pub struct TokenRecord {
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub token_hash: String,
+    pub scopes: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+impl TokenRecord {
+    /// Scopes as stored; an unreadable list grants nothing.
+    pub fn scope_set(&self) -> ScopeSet {
+        ScopeSet::parse_list(&self.scopes).unwrap_or_default()
+    }
+}
+
+pub struct NewToken<'a> {
+    pub account_id: &'a str,
+    pub name: &'a str,
+    pub scopes: ScopeSet,
+    pub token: &'a GeneratedToken,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// The account already has five active tokens.
+    Limit,
+    /// Tokens are only created after the e-mail is confirmed.
+    EmailUnconfirmed,
+}
+
+/// Creates a token unless the account is unconfirmed or at its cap. The counter update and the
+/// insert share one transaction, so concurrent creations can never exceed the cap.
+pub async fn create(db: &Db, new: NewToken<'_>, now: i64) -> Result<Result<TokenRecord, TokenRefusal>> {
+    let record = TokenRecord {
+        id: super::new_id(),
+        account_id: new.account_id.to_owned(),
+        name: new.name.to_owned(),
+        prefix: new.token.prefix.clone(),
+        token_hash: new.token.hash.clone(),
+        scopes: new.scopes.to_list(),
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let bumped = diesel::update(accounts::table)
+            .filter(accounts::id.eq(&record.account_id))
+            .filter(accounts::email_confirmed_at.is_not_null())
+            .filter(accounts::active_tokens.lt(MAX_ACTIVE_TOKENS))
+            .set(accounts::active_tokens.eq(accounts::active_tokens + 1))
+            .execute(c)
+            .await?;
+        if bumped == 0 {
+            let confirmed: Option<i64> =
+                accounts::table.find(&record.account_id).select(accounts::email_confirmed_at).first(c).await?;
+            return Ok(Err(if confirmed.is_none() { TokenRefusal::EmailUnconfirmed } else { TokenRefusal::Limit }));
+        }
+        diesel::insert_into(api_tokens::table)
+            .values((
+                api_tokens::id.eq(&record.id),
+                api_tokens::account_id.eq(&record.account_id),
+                api_tokens::name.eq(&record.name),
+                api_tokens::prefix.eq(&record.prefix),
+                api_tokens::token_hash.eq(&record.token_hash),
+                api_tokens::scopes.eq(&record.scopes),
+                api_tokens::created_at.eq(record.created_at),
+            ))
+            .execute(c)
+            .await?;
+        Ok(Ok(record.clone()))
+    })
+}
+
+pub async fn list(db: &Db, account_id: &str) -> Result<Vec<TokenRecord>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        api_tokens::table
+            .filter(api_tokens::account_id.eq(account_id))
+            .order(api_tokens::created_at.asc())
+            .select(TokenRecord::as_select())
+            .load(c)
+            .await
+    })?)
+}
+
+/// Revokes the account's active tokens with this display prefix; returns how many.
+pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64) -> Result<usize> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let revoked = diesel::update(api_tokens::table)
+            .filter(api_tokens::account_id.eq(account_id))
+            .filter(api_tokens::prefix.eq(prefix))
+            .filter(api_tokens::revoked_at.is_null())
+            .set(api_tokens::revoked_at.eq(now))
+            .execute(c)
+            .await?;
+        if revoked > 0 {
+            let n = i32::try_from(revoked).unwrap_or(MAX_ACTIVE_TOKENS);
+            diesel::update(accounts::table.find(account_id))
+                .set(accounts::active_tokens.eq(accounts::active_tokens - n))
+                .execute(c)
+                .await?;
+        }
+        Ok(revoked)
+    })
+}
+
+/// The active (not revoked) token with this hash and its account.
+pub async fn find_active_by_hash(db: &Db, hash: &str) -> Result<Option<(TokenRecord, Account)>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        api_tokens::table
+            .inner_join(accounts::table)
+            .filter(api_tokens::token_hash.eq(hash))
+            .filter(api_tokens::revoked_at.is_null())
+            .select((TokenRecord::as_select(), Account::as_select()))
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
+
+/// Records use, at most once a minute per token so busy tokens do not write on every request.
+pub async fn touch_last_used(db: &Db, token_id: &str, now: i64) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(api_tokens::table.find(token_id))
+            .filter(api_tokens::last_used_at.is_null().or(api_tokens::last_used_at.lt(now - 60_000)))
+            .set(api_tokens::last_used_at.eq(now))
+            .execute(c)
+            .await
+    })?;
+    Ok(())
+}

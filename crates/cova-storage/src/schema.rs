@@ -1,0 +1,87 @@
+// The one schema for both databases: portable column types only (see migrations/).
+
+diesel::table! {
+    accounts (id) {
+        id -> Text,
+        email -> Text,
+        email_confirmed_at -> Nullable<BigInt>,
+        active_tokens -> Integer,
+        free_comments_left -> BigInt,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    api_tokens (id) {
+        id -> Text,
+        account_id -> Text,
+        name -> Text,
+        prefix -> Text,
+        token_hash -> Text,
+        scopes -> Text,
+        created_at -> BigInt,
+        last_used_at -> Nullable<BigInt>,
+        revoked_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    balances (account_id, month) {
+        account_id -> Text,
+        month -> Text,
+        granted -> BigInt,
+        reserved -> BigInt,
+        spent -> BigInt,
+    }
+}
+
+diesel::table! {
+    reservations (job_id) {
+        job_id -> Text,
+        account_id -> Text,
+        month -> Text,
+        amount -> BigInt,
+        state -> Text,
+        charged -> BigInt,
+        created_at -> BigInt,
+        closed_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    ledger (id) {
+        id -> Text,
+        account_id -> Text,
+        month -> Text,
+        kind -> Text,
+        amount -> BigInt,
+        job_id -> Nullable<Text>,
+        note -> Nullable<Text>,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    jobs (id) {
+        id -> Text,
+        account_id -> Text,
+        token_id -> Nullable<Text>,
+        kind -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        url -> Text,
+        status -> Text,
+        idempotency_key -> Nullable<Text>,
+        created_at -> BigInt,
+        started_at -> Nullable<BigInt>,
+        finished_at -> Nullable<BigInt>,
+        comments_collected -> BigInt,
+        comments_expected -> Nullable<BigInt>,
+        truncated -> Bool,
+        error_code -> Nullable<Text>,
+        error_detail -> Nullable<Text>,
+    }
+}
+
+diesel::joinable!(api_tokens -> accounts (account_id));
+diesel::allow_tables_to_appear_in_same_query!(accounts, api_tokens, balances, reservations, ledger, jobs);

@@ -1,0 +1,100 @@
+//! Isolated databases for tests: a fresh SQLite file, or a fresh PostgreSQL database when
+//! `COVA_TEST_DATABASE_URL` names a server. Used by this crate's tests and by `tests/`.
+
+use crate::{Db, Result, StorageError};
+use cova_config::DatabaseConfig;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use rand::Rng;
+use tokio::sync::OnceCell;
+
+/// Selects the database the test suite runs on; unset = embedded SQLite.
+pub const DATABASE_URL_VAR: &str = "COVA_TEST_DATABASE_URL";
+const PG_TEST_PREFIX: &str = "cova_t_";
+
+pub struct TestDatabase {
+    pub config: DatabaseConfig,
+    pg: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDatabase {
+    /// A new empty database, migrated. Panics (failing the test) when the configured server is unreachable.
+    pub async fn create() -> Self {
+        match std::env::var(DATABASE_URL_VAR) {
+            Ok(url) if url.starts_with("postgres") => Self::postgres(&url).await,
+            _ => Self::sqlite(),
+        }
+    }
+
+    fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir for the test database");
+        let path = dir.path().join("cova.db");
+        let config = DatabaseConfig { url: format!("sqlite://{}", path.display()), ..DatabaseConfig::default() };
+        Self { config, pg: None, _dir: Some(dir) }
+    }
+
+    async fn postgres(admin_url: &str) -> Self {
+        static CLEANED: OnceCell<()> = OnceCell::const_new();
+        CLEANED.get_or_init(|| drop_stale_databases(admin_url)).await;
+        let name = format!("{PG_TEST_PREFIX}{}_{:08x}", std::process::id(), rand::rng().random::<u32>());
+        let mut admin = AsyncPgConnection::establish(admin_url)
+            .await
+            .unwrap_or_else(|e| panic!("{DATABASE_URL_VAR} is set but PostgreSQL is unreachable: {e}"));
+        admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await.expect("create test database");
+        let url = with_database(admin_url, &name);
+        let config = DatabaseConfig { url, pool_size: 16, ..DatabaseConfig::default() };
+        Self { config, pg: Some((admin_url.to_owned(), name)), _dir: None }
+    }
+
+    /// A pool on the database, with the schema migrated.
+    pub async fn db(&self) -> Db {
+        let db = Db::connect(&self.config).expect("test pool");
+        db.migrate().await.expect("migrate test database");
+        db
+    }
+
+    /// Drops a PostgreSQL test database (SQLite files go with the temp dir).
+    pub async fn drop_database(self) -> Result<()> {
+        if let Some((admin_url, name)) = &self.pg {
+            let mut admin =
+                AsyncPgConnection::establish(admin_url).await.map_err(|e| StorageError::Unavailable(e.to_string()))?;
+            admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await?;
+        }
+        Ok(())
+    }
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            u.set_path(&format!("/{name}"));
+            u.to_string()
+        }
+        Err(_) => format!("{}/{name}", url.rsplit_once('/').map_or(url, |(base, _)| base)),
+    }
+}
+
+/// Removes databases left by test processes that have exited (a panicking test skips its own drop).
+async fn drop_stale_databases(admin_url: &str) {
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    #[derive(QueryableByName)]
+    struct Name {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        datname: String,
+    }
+    let Ok(mut admin) = AsyncPgConnection::establish(admin_url).await else { return };
+    let names: Vec<Name> = diesel::sql_query(format!(
+        "SELECT datname FROM pg_database WHERE datname LIKE '{PG_TEST_PREFIX}%'"
+    ))
+    .load(&mut admin)
+    .await
+    .unwrap_or_default();
+    for Name { datname } in names {
+        let pid = datname.trim_start_matches(PG_TEST_PREFIX).split('_').next().and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{datname}\" WITH (FORCE)")).await;
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Repository tests. They run on SQLite by default and on PostgreSQL when
+//! `COVA_TEST_DATABASE_URL` is set (CI runs both).
+
+use chrono::{TimeZone, Utc};
+use cova_auth::ScopeSet;
+use cova_storage::StorageError;
+use cova_storage::repo::tokens::{MAX_ACTIVE_TOKENS, NewToken, TokenRefusal};
+use cova_storage::repo::{accounts, balances, tokens};
+use cova_storage::testing::TestDatabase;
+use std::sync::Arc;
+
+fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, s).single().expect("valid date").timestamp_millis()
+}
+
+const NOW: i64 = 1_795_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn migrations_are_idempotent_and_accounts_unique() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    db.migrate().await.expect("second migrate is a no-op");
+    let a = accounts::create(&db, " Ana@Example.com ", true, 500, NOW).await.expect("create");
+    assert_eq!(a.email, "ana@example.com");
+    assert!(a.is_confirmed());
+    let dup = accounts::create(&db, "ana@example.com", true, 500, NOW).await;
+    assert!(matches!(dup, Err(StorageError::Conflict(_))), "{dup:?}");
+    assert!(matches!(accounts::create(&db, "not-an-email", true, 0, NOW).await, Err(StorageError::Conflict(_))));
+    let found = accounts::find_by_email(&db, "ANA@example.com").await.expect("find").expect("exists");
+    assert_eq!(found.id, a.id);
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_cap_revoke_and_lookup() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "cap@example.com", true, 0, NOW).await.expect("account");
+    let scopes = ScopeSet::parse_list("metadata:read").expect("scopes");
+    let mut made = Vec::new();
+    for i in 0..MAX_ACTIVE_TOKENS {
+        let g = cova_auth::generate();
+        let rec = tokens::create(&db, NewToken { account_id: &a.id, name: &format!("t{i}"), scopes, token: &g }, NOW)
+            .await
+            .expect("db")
+            .expect("under the cap");
+        made.push((g, rec));
+    }
+    let sixth = cova_auth::generate();
+    let refused = tokens::create(&db, NewToken { account_id: &a.id, name: "six", scopes, token: &sixth }, NOW).await.expect("db");
+    assert_eq!(refused.err(), Some(TokenRefusal::Limit));
+
+    let (g0, r0) = &made[0];
+    let (rec, acc) = tokens::find_active_by_hash(&db, &g0.hash).await.expect("db").expect("active");
+    assert_eq!(rec.id, r0.id);
+    assert_eq!(acc.active_tokens, MAX_ACTIVE_TOKENS);
+    assert_eq!(tokens::revoke_by_prefix(&db, &a.id, &r0.prefix, NOW).await.expect("revoke"), 1);
+    assert_eq!(tokens::revoke_by_prefix(&db, &a.id, &r0.prefix, NOW).await.expect("revoke again"), 0);
+    assert!(tokens::find_active_by_hash(&db, &g0.hash).await.expect("db").is_none());
+    // The freed slot can be used again.
+    tokens::create(&db, NewToken { account_id: &a.id, name: "six", scopes, token: &sixth }, NOW)
+        .await
+        .expect("db")
+        .expect("slot freed by revocation");
+    assert_eq!(tokens::list(&db, &a.id).await.expect("list").len(), 6);
+
+    let unconfirmed = accounts::create(&db, "new@example.com", false, 0, NOW).await.expect("account");
+    let g = cova_auth::generate();
+    let refused = tokens::create(&db, NewToken { account_id: &unconfirmed.id, name: "x", scopes, token: &g }, NOW).await.expect("db");
+    assert_eq!(refused.err(), Some(TokenRefusal::EmailUnconfirmed));
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_token_creation_never_exceeds_the_cap() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "race@example.com", true, 0, NOW).await.expect("account");
+    let scopes = ScopeSet::parse_list("analyze:write").expect("scopes");
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let db = db.clone();
+        let id = a.id.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = cova_auth::generate();
+            tokens::create(&db, NewToken { account_id: &id, name: "r", scopes, token: &g }, NOW).await
+        }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        if task.await.expect("join").expect("db").is_ok() {
+            created += 1;
+        }
+    }
+    assert_eq!(created, MAX_ACTIVE_TOKENS);
+    assert_eq!(accounts::get(&db, &a.id).await.expect("get").active_tokens, MAX_ACTIVE_TOKENS);
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_parallel_reservations_never_overdraw() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "money@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 10, "test", NOW).await.expect("grant");
+    let db = Arc::new(db);
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let db = db.clone();
+        let id = a.id.clone();
+        tasks.push(tokio::spawn(async move { balances::reserve(&db, &id, &format!("job-{i}"), 1, NOW).await }));
+    }
+    let mut held = 0;
+    for task in tasks {
+        held += task.await.expect("join").expect("reserve never errors");
+    }
+    assert_eq!(held, 10);
+    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
+    assert_eq!((b.granted, b.reserved, b.spent, b.available), (10, 10, 0, 0));
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_partial_reservations_spend_exactly_the_balance() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "partial@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 100, "test", NOW).await.expect("grant");
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let db = db.clone();
+        let id = a.id.clone();
+        tasks.push(tokio::spawn(async move { balances::reserve(&db, &id, &format!("job-{i}"), 7, NOW).await }));
+    }
+    let mut held = 0;
+    for task in tasks {
+        let amount = task.await.expect("join").expect("reserve");
+        assert!((0..=7).contains(&amount));
+        held += amount;
+    }
+    assert_eq!(held, 100, "min(wanted, available) each time: the balance is used up exactly");
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 0);
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settle_and_release_happen_once() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "settle@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
+    assert_eq!(balances::reserve(&db, &a.id, "j1", 400, NOW).await.expect("reserve"), 400);
+    assert_eq!(balances::reserve(&db, &a.id, "j1", 400, NOW).await.expect("same job"), 400, "idempotent per job");
+    assert_eq!(balances::reserve(&db, &a.id, "j2", 5_000, NOW).await.expect("reserve"), 600, "capped at what is left");
+    assert_eq!(balances::reserve(&db, &a.id, "j3", 10, NOW).await.expect("reserve"), 0, "nothing left");
+
+    assert_eq!(balances::settle(&db, "j1", 123, NOW).await.expect("settle"), Some(123));
+    assert_eq!(balances::settle(&db, "j1", 123, NOW).await.expect("settle again"), None, "second settle is a no-op");
+    assert_eq!(balances::release(&db, "j1", NOW).await.expect("release after settle"), None);
+    assert_eq!(balances::release(&db, "j2", NOW).await.expect("release"), Some(0));
+    assert_eq!(balances::release(&db, "j2", NOW).await.expect("release again"), None);
+    assert_eq!(balances::settle(&db, "unknown", 5, NOW).await.expect("unknown job"), None);
+
+    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
+    assert_eq!((b.granted, b.reserved, b.spent, b.available), (1_000, 0, 123, 877));
+    let r = balances::reservation(&db, "j1").await.expect("db").expect("exists");
+    assert_eq!((r.state.as_str(), r.charged), ("settled", 123));
+    // A settle can never charge more than was held.
+    balances::reserve(&db, &a.id, "j4", 10, NOW).await.expect("reserve");
+    assert_eq!(balances::settle(&db, "j4", 999, NOW).await.expect("settle"), Some(10));
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_month_boundary_expires_the_old_balance() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "month@example.com", true, 0, NOW).await.expect("account");
+    let last_second = at(2026, 11, 30, 23, 59, 59);
+    let next_month = at(2026, 12, 1, 0, 0, 0);
+    balances::grant(&db, &a.id, 2_000, "pack", last_second).await.expect("grant");
+    let nov = balances::current(&db, &a.id, last_second).await.expect("nov");
+    assert_eq!((nov.month.as_str(), nov.available), ("2026-11", 2_000));
+    let dec = balances::current(&db, &a.id, next_month).await.expect("dec");
+    assert_eq!((dec.month.as_str(), dec.granted, dec.available), ("2026-12", 0, 0));
+    assert_eq!(balances::reserve(&db, &a.id, "late", 10, next_month).await.expect("reserve"), 0, "November's comments are gone");
+    // A pack bought in December adds to December only.
+    balances::grant(&db, &a.id, 500, "pack", next_month).await.expect("grant");
+    assert_eq!(balances::current(&db, &a.id, next_month).await.expect("dec").available, 500);
+    assert_eq!(balances::current(&db, &a.id, last_second).await.expect("nov").available, 2_000);
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_check_constraint_refuses_overdraft_written_directly() {
+    use diesel::ExpressionMethods;
+    use diesel_async::RunQueryDsl;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "check@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 5, "test", NOW).await.expect("grant");
+    let mut conn = db.conn().await.expect("conn");
+    let res = cova_storage::with_conn!(&mut conn, |c| {
+        diesel::update(cova_storage::schema::balances::table)
+            .set(cova_storage::schema::balances::spent.eq(6))
+            .execute(c)
+            .await
+    });
+    assert!(res.is_err(), "spent > granted must be refused by the database itself");
+    t.drop_database().await.expect("drop");
+}

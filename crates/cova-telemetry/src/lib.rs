@@ -1,0 +1,72 @@
+//! Logging and tracing: `tracing` with JSON (or pretty) logs on stdout, and OpenTelemetry
+//! OTLP/HTTP trace export when `telemetry.otlp_endpoint` is set.
+
+use cova_config::TelemetryConfig;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("telemetry.log_level: {0}")]
+    Filter(String),
+    #[error("telemetry.otlp_endpoint: {0}")]
+    Exporter(String),
+}
+
+/// Flushes and stops trace export when dropped: keep it alive until the process ends.
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take()
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("cova: flushing traces failed: {e}");
+        }
+    }
+}
+
+/// Installs the global subscriber. Calling it again (as tests do) keeps the first one.
+pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
+    let filter = EnvFilter::try_new(&cfg.log_level).map_err(|e| TelemetryError::Filter(e.to_string()))?;
+    let provider = match &cfg.otlp_endpoint {
+        Some(endpoint) => {
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+                .build()
+                .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+            Some(
+                SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(Resource::builder().with_service_name(cfg.service_name.clone()).build())
+                    .build(),
+            )
+        }
+        None => None,
+    };
+    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("cova")).boxed());
+    let fmt = if cfg.log_format == "pretty" {
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .boxed()
+    };
+    let _ = tracing_subscriber::registry().with(filter).with(fmt).with(otel).try_init();
+    Ok(TelemetryGuard { provider })
+}

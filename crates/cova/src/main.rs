@@ -1,0 +1,28 @@
+//! `cova`: one binary, every role. See `cova --help`.
+
+mod admin;
+mod cli;
+mod serve;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // Usage errors exit 2 (clap's convention, which the operator contract adopts).
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cova: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, the whole cause chain, no backtrace: operators grep this.
+            eprintln!("cova: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

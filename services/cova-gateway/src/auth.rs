@@ -1,0 +1,132 @@
+//! Bearer-token authentication and scope checks.
+
+use crate::AppState;
+use crate::backend_errors;
+use actix_web::HttpRequest;
+use actix_web::http::header::AUTHORIZATION;
+use cova_auth::{Scope, ScopeSet, hash_token, looks_like_token};
+use cova_errors::{ApiError, ErrorCode};
+use cova_storage::clock::now_ms;
+use cova_storage::repo::tokens;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Who is calling: the token's account and what the token may do.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub account_id: String,
+    pub email: String,
+    pub token_id: String,
+    pub token_prefix: String,
+    pub scopes: ScopeSet,
+}
+
+impl Principal {
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(ApiError::new(ErrorCode::ForbiddenScope, format!("This token lacks the `{scope}` scope.")))
+        }
+    }
+}
+
+/// Token lookups remembered for a short time, so that a busy integrator does not cost a
+/// database read per request; the TTL bounds how long a revoked token keeps working.
+pub struct TokenCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<String, (Instant, Option<Principal>)>>,
+}
+
+/// Beyond this many entries the cache is cleared rather than grown (junk tokens cannot bloat it).
+const MAX_CACHED_TOKENS: usize = 10_000;
+
+impl TokenCache {
+    pub fn new(ttl: Duration) -> Self {
+        Self { ttl, entries: Mutex::new(HashMap::new()) }
+    }
+
+    fn get(&self, hash: &str) -> Option<Option<Principal>> {
+        let entries = self.entries.lock().ok()?;
+        entries.get(hash).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, p)| p.clone())
+    }
+
+    fn put(&self, hash: String, principal: Option<Principal>) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= MAX_CACHED_TOKENS {
+                entries.clear();
+            }
+            entries.insert(hash, (Instant::now(), principal));
+        }
+    }
+}
+
+fn unauthorized(detail: &str) -> ApiError {
+    ApiError::new(ErrorCode::Unauthorized, detail)
+}
+
+/// The bearer token of the request, from the `Authorization` header only.
+fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .ok_or_else(|| unauthorized("Missing token. Send it as `Authorization: Bearer <token>`."))?;
+    let value = header.to_str().map_err(|_| unauthorized("Malformed Authorization header."))?;
+    let (scheme, token) = value.trim().split_once(' ').ok_or_else(|| unauthorized("Malformed Authorization header; expected `Bearer <token>`."))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(unauthorized("Unsupported authorization scheme; expected `Bearer <token>`."));
+    }
+    Ok(token.trim())
+}
+
+/// Authenticates the request: 401 for a missing, malformed, unknown or revoked token.
+pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Principal, ApiError> {
+    let token = bearer(req)?;
+    if !looks_like_token(token) {
+        return Err(unauthorized("Invalid token."));
+    }
+    let hash = hash_token(token);
+    let principal = match state.tokens.get(&hash) {
+        Some(cached) => cached,
+        None => {
+            let found = tokens::find_active_by_hash(&state.backends.db, &hash).await.map_err(backend_errors::storage)?;
+            let principal = found.map(|(token, account)| {
+                touch_in_background(state, &token.id);
+                Principal {
+                    account_id: account.id,
+                    email: account.email,
+                    scopes: token.scope_set(),
+                    token_id: token.id,
+                    token_prefix: token.prefix,
+                }
+            });
+            state.tokens.put(hash, principal.clone());
+            principal
+        }
+    };
+    principal.ok_or_else(|| unauthorized("Invalid or revoked token."))
+}
+
+/// `last_used_at` is bookkeeping: never make the caller wait for it.
+fn touch_in_background(state: &AppState, token_id: &str) {
+    let db = state.backends.db.clone();
+    let id = token_id.to_owned();
+    tokio::spawn(async move {
+        if let Err(e) = tokens::touch_last_used(&db, &id, now_ms()).await {
+            tracing::debug!(error = %e, "recording token use failed");
+        }
+    });
+}
+
+/// Authentication then scope: the first two checks of every authenticated endpoint.
+pub async fn authorize(req: &HttpRequest, state: &AppState, scope: Option<Scope>) -> Result<Principal, ApiError> {
+    let principal = authenticate(req, state).await?;
+    if let Some(scope) = scope {
+        principal.require(scope)?;
+    }
+    Ok(principal)
+}

@@ -1,0 +1,58 @@
+//! The gateway: cova's HTTP API. Authentication, scopes, rate limits, CORS and the error
+//! catalogue live here; work is handed to the worker roles through the queue.
+
+mod auth;
+mod backend_errors;
+mod middleware;
+mod metering;
+mod routes;
+
+pub use auth::Principal;
+
+use actix_web::dev::Server;
+use actix_web::{App, HttpServer, web};
+use cova_config::Config;
+use cova_runtime::Backends;
+use std::net::TcpListener;
+use std::sync::Arc;
+
+/// Everything a request handler needs; shared by all HTTP workers.
+pub struct AppState {
+    pub config: Config,
+    pub backends: Backends,
+    tokens: auth::TokenCache,
+}
+
+impl AppState {
+    pub fn new(config: Config, backends: Backends) -> Arc<Self> {
+        let tokens = auth::TokenCache::new(std::time::Duration::from_millis(config.auth.token_cache_ms));
+        Arc::new(Self { config, backends, tokens })
+    }
+}
+
+/// Builds the HTTP server on an already bound listener (tests bind port 0).
+/// Signals are not handled here: the caller stops the server through its handle.
+pub fn server(state: Arc<AppState>, listener: TcpListener) -> std::io::Result<Server> {
+    let workers = state.config.http.workers;
+    let shutdown = state.config.http.shutdown_timeout_s;
+    let data = web::Data::from(state);
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(backend_errors::json_config(data.config.http.body_limit_bytes))
+            .app_data(backend_errors::path_config())
+            .app_data(backend_errors::query_config())
+            .wrap(middleware::cors())
+            .wrap(actix_web::middleware::from_fn(middleware::refuse_token_in_url))
+            .wrap(actix_web::middleware::from_fn(middleware::request_context))
+            .configure(routes::configure)
+            .default_service(web::to(backend_errors::route_not_found))
+    })
+    .disable_signals()
+    .shutdown_timeout(shutdown)
+    .listen(listener)?;
+    if workers > 0 {
+        server = server.workers(workers);
+    }
+    Ok(server.run())
+}

@@ -1,0 +1,132 @@
+//! Request-wide concerns: request ids, access logs, the request time bound, CORS, and the
+//! refusal of tokens placed in the URL.
+
+use crate::AppState;
+use actix_cors::Cors;
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{Error, ResponseError, web};
+use cova_errors::{ApiError, ErrorCode};
+use std::time::{Duration, Instant};
+
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Query parameter names that would carry a credential.
+const CREDENTIAL_PARAMS: &[&str] = &["token", "access_token", "api_key", "apikey", "key", "auth", "authorization", "bearer"];
+
+fn respond(req: ServiceRequest, err: &ApiError) -> ServiceResponse<BoxBody> {
+    req.into_response(err.error_response())
+}
+
+/// Assigns a request id (or keeps a sane one from the client), bounds the handling time, and
+/// logs one line per request: method, path without its query string, status, duration.
+pub async fn request_context(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let started = Instant::now();
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let timeout = req
+        .app_data::<web::Data<AppState>>()
+        .map_or(Duration::from_secs(30), |s| Duration::from_millis(s.config.http.request_timeout_ms));
+    let method = req.method().clone();
+    let path = req.path().to_owned();
+    let span = tracing::info_span!("request", request.id = %request_id, http.method = %method, http.path = %path);
+    let outcome = {
+        let _entered = span.enter();
+        tokio::time::timeout(timeout, next.call(req))
+    }
+    .await;
+    // The request cannot be cloned before routing (actix needs it unshared), so the two
+    // failure paths below hand an error back and the server renders it.
+    let mut res = match outcome {
+        Ok(Ok(res)) => res.map_into_boxed_body(),
+        Ok(Err(e)) => {
+            tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, error = %e, "request failed");
+            return Err(e);
+        }
+        Err(_) => {
+            tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, "request exceeded http.request_timeout_ms");
+            return Err(ApiError::unavailable().into());
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(HeaderName::from_static(REQUEST_ID), v);
+    }
+    let status = res.status().as_u16();
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status >= 500 {
+        tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, http.status = status, duration_ms, "request");
+    } else {
+        tracing::info!(request.id = %request_id, http.method = %method, http.path = %path, http.status = status, duration_ms, "request");
+    }
+    Ok(res)
+}
+
+/// A token in the URL leaks into logs, proxies and browser history: refuse it with 401 before
+/// anything else looks at the request (and never log the query string).
+pub async fn refuse_token_in_url(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    if query_carries_token(req.query_string()) {
+        let err = ApiError::new(
+            ErrorCode::Unauthorized,
+            "Tokens are accepted only in the Authorization header, never in the URL. Revoke a token that was sent in a URL.",
+        );
+        return Ok(respond(req, &err));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+fn query_carries_token(query: &str) -> bool {
+    if query.is_empty() {
+        return false;
+    }
+    query.split('&').any(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = name.to_ascii_lowercase();
+        CREDENTIAL_PARAMS.contains(&name.as_str()) || value.contains(cova_auth::TOKEN_PREFIX) || name.contains(cova_auth::TOKEN_PREFIX)
+    })
+}
+
+/// Bearer requests work from any origin without credentials; cookies are never allowed
+/// cross-origin (the workspace's own origins get their own policy with the cookie session).
+pub fn cors() -> Cors {
+    Cors::default()
+        .allow_any_origin()
+        .send_wildcard()
+        .allowed_methods(["GET", "POST", "PUT", "DELETE"])
+        .allowed_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::HeaderName::from_static("idempotency-key"), header::HeaderName::from_static(REQUEST_ID)])
+        .expose_headers([
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-quota-limit",
+            "x-quota-remaining",
+            "retry-after",
+            REQUEST_ID,
+        ])
+        .max_age(600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_carries_token;
+
+    #[test]
+    fn tokens_in_queries_are_spotted() {
+        assert!(query_carries_token("token=abc"));
+        assert!(query_carries_token("x=1&API_KEY=abc"));
+        assert!(query_carries_token("q=cova_0123456789"));
+        assert!(!query_carries_token(""));
+        assert!(!query_carries_token("limit=10&cursor=abc"));
+    }
+}

@@ -1,0 +1,145 @@
+//! A typed client for cova's HTTP API, as an integrator would write one.
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// The error body: exactly `{detail, code}`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiError {
+    pub detail: String,
+    pub code: String,
+}
+
+/// One answer: status, headers, and the body either parsed or as the error it was.
+#[derive(Debug)]
+pub struct Reply<T> {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Result<T, ApiError>,
+}
+
+impl<T: std::fmt::Debug> Reply<T> {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn header_u64(&self, name: &str) -> Option<u64> {
+        self.header(name).and_then(|v| v.parse().ok())
+    }
+
+    /// The success body; panics with the error otherwise.
+    pub fn ok(self) -> T {
+        match self.body {
+            Ok(body) => body,
+            Err(e) => panic!("expected success, got {} {:?}", self.status, e),
+        }
+    }
+
+    /// The error body; panics on success.
+    pub fn err(self) -> (StatusCode, ApiError) {
+        match self.body {
+            Err(e) => (self.status, e),
+            Ok(body) => panic!("expected an error, got {} {:?}", self.status, body),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Usage {
+    pub account: UsageAccount,
+    pub comments: UsageComments,
+    pub metadata: UsageLimit,
+    pub requests: UsageLimit,
+    pub concurrency: UsageConcurrency,
+    pub tokens: UsageTokens,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageAccount {
+    pub id: String,
+    pub email: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageComments {
+    pub month: String,
+    pub limit: i64,
+    pub used: i64,
+    pub reserved: i64,
+    pub remaining: i64,
+    pub expires_at: String,
+    pub per_post_limit: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageLimit {
+    pub limit: u32,
+    pub remaining: u32,
+    pub window_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageConcurrency {
+    pub limit: i64,
+    pub running: i64,
+    pub available: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageTokens {
+    pub limit: i32,
+    pub active: i32,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    pub fn new(base: &str, token: Option<&str>) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .expect("http client");
+        Self { http, base: base.trim_end_matches('/').to_owned(), token: token.map(str::to_owned) }
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        req
+    }
+
+    /// Sends and decodes: 2xx into `T`, anything else into the `{detail, code}` body
+    /// (a non-conforming error body fails the test).
+    pub async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Reply<T> {
+        let res = req.send().await.expect("request sent");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.bytes().await.expect("body read");
+        let body = if status.is_success() {
+            Ok(serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("{status} body does not decode: {e}: {}", String::from_utf8_lossy(&bytes))))
+        } else {
+            Err(serde_json::from_slice::<ApiError>(&bytes)
+                .unwrap_or_else(|e| panic!("{status} error body is not {{detail, code}}: {e}: {}", String::from_utf8_lossy(&bytes))))
+        };
+        Reply { status, headers, body }
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Reply<T> {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    pub async fn usage(&self) -> Reply<Usage> {
+        self.get("/api/v1/usage").await
+    }
+}

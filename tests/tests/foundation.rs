@@ -1,0 +1,254 @@
+//! Accounts, tokens, scopes, usage, limits and the error contract, over HTTP.
+
+use cova_tests::{Client, spawn_app, spawn_app_with};
+use reqwest::Method;
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_reports_balance_limits_and_tokens() {
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 2_000).await;
+    let reply = app.client(Some(&token)).usage().await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header_u64("x-quota-limit"), Some(2_000));
+    assert_eq!(reply.header_u64("x-quota-remaining"), Some(2_000));
+    assert_eq!(reply.header_u64("x-ratelimit-limit"), Some(600));
+    assert_eq!(reply.header_u64("x-ratelimit-remaining"), Some(599));
+    assert!(reply.header("x-request-id").is_some());
+    let usage = reply.ok();
+    assert_eq!(usage.account.id, account.id);
+    assert_eq!(usage.account.email, account.email);
+    assert_eq!((usage.comments.limit, usage.comments.used, usage.comments.reserved, usage.comments.remaining), (2_000, 0, 0, 2_000));
+    assert_eq!(usage.comments.per_post_limit, 5_000);
+    assert_eq!(usage.comments.month.len(), 7);
+    assert!(usage.comments.expires_at.ends_with("-01T00:00:00Z"), "{}", usage.comments.expires_at);
+    assert_eq!((usage.metadata.limit, usage.metadata.remaining, usage.metadata.window_seconds), (10, 10, 7_200));
+    assert_eq!((usage.requests.limit, usage.requests.remaining, usage.requests.window_seconds), (600, 599, 60));
+    assert_eq!((usage.concurrency.limit, usage.concurrency.running, usage.concurrency.available), (3, 0, 3));
+    assert_eq!((usage.tokens.limit, usage.tokens.active), (5, 1));
+
+    // A second token shows up; the balance is per account, not per token.
+    let second = app.token(&account, "metadata:read").await;
+    let usage = app.client(Some(&second)).usage().await.ok();
+    assert_eq!(usage.tokens.active, 2);
+    assert_eq!(usage.comments.remaining, 2_000);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_without_a_pack_has_an_empty_balance() {
+    let app = spawn_app().await;
+    let (_, token) = app.integrator().await;
+    let reply = app.client(Some(&token)).usage().await;
+    assert_eq!(reply.header_u64("x-quota-limit"), Some(0));
+    assert_eq!(reply.header_u64("x-quota-remaining"), Some(0));
+    let usage = reply.ok();
+    assert_eq!((usage.comments.limit, usage.comments.remaining), (0, 0), "the free allowance never applies to tokens");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_invalid_malformed_and_revoked_tokens_are_401() {
+    let app = spawn_app_with(|c| c.auth.token_cache_ms = 0).await;
+    let (account, token) = app.integrator().await;
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("missing", None),
+        ("wrong scheme", Some(format!("Basic {token}"))),
+        ("no scheme", Some(token.clone())),
+        ("garbage", Some("Bearer garbage".into())),
+        ("bad checksum", Some(format!("Bearer {}x", &token[..token.len() - 1]))),
+        ("well-formed but unknown", Some(format!("Bearer {}", cova_auth::generate().value))),
+    ];
+    for (case, header) in cases {
+        let mut req = Client::new(&app.base_url, None).request(Method::GET, "/api/v1/usage");
+        if let Some(h) = header {
+            req = req.header("authorization", h);
+        }
+        let (status, err) = app.client(None).send::<serde_json::Value>(req).await.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (401, "unauthorized"), "{case}");
+    }
+    assert_eq!(app.client(Some(&token)).usage().await.status, 200);
+    let prefix = cova_auth::display_prefix(&token);
+    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_storage::clock::now_ms())
+        .await
+        .expect("revoke");
+    let (status, err) = app.client(Some(&token)).usage().await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (401, "unauthorized"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_bites_within_the_token_cache_ttl() {
+    let app = spawn_app_with(|c| c.auth.token_cache_ms = 500).await;
+    let (account, token) = app.integrator().await;
+    assert_eq!(app.client(Some(&token)).usage().await.status, 200);
+    let prefix = cova_auth::display_prefix(&token);
+    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_storage::clock::now_ms())
+        .await
+        .expect("revoke");
+    let revoked_at = Instant::now();
+    loop {
+        let status = app.client(Some(&token)).usage().await.status;
+        if status == 401 {
+            break;
+        }
+        assert!(revoked_at.elapsed() < Duration::from_secs(3), "revoked token still accepted after 3 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_in_the_url_is_refused_even_with_a_valid_header() {
+    let app = spawn_app().await;
+    let (_, token) = app.integrator().await;
+    let client = app.client(Some(&token));
+    for query in [format!("token={token}"), format!("api_key={token}"), format!("x={token}"), "access_token=abc".to_string()] {
+        let (status, err) = client.get::<serde_json::Value>(&format!("/api/v1/usage?{query}")).await.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (401, "unauthorized"), "{query}");
+        assert!(err.detail.contains("Authorization header"));
+        assert!(!err.detail.contains(&token), "the token is never echoed");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_a_detail_and_code_body() {
+    let app = spawn_app_with(|c| c.http.body_limit_bytes = 1024).await;
+    let (_, token) = app.integrator().await;
+    let client = app.client(Some(&token));
+    // The typed client refuses any error body that is not exactly {detail, code}.
+    let (status, err) = client.get::<serde_json::Value>("/api/v1/nothing-here").await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
+    let (status, err) = client.get::<serde_json::Value>("/").await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
+    let (status, err) = client.send::<serde_json::Value>(client.request(Method::DELETE, "/api/v1/usage")).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"));
+    let (status, err) = client.send::<serde_json::Value>(client.request(Method::POST, "/healthz")).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_limit_answers_429_with_retry_after() {
+    let app = spawn_app_with(|c| c.limits.api_requests_per_minute = 3).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 50).await;
+    let client = app.client(Some(&token));
+    for remaining in [2, 1, 0] {
+        let reply = client.usage().await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header_u64("x-ratelimit-remaining"), Some(remaining));
+    }
+    let reply = client.usage().await;
+    assert_eq!(reply.header_u64("x-ratelimit-limit"), Some(3));
+    assert_eq!(reply.header_u64("x-ratelimit-remaining"), Some(0));
+    let retry_after = reply.header_u64("retry-after").expect("Retry-After on 429");
+    assert!((1..=20).contains(&retry_after), "{retry_after}");
+    let (status, err) = reply.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (429, "rate_limited"));
+    // Another account is not affected.
+    let (_, other) = app.integrator().await;
+    assert_eq!(app.client(Some(&other)).usage().await.status, 200);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_allows_bearer_requests_from_any_origin_without_credentials() {
+    let app = spawn_app().await;
+    let (_, token) = app.integrator().await;
+    let http = reqwest::Client::new();
+    let preflight = http
+        .request(Method::OPTIONS, format!("{}/api/v1/usage", app.base_url))
+        .header("origin", "https://integrator.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization")
+        .send()
+        .await
+        .expect("preflight");
+    assert!(preflight.status().is_success());
+    assert_eq!(preflight.headers().get("access-control-allow-origin").and_then(|v| v.to_str().ok()), Some("*"));
+    assert!(preflight.headers().get("access-control-allow-credentials").is_none());
+    let allowed = preflight.headers().get("access-control-allow-headers").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert!(allowed.contains("authorization"), "{allowed}");
+    let res = http
+        .get(format!("{}/api/v1/usage", app.base_url))
+        .header("origin", "https://integrator.example")
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers().get("access-control-allow-origin").and_then(|v| v.to_str().ok()), Some("*"));
+    let exposed = res.headers().get("access-control-expose-headers").and_then(|v| v.to_str().ok()).unwrap_or("");
+    for h in ["x-ratelimit-limit", "x-ratelimit-remaining", "x-quota-limit", "x-quota-remaining", "retry-after"] {
+        assert!(exposed.contains(h), "{h} not exposed: {exposed}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_and_request_ids() {
+    let app = spawn_app().await;
+    let client = app.client(None);
+    let health = client.get::<serde_json::Value>("/healthz").await.ok();
+    assert_eq!(health["status"], "ok");
+    let ready = client.get::<serde_json::Value>("/readyz").await.ok();
+    assert_eq!(ready["status"], "ready");
+    for backend in ["database", "cache", "queue"] {
+        assert_eq!(ready["checks"][backend], "ok", "{backend}");
+    }
+    let reply = client.send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "abc-123")).await;
+    assert_eq!(reply.header("x-request-id"), Some("abc-123"));
+    let reply = client.send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "bad id\twith junk")).await;
+    assert_ne!(reply.header("x-request-id"), Some("bad id\twith junk"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
+    // Nothing listens on port 9 of loopback: the cache is "down" on every machine.
+    let database = cova_storage::testing::TestDatabase::create().await;
+    let mut config = cova_tests::test_config(&database).await;
+    config.cache.url = "redis://127.0.0.1:9".into();
+    config.cache.timeout_ms = 500;
+    let backends = cova_runtime::Backends::connect(&config).await.expect("connect is lazy");
+    backends.db.migrate().await.expect("migrate");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let server = cova_gateway::server(cova_gateway::AppState::new(config, backends.clone()), listener).expect("server");
+    let handle = server.handle();
+    tokio::spawn(server);
+
+    let account = cova_storage::repo::accounts::create(&backends.db, "down@example.com", true, 0, cova_storage::clock::now_ms())
+        .await
+        .expect("account");
+    let generated = cova_auth::generate();
+    cova_storage::repo::tokens::create(
+        &backends.db,
+        cova_storage::repo::tokens::NewToken {
+            account_id: &account.id,
+            name: "t",
+            scopes: cova_auth::ScopeSet::parse_list("metadata:read").expect("scopes"),
+            token: &generated,
+        },
+        cova_storage::clock::now_ms(),
+    )
+    .await
+    .expect("db")
+    .expect("token");
+    let client = Client::new(&base, Some(&generated.value));
+    let started = Instant::now();
+    let reply = client.usage().await;
+    assert!(reply.header_u64("retry-after").is_some());
+    let (status, err) = reply.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (503, "unavailable"));
+    assert!(started.elapsed() < Duration::from_secs(5), "a down backend must not hang the request");
+    let (status, err) = client.get::<serde_json::Value>("/readyz").await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (503, "unavailable"));
+    assert!(err.detail.contains("cache"), "{}", err.detail);
+    assert!(!err.detail.contains("database"), "{}", err.detail);
+    handle.stop(false).await;
+    let _ = database.drop_database().await;
+}
