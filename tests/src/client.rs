@@ -103,10 +103,7 @@ pub struct Client {
 
 impl Client {
     pub fn new(base: &str, token: Option<&str>) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .expect("http client");
+        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build().expect("http client");
         Self { http, base: base.trim_end_matches('/').to_owned(), token: token.map(str::to_owned) }
     }
 
@@ -129,8 +126,9 @@ impl Client {
             Ok(serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("{status} body does not decode: {e}: {}", String::from_utf8_lossy(&bytes))))
         } else {
-            Err(serde_json::from_slice::<ApiError>(&bytes)
-                .unwrap_or_else(|e| panic!("{status} error body is not {{detail, code}}: {e}: {}", String::from_utf8_lossy(&bytes))))
+            Err(serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|e| {
+                panic!("{status} error body is not {{detail, code}}: {e}: {}", String::from_utf8_lossy(&bytes))
+            }))
         };
         Reply { status, headers, body }
     }

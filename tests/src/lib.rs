@@ -98,10 +98,14 @@ impl TestApp {
     pub async fn token(&self, account: &Account, scopes: &str) -> String {
         let generated = cova_auth::generate();
         let scopes = ScopeSet::parse_list(scopes).expect("scopes");
-        tokens::create(self.db(), NewToken { account_id: &account.id, name: "test", scopes, token: &generated }, now_ms())
-            .await
-            .expect("create token")
-            .expect("token allowed");
+        tokens::create(
+            self.db(),
+            NewToken { account_id: &account.id, name: "test", scopes, token: &generated },
+            now_ms(),
+        )
+        .await
+        .expect("create token")
+        .expect("token allowed");
         generated.value
     }
 
@@ -114,6 +118,7 @@ impl TestApp {
 
     pub async fn stop(self) {
         self.server.stop(false).await;
+        let _ = self.backends.queue.teardown().await;
         let _ = self.database.drop_database().await;
     }
 }

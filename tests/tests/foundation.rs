@@ -19,7 +19,10 @@ async fn usage_reports_balance_limits_and_tokens() {
     let usage = reply.ok();
     assert_eq!(usage.account.id, account.id);
     assert_eq!(usage.account.email, account.email);
-    assert_eq!((usage.comments.limit, usage.comments.used, usage.comments.reserved, usage.comments.remaining), (2_000, 0, 0, 2_000));
+    assert_eq!(
+        (usage.comments.limit, usage.comments.used, usage.comments.reserved, usage.comments.remaining),
+        (2_000, 0, 0, 2_000)
+    );
     assert_eq!(usage.comments.per_post_limit, 5_000);
     assert_eq!(usage.comments.month.len(), 7);
     assert!(usage.comments.expires_at.ends_with("-01T00:00:00Z"), "{}", usage.comments.expires_at);
@@ -104,7 +107,9 @@ async fn a_token_in_the_url_is_refused_even_with_a_valid_header() {
     let app = spawn_app().await;
     let (_, token) = app.integrator().await;
     let client = app.client(Some(&token));
-    for query in [format!("token={token}"), format!("api_key={token}"), format!("x={token}"), "access_token=abc".to_string()] {
+    for query in
+        [format!("token={token}"), format!("api_key={token}"), format!("x={token}"), "access_token=abc".to_string()]
+    {
         let (status, err) = client.get::<serde_json::Value>(&format!("/api/v1/usage?{query}")).await.err();
         assert_eq!((status.as_u16(), err.code.as_str()), (401, "unauthorized"), "{query}");
         assert!(err.detail.contains("Authorization header"));
@@ -144,6 +149,8 @@ async fn the_request_limit_answers_429_with_retry_after() {
     let reply = client.usage().await;
     assert_eq!(reply.header_u64("x-ratelimit-limit"), Some(3));
     assert_eq!(reply.header_u64("x-ratelimit-remaining"), Some(0));
+    assert_eq!(reply.header_u64("x-quota-limit"), Some(50), "a 429 still carries the quota headers");
+    assert_eq!(reply.header_u64("x-quota-remaining"), Some(50));
     let retry_after = reply.header_u64("retry-after").expect("Retry-After on 429");
     assert!((1..=20).contains(&retry_after), "{retry_after}");
     let (status, err) = reply.err();
@@ -199,9 +206,13 @@ async fn health_readiness_and_request_ids() {
     for backend in ["database", "cache", "queue"] {
         assert_eq!(ready["checks"][backend], "ok", "{backend}");
     }
-    let reply = client.send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "abc-123")).await;
+    let reply = client
+        .send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "abc-123"))
+        .await;
     assert_eq!(reply.header("x-request-id"), Some("abc-123"));
-    let reply = client.send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "bad id\twith junk")).await;
+    let reply = client
+        .send::<serde_json::Value>(client.request(Method::GET, "/healthz").header("x-request-id", "bad id\twith junk"))
+        .await;
     assert_ne!(reply.header("x-request-id"), Some("bad id\twith junk"));
     app.stop().await;
 }
@@ -221,9 +232,10 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     let handle = server.handle();
     tokio::spawn(server);
 
-    let account = cova_storage::repo::accounts::create(&backends.db, "down@example.com", true, 0, cova_storage::clock::now_ms())
-        .await
-        .expect("account");
+    let account =
+        cova_storage::repo::accounts::create(&backends.db, "down@example.com", true, 0, cova_storage::clock::now_ms())
+            .await
+            .expect("account");
     let generated = cova_auth::generate();
     cova_storage::repo::tokens::create(
         &backends.db,
@@ -251,4 +263,53 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     assert!(!err.detail.contains("database"), "{}", err.detail);
     handle.stop(false).await;
     let _ = database.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_time_bound_answers_503_and_the_server_keeps_serving() {
+    let app = spawn_app_with(|c| c.http.request_timeout_ms = 1).await;
+    let (_, token) = app.integrator().await;
+    let client = app.client(Some(&token));
+    let mut saw_timeout = false;
+    for _ in 0..20 {
+        let reply = client.usage().await;
+        if reply.status == 503 {
+            let (_, err) = reply.err();
+            assert_eq!(err.code, "unavailable");
+            saw_timeout = true;
+        }
+    }
+    assert!(saw_timeout, "a 1 ms bound must cut some database-backed requests");
+    // Abandoned work finished in the background; nothing crashed.
+    let health = client.get::<serde_json::Value>("/healthz").await;
+    assert_eq!(health.status, 200);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_preflights_and_url_tokens_still_speak_json_and_cors() {
+    let app = spawn_app().await;
+    let http = reqwest::Client::new();
+    let res = http
+        .request(Method::OPTIONS, format!("{}/api/v1/usage", app.base_url))
+        .header("origin", "https://integrator.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "x-not-allowed")
+        .send()
+        .await
+        .expect("preflight");
+    assert_eq!(res.status(), 400);
+    let body: cova_tests::ApiError = res.json().await.expect("{detail, code}");
+    assert_eq!(body.code, "validation_error");
+    let res = http
+        .get(format!("{}/api/v1/usage?%74oken=abc", app.base_url))
+        .header("origin", "https://integrator.example")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers().get("access-control-allow-origin").and_then(|v| v.to_str().ok()), Some("*"));
+    let body: cova_tests::ApiError = res.json().await.expect("{detail, code}");
+    assert_eq!(body.code, "unauthorized");
+    app.stop().await;
 }

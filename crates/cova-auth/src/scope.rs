@@ -18,13 +18,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub const ALL: [Scope; 5] = [
-        Scope::MetadataRead,
-        Scope::AnalyzeWrite,
-        Scope::LibraryWrite,
-        Scope::AiWrite,
-        Scope::KeywordsWrite,
-    ];
+    pub const ALL: [Scope; 5] =
+        [Scope::MetadataRead, Scope::AnalyzeWrite, Scope::LibraryWrite, Scope::AiWrite, Scope::KeywordsWrite];
 
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -54,10 +49,7 @@ pub struct UnknownScope(pub String);
 impl FromStr for Scope {
     type Err = UnknownScope;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Scope::ALL
-            .into_iter()
-            .find(|scope| scope.as_str() == s.trim())
-            .ok_or_else(|| UnknownScope(s.trim().to_owned()))
+        Scope::ALL.into_iter().find(|scope| scope.as_str() == s.trim()).ok_or_else(|| UnknownScope(s.trim().to_owned()))
     }
 }
 

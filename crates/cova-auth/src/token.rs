@@ -18,9 +18,7 @@ pub struct GeneratedToken {
 
 pub fn generate() -> GeneratedToken {
     let mut rng = rand::rng();
-    let random: String = (0..RANDOM_LEN)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect();
+    let random: String = (0..RANDOM_LEN).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
     let value = format!("{TOKEN_PREFIX}{random}{}", checksum(&random));
     GeneratedToken { hash: hash_token(&value), prefix: display_prefix(&value), value }
 }

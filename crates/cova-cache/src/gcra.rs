@@ -68,11 +68,7 @@ pub(crate) fn step(stored_tat: Option<i64>, now: i64, rate: Rate, cost: i64) -> 
     }
     let new_tat = tat + cost * t;
     let allow_at = new_tat - tau;
-    if now < allow_at {
-        (decide(tat, false, allow_at - now), None)
-    } else {
-        (decide(new_tat, true, 0), Some(new_tat))
-    }
+    if now < allow_at { (decide(tat, false, allow_at - now), None) } else { (decide(new_tat, true, 0), Some(new_tat)) }
 }
 
 #[cfg(test)]

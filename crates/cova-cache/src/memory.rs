@@ -42,7 +42,7 @@ impl MemoryCache {
 
     fn insert(state: &mut State, key: &str, value: Value, ttl: Duration, now: Instant) {
         state.writes += 1;
-        if state.writes % SWEEP_EVERY == 0 {
+        if state.writes.is_multiple_of(SWEEP_EVERY) {
             state.entries.retain(|_, e| e.expires > now);
         }
         state.entries.insert(key.to_owned(), Entry { value, expires: now + ttl });

@@ -27,6 +27,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
     pub auth: AuthConfig,
+    /// Platform adapters (hosts, client hygiene, API keys); see the cova-platforms crate.
+    /// Not serialised: it holds secrets, and its defaults come from its own `Default`.
+    #[serde(skip_serializing)]
+    pub platforms: cova_platforms::PlatformsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,7 +63,7 @@ impl Default for HttpConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// `sqlite://<path>` (embedded) or `postgres://…`.
@@ -84,7 +88,7 @@ impl Default for DatabaseConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueConfig {
     /// `memory://` (in-process) or `amqp://…`.
@@ -101,7 +105,7 @@ impl Default for QueueConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
     /// `memory://` (in-process) or `redis://…`.
@@ -132,12 +136,7 @@ pub struct TelemetryConfig {
 
 impl Default for TelemetryConfig {
     fn default() -> Self {
-        Self {
-            log_format: "json".into(),
-            log_level: "info".into(),
-            otlp_endpoint: None,
-            service_name: "cova".into(),
-        }
+        Self { log_format: "json".into(), log_level: "info".into(), otlp_endpoint: None, service_name: "cova".into() }
     }
 }
 
@@ -159,13 +158,11 @@ impl Default for LimitsConfig {
 pub struct BillingConfig {
     /// Comments granted once per account at signup, spendable only from the workspace.
     pub free_allowance: i64,
-    /// Sizes of the comment packs on sale.
-    pub packs: Vec<i64>,
 }
 
 impl Default for BillingConfig {
     fn default() -> Self {
-        Self { free_allowance: 500, packs: vec![2_000, 10_000, 50_000] }
+        Self { free_allowance: 500 }
     }
 }
 
@@ -181,6 +178,23 @@ impl Default for AuthConfig {
         Self { token_cache_ms: 2_000 }
     }
 }
+
+/// Backend URLs may carry passwords: their `Debug` shows them redacted.
+macro_rules! redacted_debug {
+    ($ty:ident { $($field:ident),* }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("url", &redact_url(&self.url))
+                    $(.field(stringify!($field), &self.$field))*
+                    .finish()
+            }
+        }
+    };
+}
+redacted_debug!(DatabaseConfig { pool_size, acquire_timeout_ms, connect_timeout_ms, statement_timeout_ms });
+redacted_debug!(QueueConfig { prefix, prefetch });
+redacted_debug!(CacheConfig { prefix, timeout_ms });
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -221,7 +235,6 @@ impl Config {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("http.trusted_proxies")
-                .with_list_parse_key("billing.packs")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -232,10 +245,9 @@ impl Config {
 
     /// Checks what serde cannot: addresses, URL schemes, ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.http
-            .addr
-            .parse::<SocketAddr>()
-            .map_err(|e| invalid("http.addr", format!("`{}` is not an address like 127.0.0.1:8080 ({e})", self.http.addr)))?;
+        self.http.addr.parse::<SocketAddr>().map_err(|e| {
+            invalid("http.addr", format!("`{}` is not an address like 127.0.0.1:8080 ({e})", self.http.addr))
+        })?;
         if self.http.body_limit_bytes < 1024 {
             return Err(invalid("http.body_limit_bytes", "must be at least 1024"));
         }
@@ -272,9 +284,6 @@ impl Config {
         if self.billing.free_allowance < 0 {
             return Err(invalid("billing.free_allowance", "must not be negative"));
         }
-        if self.billing.packs.is_empty() || self.billing.packs.iter().any(|p| *p <= 0) {
-            return Err(invalid("billing.packs", "must list at least one positive pack size"));
-        }
         Ok(())
     }
 
@@ -298,7 +307,6 @@ mod tests {
         assert_eq!(cfg.http.addr, "127.0.0.1:8080");
         assert_eq!(cfg.database.url, "sqlite://data/cova.db");
         assert!(cfg.is_embedded());
-        assert_eq!(cfg.billing.packs, vec![2_000, 10_000, 50_000]);
     }
 
     #[test]
@@ -309,7 +317,7 @@ mod tests {
                 ("COVA_HTTP__ADDR", "0.0.0.0:9000"),
                 ("COVA_DATABASE__URL", "postgres://u:p@db/cova"),
                 ("COVA_DATABASE__POOL_SIZE", "16"),
-                ("COVA_BILLING__PACKS", "100,200"),
+                ("COVA_HTTP__TRUSTED_PROXIES", "10.0.0.1,10.0.0.2"),
                 ("COVA_TEST_DATABASE_URL", "ignored"),
                 ("COVA_CONFIG", "ignored"),
                 ("OTHER", "ignored"),
@@ -318,7 +326,7 @@ mod tests {
         .expect("valid env");
         assert_eq!(cfg.http.addr, "0.0.0.0:9000");
         assert_eq!(cfg.database.pool_size, 16);
-        assert_eq!(cfg.billing.packs, vec![100, 200]);
+        assert_eq!(cfg.http.trusted_proxies, vec!["10.0.0.1", "10.0.0.2"]);
     }
 
     #[test]
@@ -339,6 +347,39 @@ mod tests {
             let err = Config::load_from(None, env(&[(k, v)])).expect_err(k);
             assert!(err.to_string().contains(key), "{err}");
         }
+    }
+
+    #[test]
+    fn debug_output_hides_passwords() {
+        let cfg = Config::load_from(
+            None,
+            env(&[
+                ("COVA_DATABASE__URL", "postgres://cova:hunter2@db/cova"),
+                ("COVA_QUEUE__URL", "amqp://u:hunter2@mq/%2f"),
+            ]),
+        )
+        .expect("valid");
+        let printed = format!("{cfg:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("postgres://cova:***@db/cova"), "{printed}");
+    }
+
+    #[test]
+    fn platform_hosts_come_from_the_environment() {
+        let cfg = Config::load_from(
+            None,
+            env(&[
+                ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", "http://127.0.0.1:9090"),
+                ("COVA_PLATFORMS__YOUTUBE__API_BASE_URL", "http://127.0.0.1:9090"),
+                ("COVA_PLATFORMS__YOUTUBE__API_KEY", "sim-key"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(cfg.platforms.tiktok.web_base_url, "http://127.0.0.1:9090");
+        assert_eq!(cfg.platforms.youtube.api_base_url, "http://127.0.0.1:9090");
+        assert!(!format!("{cfg:?}").contains("sim-key"), "the API key is never printed");
+        let defaults = Config::load_from(None, env(&[])).expect("defaults");
+        assert_eq!(defaults.platforms.tiktok.web_base_url, "https://www.tiktok.com");
     }
 
     #[test]

@@ -11,8 +11,8 @@
 use crate::{Message, QueueError, ROLES, Result};
 use futures::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -94,24 +94,40 @@ impl AmqpQueue {
             ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), FieldTable::default())
                 .await
                 .map_err(unavailable)?;
-            ch.queue_bind(queue.into(), commands.as_str().into(), role.into(), QueueBindOptions::default(), FieldTable::default())
-                .await
-                .map_err(unavailable)?;
+            ch.queue_bind(
+                queue.into(),
+                commands.as_str().into(),
+                role.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?;
             let mut retry_args = FieldTable::default();
             retry_args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(commands.as_str().into()));
             retry_args.insert("x-dead-letter-routing-key".into(), AMQPValue::LongString(role.into()));
             ch.queue_declare(self.name(&format!("{role}.retry")).into(), QueueDeclareOptions::durable(), retry_args)
                 .await
                 .map_err(unavailable)?;
-            ch.queue_declare(self.name(&format!("{role}.dead")).into(), QueueDeclareOptions::durable(), FieldTable::default())
-                .await
-                .map_err(unavailable)?;
+            ch.queue_declare(
+                self.name(&format!("{role}.dead")).into(),
+                QueueDeclareOptions::durable(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?;
         }
         Ok(())
     }
 
     /// Publishes persistently and awaits the broker's confirm; a nack or a return is an error.
-    async fn publish_to(&self, exchange: &str, routing_key: &str, message: &Message, expiration: Option<Duration>) -> Result<()> {
+    async fn publish_to(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        message: &Message,
+        expiration: Option<Duration>,
+    ) -> Result<()> {
         let (_, ch) = self.link().await?;
         let mut headers = FieldTable::default();
         for (k, v) in &message.headers {
@@ -162,6 +178,25 @@ impl AmqpQueue {
 
     pub(crate) async fn ping(&self) -> Result<()> {
         self.link().await.map(|_| ())
+    }
+
+    /// Deletes every queue and exchange under the prefix (tests and decommissioned deployments).
+    pub(crate) async fn teardown(&self) -> Result<()> {
+        let (_, ch) = self.link().await?;
+        for role in ROLES {
+            for suffix in ["", ".retry", ".dead"] {
+                ch.queue_delete(self.name(&format!("{role}{suffix}")).into(), QueueDeleteOptions::default())
+                    .await
+                    .map_err(unavailable)?;
+            }
+        }
+        for exchange in ["commands", "events"] {
+            ch.exchange_delete(self.name(exchange).into(), ExchangeDeleteOptions::default())
+                .await
+                .map_err(unavailable)?;
+        }
+        *self.inner.link.lock().await = None;
+        Ok(())
     }
 }
 

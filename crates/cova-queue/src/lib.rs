@@ -94,6 +94,14 @@ impl Queue {
             Queue::Amqp(q) => q.ping().await,
         }
     }
+
+    /// Removes this prefix's queues and exchanges from the broker (tests, decommissioning).
+    pub async fn teardown(&self) -> Result<()> {
+        match self {
+            Queue::Memory(_) => Ok(()),
+            Queue::Amqp(q) => q.teardown().await,
+        }
+    }
 }
 
 pub enum Consumer {

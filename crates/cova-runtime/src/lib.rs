@@ -42,8 +42,8 @@ impl Backends {
     pub async fn connect(cfg: &Config) -> Result<Self, StartError> {
         let db = Db::connect(&cfg.database)
             .map_err(|source| StartError::Database { url: redact_url(&cfg.database.url), source })?;
-        let cache =
-            Cache::connect(&cfg.cache).map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
+        let cache = Cache::connect(&cfg.cache)
+            .map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
         let queue = Queue::connect(&cfg.queue)
             .await
             .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;

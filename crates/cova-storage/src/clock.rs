@@ -21,9 +21,7 @@ pub fn month_end_ms(ms: i64) -> i64 {
 
 /// RFC 3339 (UTC, seconds) for API bodies.
 pub fn rfc3339(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 #[cfg(test)]

@@ -26,12 +26,14 @@ impl From<DieselError> for StorageError {
     fn from(e: DieselError) -> Self {
         match e {
             DieselError::NotFound => StorageError::NotFound,
-            DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation | DatabaseErrorKind::CheckViolation, info) => {
-                StorageError::Conflict(info.message().to_owned())
-            }
-            DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand, info) => {
-                StorageError::Unavailable(info.message().to_owned())
-            }
+            DieselError::DatabaseError(
+                DatabaseErrorKind::UniqueViolation | DatabaseErrorKind::CheckViolation,
+                info,
+            ) => StorageError::Conflict(info.message().to_owned()),
+            DieselError::DatabaseError(
+                DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
+                info,
+            ) => StorageError::Unavailable(info.message().to_owned()),
             DieselError::DatabaseError(_, info) if is_transient(info.message()) => {
                 StorageError::Unavailable(info.message().to_owned())
             }

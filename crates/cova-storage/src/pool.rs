@@ -42,6 +42,8 @@ pub struct Db {
 }
 
 /// One pooled connection of either kind; see [`with_conn!`](crate::with_conn).
+/// Lives on the stack for the length of one repository call, so the size gap is harmless.
+#[allow(clippy::large_enum_variant)]
 pub enum DbConn {
     Pg(Object<AsyncPgConnection>),
     Sqlite(Object<SqliteConn>),
@@ -181,7 +183,6 @@ impl Db {
         .map_err(|e| StorageError::Migration(e.to_string()))?
     }
 }
-
 
 fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>) -> StorageError {
     StorageError::Unavailable(e.to_string())

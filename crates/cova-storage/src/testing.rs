@@ -84,12 +84,11 @@ async fn drop_stale_databases(admin_url: &str) {
         datname: String,
     }
     let Ok(mut admin) = AsyncPgConnection::establish(admin_url).await else { return };
-    let names: Vec<Name> = diesel::sql_query(format!(
-        "SELECT datname FROM pg_database WHERE datname LIKE '{PG_TEST_PREFIX}%'"
-    ))
-    .load(&mut admin)
-    .await
-    .unwrap_or_default();
+    let names: Vec<Name> =
+        diesel::sql_query(format!("SELECT datname FROM pg_database WHERE datname LIKE '{PG_TEST_PREFIX}%'"))
+            .load(&mut admin)
+            .await
+            .unwrap_or_default();
     for Name { datname } in names {
         let pid = datname.trim_start_matches(PG_TEST_PREFIX).split('_').next().and_then(|p| p.parse::<u32>().ok());
         let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());

@@ -47,7 +47,8 @@ async fn tokens_cap_revoke_and_lookup() {
         made.push((g, rec));
     }
     let sixth = cova_auth::generate();
-    let refused = tokens::create(&db, NewToken { account_id: &a.id, name: "six", scopes, token: &sixth }, NOW).await.expect("db");
+    let refused =
+        tokens::create(&db, NewToken { account_id: &a.id, name: "six", scopes, token: &sixth }, NOW).await.expect("db");
     assert_eq!(refused.err(), Some(TokenRefusal::Limit));
 
     let (g0, r0) = &made[0];
@@ -66,7 +67,9 @@ async fn tokens_cap_revoke_and_lookup() {
 
     let unconfirmed = accounts::create(&db, "new@example.com", false, 0, NOW).await.expect("account");
     let g = cova_auth::generate();
-    let refused = tokens::create(&db, NewToken { account_id: &unconfirmed.id, name: "x", scopes, token: &g }, NOW).await.expect("db");
+    let refused = tokens::create(&db, NewToken { account_id: &unconfirmed.id, name: "x", scopes, token: &g }, NOW)
+        .await
+        .expect("db");
     assert_eq!(refused.err(), Some(TokenRefusal::EmailUnconfirmed));
     t.drop_database().await.expect("drop");
 }
@@ -183,7 +186,11 @@ async fn the_month_boundary_expires_the_old_balance() {
     assert_eq!((nov.month.as_str(), nov.available), ("2026-11", 2_000));
     let dec = balances::current(&db, &a.id, next_month).await.expect("dec");
     assert_eq!((dec.month.as_str(), dec.granted, dec.available), ("2026-12", 0, 0));
-    assert_eq!(balances::reserve(&db, &a.id, "late", 10, next_month).await.expect("reserve"), 0, "November's comments are gone");
+    assert_eq!(
+        balances::reserve(&db, &a.id, "late", 10, next_month).await.expect("reserve"),
+        0,
+        "November's comments are gone"
+    );
     // A pack bought in December adds to December only.
     balances::grant(&db, &a.id, 500, "pack", next_month).await.expect("grant");
     assert_eq!(balances::current(&db, &a.id, next_month).await.expect("dec").available, 500);

@@ -1,4 +1,5 @@
-//! Logging and tracing: `tracing` with JSON (or pretty) logs on stdout, and OpenTelemetry
+//! Logging and tracing: `tracing` with JSON (or pretty) logs on stderr (stdout stays free for
+//! command output such as `cova admin`), and OpenTelemetry
 //! OTLP/HTTP trace export when `telemetry.otlp_endpoint` is set.
 
 use cova_config::TelemetryConfig;
@@ -53,9 +54,7 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         None => None,
     };
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
-    let otel = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("cova")).boxed());
+    let otel = provider.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("cova")).boxed());
     let fmt = if cfg.log_format == "pretty" {
         tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed()
     } else {

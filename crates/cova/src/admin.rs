@@ -17,9 +17,8 @@ pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
     let now = now_ms();
     match command {
         AdminCommand::Accounts(AccountsCommand::Create { email }) => {
-            let account = accounts::create(&db, &email, true, config.billing.free_allowance, now)
-                .await
-                .map_err(explain)?;
+            let account =
+                accounts::create(&db, &email, true, config.billing.free_allowance, now).await.map_err(explain)?;
             println!("created account {} <{}>", account.id, account.email);
         }
         AdminCommand::Packs(PacksCommand::Grant { email, comments }) => {
@@ -38,9 +37,10 @@ pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
             let account = account(&db, &email).await?;
             let generated = cova_auth::generate();
             let name = if name.is_empty() { format!("token {}", &generated.prefix) } else { name };
-            let created = tokens::create(&db, NewToken { account_id: &account.id, name: &name, scopes, token: &generated }, now)
-                .await
-                .map_err(explain)?;
+            let created =
+                tokens::create(&db, NewToken { account_id: &account.id, name: &name, scopes, token: &generated }, now)
+                    .await
+                    .map_err(explain)?;
             match created {
                 Ok(record) => {
                     eprintln!("The token is shown only this once; store it now.");

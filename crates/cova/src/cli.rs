@@ -124,7 +124,8 @@ mod tests {
         let err = Cli::try_parse_from(["cova", "admin", "tokens", "create", "--email", "a@b.co", "--scopes", "nope"])
             .expect_err("bad scope");
         assert_eq!(err.exit_code(), 2);
-        let err = Cli::try_parse_from(["cova", "admin", "packs", "grant", "--email", "a@b.co"]).expect_err("missing flag");
+        let err =
+            Cli::try_parse_from(["cova", "admin", "packs", "grant", "--email", "a@b.co"]).expect_err("missing flag");
         assert_eq!(err.exit_code(), 2);
     }
 }

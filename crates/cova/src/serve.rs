@@ -31,7 +31,8 @@ pub async fn run(config: Config, roles: Roles) -> anyhow::Result<()> {
     if matches!(DatabaseBackend::parse(&config.database.url), Ok(DatabaseBackend::Sqlite(_))) {
         backends.db.migrate().await.context("migrating the embedded database")?;
     }
-    let listener = TcpListener::bind(&config.http.addr).with_context(|| format!("binding http.addr {}", config.http.addr))?;
+    let listener =
+        TcpListener::bind(&config.http.addr).with_context(|| format!("binding http.addr {}", config.http.addr))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     tracing::info!(
         http.addr = %addr,

@@ -76,7 +76,10 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
         .get(AUTHORIZATION)
         .ok_or_else(|| unauthorized("Missing token. Send it as `Authorization: Bearer <token>`."))?;
     let value = header.to_str().map_err(|_| unauthorized("Malformed Authorization header."))?;
-    let (scheme, token) = value.trim().split_once(' ').ok_or_else(|| unauthorized("Malformed Authorization header; expected `Bearer <token>`."))?;
+    let (scheme, token) = value
+        .trim()
+        .split_once(' ')
+        .ok_or_else(|| unauthorized("Malformed Authorization header; expected `Bearer <token>`."))?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return Err(unauthorized("Unsupported authorization scheme; expected `Bearer <token>`."));
     }
@@ -93,7 +96,8 @@ pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Princip
     let principal = match state.tokens.get(&hash) {
         Some(cached) => cached,
         None => {
-            let found = tokens::find_active_by_hash(&state.backends.db, &hash).await.map_err(backend_errors::storage)?;
+            let found =
+                tokens::find_active_by_hash(&state.backends.db, &hash).await.map_err(backend_errors::storage)?;
             let principal = found.map(|(token, account)| {
                 touch_in_background(state, &token.id);
                 Principal {

@@ -26,7 +26,9 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
             JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
                 ApiError::new(ErrorCode::PayloadTooLarge, format!("The JSON body is larger than {limit} bytes."))
             }
-            JsonPayloadError::ContentType => ApiError::validation("The body must be JSON with Content-Type: application/json."),
+            JsonPayloadError::ContentType => {
+                ApiError::validation("The body must be JSON with Content-Type: application/json.")
+            }
             JsonPayloadError::Deserialize(e) => ApiError::validation(format!("Invalid JSON body: {e}")),
             other => ApiError::validation(format!("Invalid JSON body: {other}")),
         };

@@ -3,8 +3,8 @@
 
 mod auth;
 mod backend_errors;
-mod middleware;
 mod metering;
+mod middleware;
 mod routes;
 
 pub use auth::Principal;
@@ -42,8 +42,10 @@ pub fn server(state: Arc<AppState>, listener: TcpListener) -> std::io::Result<Se
             .app_data(backend_errors::json_config(data.config.http.body_limit_bytes))
             .app_data(backend_errors::path_config())
             .app_data(backend_errors::query_config())
-            .wrap(middleware::cors())
+            // Outermost last: request context → CORS → token-in-URL refusal → routes, so that
+            // even the refusal carries CORS headers a browser can read.
             .wrap(actix_web::middleware::from_fn(middleware::refuse_token_in_url))
+            .wrap(middleware::cors())
             .wrap(actix_web::middleware::from_fn(middleware::request_context))
             .configure(routes::configure)
             .default_service(web::to(backend_errors::route_not_found))

@@ -51,7 +51,8 @@ impl Meter {
 
     /// Spends one unit of `rate` on `key`; a refusal is 429 `rate_limited` with `Retry-After`.
     pub async fn spend(&mut self, state: &AppState, key: &str, rate: Rate) -> Result<Decision, ApiError> {
-        let decision = state.backends.cache.rate_limit(key, rate, 1).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
+        let decision =
+            state.backends.cache.rate_limit(key, rate, 1).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
         self.rate(&decision);
         if decision.allowed {
             Ok(decision)
@@ -75,11 +76,12 @@ impl Meter {
         Ok(balance)
     }
 
-    /// The common path: the account's general request limit, then the quota headers.
+    /// The common path: the quota headers (so that even a 429 carries them), then the
+    /// account's general request limit.
     pub async fn api(state: &AppState, principal: &Principal) -> Result<(Self, Balance), ApiError> {
         let mut meter = Meter::default();
-        meter.spend(state, &api_key(&principal.account_id), api_rate(state)).await?;
         let balance = meter.balance(state, principal).await?;
+        meter.spend(state, &api_key(&principal.account_id), api_rate(state)).await?;
         Ok((meter, balance))
     }
 }

@@ -14,10 +14,50 @@ use std::time::{Duration, Instant};
 pub const REQUEST_ID: &str = "x-request-id";
 
 /// Query parameter names that would carry a credential.
-const CREDENTIAL_PARAMS: &[&str] = &["token", "access_token", "api_key", "apikey", "key", "auth", "authorization", "bearer"];
+const CREDENTIAL_PARAMS: &[&str] = &["token", "access_token", "api_key", "apikey", "auth", "authorization", "bearer"];
 
 fn respond(req: ServiceRequest, err: &ApiError) -> ServiceResponse<BoxBody> {
     req.into_response(err.error_response())
+}
+
+/// Error answers produced by the framework or its middleware (CORS refusals, malformed
+/// requests) come as plain text; rewrite them into the catalogue's `{detail, code}` body.
+async fn normalise_error_body(res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return res;
+    }
+    let code = match status.as_u16() {
+        401 => ErrorCode::Unauthorized,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        413 => ErrorCode::PayloadTooLarge,
+        429 => ErrorCode::RateLimited,
+        503 => ErrorCode::Unavailable,
+        s if s >= 500 => ErrorCode::InternalError,
+        _ => ErrorCode::ValidationError,
+    };
+    let (req, res) = res.into_parts();
+    let headers = res.headers().clone();
+    let text =
+        actix_web::body::to_bytes_limited(res.into_body(), 4096).await.ok().and_then(Result::ok).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let detail = if code == ErrorCode::InternalError || text.trim().is_empty() {
+        code.default_message().to_owned()
+    } else {
+        text.trim().to_owned()
+    };
+    let mut rebuilt = ApiError::new(code, detail).error_response();
+    *rebuilt.status_mut() = status;
+    for (name, value) in headers.iter().filter(|(n, _)| *n != header::CONTENT_TYPE && *n != header::CONTENT_LENGTH) {
+        rebuilt.headers_mut().insert(name.clone(), value.clone());
+    }
+    ServiceResponse::new(req, rebuilt)
 }
 
 /// Assigns a request id (or keeps a sane one from the client), bounds the handling time, and
@@ -31,7 +71,9 @@ pub async fn request_context(
         .headers()
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .filter(|v| {
+            !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let timeout = req
@@ -40,18 +82,18 @@ pub async fn request_context(
     let method = req.method().clone();
     let path = req.path().to_owned();
     let span = tracing::info_span!("request", request.id = %request_id, http.method = %method, http.path = %path);
-    let outcome = {
-        let _entered = span.enter();
-        tokio::time::timeout(timeout, next.call(req))
-    }
-    .await;
-    // The request cannot be cloned before routing (actix needs it unshared), so the two
-    // failure paths below hand an error back and the server renders it.
-    let mut res = match outcome {
-        Ok(Ok(res)) => res.map_into_boxed_body(),
-        Ok(Err(e)) => {
+    // The handler runs as its own task: when the time bound (or a client hang-up) abandons the
+    // request, the work underneath still finishes instead of being dropped mid-transaction.
+    let task = actix_web::rt::spawn(tracing::Instrument::instrument(next.call(req), span));
+    let mut res = match tokio::time::timeout(timeout, task).await {
+        Ok(Ok(Ok(res))) => normalise_error_body(res.map_into_boxed_body()).await,
+        Ok(Ok(Err(e))) => {
             tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, error = %e, "request failed");
             return Err(e);
+        }
+        Ok(Err(join)) => {
+            tracing::error!(request.id = %request_id, http.method = %method, http.path = %path, error = %join, "request handler panicked");
+            return Err(ApiError::internal().into());
         }
         Err(_) => {
             tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, "request exceeded http.request_timeout_ms");
@@ -91,10 +133,12 @@ fn query_carries_token(query: &str) -> bool {
     if query.is_empty() {
         return false;
     }
-    query.split('&').any(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+    // Decoded first, so `%74oken=` is caught like `token=`.
+    url::form_urlencoded::parse(query.as_bytes()).any(|(name, value)| {
         let name = name.to_ascii_lowercase();
-        CREDENTIAL_PARAMS.contains(&name.as_str()) || value.contains(cova_auth::TOKEN_PREFIX) || name.contains(cova_auth::TOKEN_PREFIX)
+        CREDENTIAL_PARAMS.contains(&name.as_str())
+            || value.contains(cova_auth::TOKEN_PREFIX)
+            || name.contains(cova_auth::TOKEN_PREFIX)
     })
 }
 
@@ -105,7 +149,12 @@ pub fn cors() -> Cors {
         .allow_any_origin()
         .send_wildcard()
         .allowed_methods(["GET", "POST", "PUT", "DELETE"])
-        .allowed_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::HeaderName::from_static("idempotency-key"), header::HeaderName::from_static(REQUEST_ID)])
+        .allowed_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::HeaderName::from_static("idempotency-key"),
+            header::HeaderName::from_static(REQUEST_ID),
+        ])
         .expose_headers([
             "x-ratelimit-limit",
             "x-ratelimit-remaining",
@@ -126,6 +175,8 @@ mod tests {
         assert!(query_carries_token("token=abc"));
         assert!(query_carries_token("x=1&API_KEY=abc"));
         assert!(query_carries_token("q=cova_0123456789"));
+        assert!(query_carries_token("%74oken=abc"));
+        assert!(query_carries_token("q=cova%5F0123"));
         assert!(!query_carries_token(""));
         assert!(!query_carries_token("limit=10&cursor=abc"));
     }

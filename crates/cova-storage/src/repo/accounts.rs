@@ -57,20 +57,13 @@ pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<Account>> {
     let email = normalise_email(email)?;
     let mut conn = db.conn().await?;
     Ok(with_conn!(&mut conn, |c| {
-        accounts::table
-            .filter(accounts::email.eq(&email))
-            .select(Account::as_select())
-            .first(c)
-            .await
-            .optional()
+        accounts::table.filter(accounts::email.eq(&email)).select(Account::as_select()).first(c).await.optional()
     })?)
 }
 
 pub async fn get(db: &Db, id: &str) -> Result<Account> {
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        accounts::table.find(id).select(Account::as_select()).first(c).await
-    })?)
+    Ok(with_conn!(&mut conn, |c| accounts::table.find(id).select(Account::as_select()).first(c).await)?)
 }
 
 /// Lower-cased and trimmed; a minimal shape check (the confirmation mail is the real proof).
@@ -81,9 +74,5 @@ fn normalise_email(raw: &str) -> Result<String> {
             !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.')
         })
         && !email.chars().any(char::is_whitespace);
-    if valid {
-        Ok(email)
-    } else {
-        Err(StorageError::Conflict(format!("`{}` is not an e-mail address", raw.trim())))
-    }
+    if valid { Ok(email) } else { Err(StorageError::Conflict(format!("`{}` is not an e-mail address", raw.trim()))) }
 }

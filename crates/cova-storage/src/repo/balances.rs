@@ -111,12 +111,8 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
     for _ in 0..RESERVE_ATTEMPTS {
         let mut conn = db.conn().await?;
         let outcome: Option<i64> = in_transaction!(&mut conn, |c| {
-            let existing = reservations::table
-                .find(job_id)
-                .select(reservations::amount)
-                .first::<i64>(c)
-                .await
-                .optional()?;
+            let existing =
+                reservations::table.find(job_id).select(reservations::amount).first::<i64>(c).await.optional()?;
             if existing.is_some() {
                 return Ok(existing);
             }

@@ -13,16 +13,19 @@ pub async fn healthz() -> HttpResponse {
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let readiness = state.backends.readiness(Duration::from_secs(2)).await;
     if readiness.ready() {
-        let checks: serde_json::Map<_, _> = readiness.checks.iter().map(|(name, _)| (name.to_string(), json!("ok"))).collect();
+        let checks: serde_json::Map<_, _> =
+            readiness.checks.iter().map(|(name, _)| (name.to_string(), json!("ok"))).collect();
         return Ok(HttpResponse::Ok().json(json!({"status": "ready", "checks": checks})));
     }
     let down: Vec<String> = readiness
         .checks
         .iter()
-        .filter_map(|(name, r)| r.as_ref().err().map(|e| {
-            tracing::warn!(backend = name, error = %e, "readiness check failed");
-            format!("{name} unavailable")
-        }))
+        .filter_map(|(name, r)| {
+            r.as_ref().err().map(|e| {
+                tracing::warn!(backend = name, error = %e, "readiness check failed");
+                format!("{name} unavailable")
+            })
+        })
         .collect();
     Err(ApiError::new(cova_errors::ErrorCode::Unavailable, down.join(", ")).with_retry_after(5))
 }

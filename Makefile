@@ -1,0 +1,37 @@
+# Developer shortcuts; CI runs .ci/run.
+CARGO ?= cargo
+PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+REDIS_URL ?= redis://127.0.0.1:6379
+AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/%2f
+
+.PHONY: run test test-real lint fmt bench compose-config ci
+
+## run: every role in one process on the embedded backends (./data/cova.db)
+run:
+	$(CARGO) run -p cova -- serve
+
+## test: the whole suite on the embedded backends
+test:
+	$(CARGO) test --workspace
+
+## test-real: the same suite on PostgreSQL, Redis and RabbitMQ
+test-real:
+	COVA_TEST_DATABASE_URL=$(PG_URL) COVA_TEST_CACHE_URL=$(REDIS_URL) COVA_TEST_QUEUE_URL=$(AMQP_URL) \
+		$(CARGO) test --workspace
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## bench: release-mode benchmarks (results in bench/results.md)
+bench:
+	$(CARGO) bench --workspace
+
+compose-config:
+	docker compose -f docker-compose.yml config -q
+
+ci:
+	bash .ci/run

@@ -1,0 +1,89 @@
+//! The cache contract on the configured backend: memory by default, Redis when
+//! `COVA_TEST_CACHE_URL` is set (CI runs both).
+
+use cova_cache::{Cache, Rate};
+use cova_config::CacheConfig;
+use std::time::Duration;
+
+fn cache() -> Cache {
+    let url = std::env::var("COVA_TEST_CACHE_URL").unwrap_or_else(|_| "memory://".into());
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    Cache::connect(&CacheConfig { url, prefix, timeout_ms: 2_000 }).expect("cache")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_value_with_ttl_and_set_if_absent() {
+    let c = cache();
+    c.ping().await.expect("configured cache reachable");
+    assert_eq!(c.get("a").await.expect("get"), None);
+    c.set("a", b"1", Duration::from_millis(300)).await.expect("set");
+    assert_eq!(c.get("a").await.expect("get").as_deref(), Some(&b"1"[..]));
+    assert!(!c.set_nx("a", b"2", Duration::from_secs(5)).await.expect("set_nx"));
+    assert!(c.set_nx("b", b"2", Duration::from_secs(5)).await.expect("set_nx"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(c.get("a").await.expect("get"), None, "expired");
+    c.delete("b").await.expect("delete");
+    assert_eq!(c.get("b").await.expect("get"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn set_if_absent_has_one_winner_under_concurrency() {
+    let c = cache();
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(
+            async move { c.set_nx("once", format!("{i}").as_bytes(), Duration::from_secs(10)).await },
+        ));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        if t.await.expect("join").expect("set_nx") {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gcra_is_exact_under_twenty_parallel_requests() {
+    let c = cache();
+    let rate = Rate::new(10, Duration::from_secs(7_200));
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move { c.rate_limit("meta:acct", rate, 1).await }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        let d = t.await.expect("join").expect("rate limit");
+        if d.allowed {
+            allowed += 1;
+        } else {
+            assert!(d.retry_after_secs() >= 1);
+            assert_eq!(d.remaining, 0);
+        }
+    }
+    assert_eq!(allowed, 10);
+    let peek = c.rate_limit("meta:acct", rate, 0).await.expect("peek");
+    assert_eq!((peek.allowed, peek.remaining), (true, 0));
+    // A refund makes room for exactly one more.
+    c.refund("meta:acct", rate, 1).await.expect("refund");
+    assert!(c.rate_limit("meta:acct", rate, 1).await.expect("after refund").allowed);
+    assert!(!c.rate_limit("meta:acct", rate, 1).await.expect("full again").allowed);
+    // Keys are independent.
+    assert_eq!(c.rate_limit("meta:other", rate, 0).await.expect("peek").remaining, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gcra_refills_one_unit_per_interval() {
+    let c = cache();
+    let rate = Rate::new(2, Duration::from_millis(400));
+    assert!(c.rate_limit("r", rate, 1).await.expect("1").allowed);
+    assert!(c.rate_limit("r", rate, 1).await.expect("2").allowed);
+    let denied = c.rate_limit("r", rate, 1).await.expect("3");
+    assert!(!denied.allowed);
+    assert!(denied.retry_after <= Duration::from_millis(200), "{:?}", denied.retry_after);
+    tokio::time::sleep(Duration::from_millis(230)).await;
+    assert!(c.rate_limit("r", rate, 1).await.expect("refilled").allowed);
+}

@@ -1,0 +1,187 @@
+//! cova's platform layer: turns post URLs into refs, fetches free post metadata and collects
+//! comments with their replies from TikTok (web endpoints) and YouTube Shorts (Data API v3).
+//!
+//! Every platform host is configuration, so the same code talks to the real platforms in
+//! production and to `cova-sim` in tests.
+
+mod collect;
+mod config;
+mod error;
+mod http;
+mod json;
+mod keywords;
+mod model;
+mod tiktok;
+mod urls;
+mod youtube;
+
+pub use config::{PlatformsConfig, TikTokConfig, YouTubeConfig};
+pub use error::PlatformError;
+pub use keywords::description_keywords;
+pub use model::{
+    CollectOutcome, Comment, CommentAuthor, Cover, DescriptionKeywords, Hashtag, Media, Metadata, MetadataAuthor,
+    Metrics, Sound,
+};
+pub use urls::{ParsedUrl, Platform, PostRef, ShortHost, ShortLink, parse_url};
+
+use std::sync::Arc;
+
+/// Receives collected comments page by page, so the caller can persist batches and report progress.
+#[async_trait::async_trait]
+pub trait CommentSink {
+    /// A batch of flat comments: a parent always arrives before its replies (`parent_id` set).
+    async fn page(&mut self, batch: Vec<Comment>) -> Result<(), PlatformError>;
+}
+
+/// A sink that keeps everything in memory, for small posts, tools and tests.
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub comments: Vec<Comment>,
+    pub pages: usize,
+}
+
+#[async_trait::async_trait]
+impl CommentSink for VecSink {
+    async fn page(&mut self, batch: Vec<Comment>) -> Result<(), PlatformError> {
+        self.pages += 1;
+        self.comments.extend(batch);
+        Ok(())
+    }
+}
+
+/// Nests flat comments (as handed to a sink) into top-level comments with their `replies`,
+/// keeping the order of arrival; replies whose parent is absent are dropped.
+pub fn nest(flat: Vec<Comment>) -> Vec<Comment> {
+    let mut top: Vec<Comment> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    let mut replies = Vec::new();
+    for c in flat {
+        if c.parent_id.is_none() {
+            index.insert(c.id.clone(), top.len());
+            top.push(c);
+        } else {
+            replies.push(c);
+        }
+    }
+    for r in replies {
+        if let Some(&i) = r.parent_id.as_ref().and_then(|p| index.get(p)) {
+            top[i].replies.push(r);
+        }
+    }
+    top
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comment(id: &str, parent: Option<&str>) -> Comment {
+        Comment {
+            id: id.into(),
+            text: String::new(),
+            author: CommentAuthor::default(),
+            likes: 0,
+            reply_count: 0,
+            created_at: "2024-01-01T00:00:00Z".into(),
+            language: None,
+            pinned: false,
+            liked_by_author: false,
+            media: Vec::new(),
+            parent_id: parent.map(str::to_string),
+            replies: Vec::new(),
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn nest_keeps_order_and_attaches_replies() {
+        let flat = vec![
+            comment("a", None),
+            comment("b", None),
+            comment("b1", Some("b")),
+            comment("a1", Some("a")),
+            comment("b2", Some("b")),
+            comment("x1", Some("missing")),
+        ];
+        let nested = nest(flat);
+        let shape: Vec<(String, Vec<String>)> =
+            nested.iter().map(|c| (c.id.clone(), c.replies.iter().map(|r| r.id.clone()).collect())).collect();
+        assert_eq!(shape, vec![("a".into(), vec!["a1".into()]), ("b".into(), vec!["b1".into(), "b2".into()])]);
+    }
+
+    #[test]
+    fn comment_serialises_snake_case_without_raw() {
+        let json = serde_json::to_value(comment("a", None)).expect("serialise");
+        assert!(json.get("raw").is_none());
+        assert!(json.get("liked_by_author").is_some());
+        let back: Comment = serde_json::from_value(json).expect("deserialise");
+        assert_eq!(back, comment("a", None));
+    }
+}
+
+/// The platform adapters; cheap to clone.
+#[derive(Clone)]
+pub struct Platforms {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tiktok: Arc<tiktok::TikTok>,
+    youtube: Arc<youtube::YouTube>,
+}
+
+impl std::fmt::Debug for Platforms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Platforms").finish_non_exhaustive()
+    }
+}
+
+impl Platforms {
+    /// Builds the clients; fails only on invalid configuration (bad base URLs or proxies).
+    pub fn new(cfg: &PlatformsConfig) -> Result<Self, PlatformError> {
+        Ok(Self {
+            inner: Arc::new(Inner {
+                tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw)?),
+                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw)?),
+            }),
+        })
+    }
+
+    /// Parses and normalises every URL form; TikTok short links are resolved over HTTP
+    /// (bounded hops, platform hosts only).
+    pub async fn resolve(&self, url: &str) -> Result<PostRef, PlatformError> {
+        match parse_url(url)? {
+            ParsedUrl::Post(post) => Ok(post),
+            ParsedUrl::ShortLink(link) => self.inner.tiktok.resolve_short(&link).await,
+        }
+    }
+
+    pub async fn metadata(&self, post: &PostRef) -> Result<Metadata, PlatformError> {
+        match post.platform {
+            Platform::TikTok => self.inner.tiktok.metadata(post).await,
+            Platform::YouTube => self.inner.youtube.metadata(post).await,
+        }
+    }
+
+    /// Collects top-level comments with their complete replies, never more than `max` comments in
+    /// total (top-level and replies count one each). Pages go to `sink` as they arrive: top-level
+    /// comments in platform order, each reply after its parent. Comments are deduplicated by id.
+    pub async fn collect_comments(
+        &self,
+        post: &PostRef,
+        max: u32,
+        sink: &mut (dyn CommentSink + Send),
+    ) -> Result<CollectOutcome, PlatformError> {
+        let (source, parallelism): (Arc<dyn collect::CommentSource>, usize) = match post.platform {
+            Platform::TikTok => (
+                Arc::new(tiktok::TikTokComments::new(self.inner.tiktok.clone(), post)),
+                self.inner.tiktok.reply_parallelism,
+            ),
+            Platform::YouTube => (
+                Arc::new(youtube::YouTubeComments::new(self.inner.youtube.clone(), post)),
+                self.inner.youtube.reply_parallelism,
+            ),
+        };
+        collect::collect(source, max, parallelism, sink).await
+    }
+}

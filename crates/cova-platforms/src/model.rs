@@ -1,0 +1,141 @@
+//! Normalised shapes shared by every platform.
+
+use serde::{Deserialize, Serialize};
+
+/// A comment or reply, the same shape for every platform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comment {
+    pub id: String,
+    pub text: String,
+    pub author: CommentAuthor,
+    pub likes: u64,
+    pub reply_count: u64,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub language: Option<String>,
+    pub pinned: bool,
+    pub liked_by_author: bool,
+    /// Images attached to the comment.
+    pub media: Vec<Media>,
+    /// `None` for a top-level comment, the parent's id for a reply.
+    pub parent_id: Option<String>,
+    /// Nested replies; always empty in the pages handed to a [`crate::CommentSink`].
+    #[serde(default)]
+    pub replies: Vec<Comment>,
+    /// The platform's own JSON, kept only when `keep_raw` is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommentAuthor {
+    pub id: String,
+    pub handle: Option<String>,
+    pub name: Option<String>,
+    pub avatar_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Media {
+    pub url: String,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+}
+
+/// Free post metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(rename = "ref")]
+    pub post_ref: String,
+    pub platform: String,
+    /// Canonical public URL of the post.
+    pub url: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub created_at: Option<String>,
+    pub duration_s: Option<f64>,
+    /// `video` or `photo`.
+    pub kind: String,
+    pub language: Option<String>,
+    pub author: MetadataAuthor,
+    pub metrics: Metrics,
+    pub hashtags: Vec<Hashtag>,
+    pub sound: Option<Sound>,
+    pub cover: Cover,
+    pub description_keywords: DescriptionKeywords,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataAuthor {
+    pub id: Option<String>,
+    pub handle: Option<String>,
+    pub name: Option<String>,
+    pub avatar_url: Option<String>,
+    pub verified: Option<bool>,
+    pub followers: Option<u64>,
+    pub following: Option<u64>,
+    pub likes: Option<u64>,
+    pub videos: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub views: Option<u64>,
+    pub likes: Option<u64>,
+    pub comments: Option<u64>,
+    pub shares: Option<u64>,
+    pub saves: Option<u64>,
+    pub reposts: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hashtag {
+    pub name: String,
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sound {
+    pub id: Option<String>,
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub original: Option<bool>,
+    pub duration_s: Option<f64>,
+    pub url: Option<String>,
+    pub cover_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cover {
+    pub url: Option<String>,
+    /// Every cover URL the platform offered (they are signed and expire).
+    pub urls: Vec<String>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DescriptionKeywords {
+    pub hashtags: Vec<String>,
+    pub mentions: Vec<String>,
+    /// Salient words, most frequent first.
+    pub words: Vec<String>,
+}
+
+/// Totals of one comment collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectOutcome {
+    /// Comments handed to the sink (top-level and replies).
+    pub collected: u32,
+    /// True when `max` stopped the collection while more comments existed.
+    pub truncated: bool,
+    /// The platform's own comment count, when it reports one.
+    pub reported_total: Option<u64>,
+}
+
+/// Formats unix seconds as RFC 3339 UTC; out-of-range values fall back to the epoch.
+pub(crate) fn rfc3339_from_unix(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .unwrap_or(chrono::DateTime::UNIX_EPOCH)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

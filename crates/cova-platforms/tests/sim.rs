@@ -1,0 +1,557 @@
+//! The adapters against cova-sim over real HTTP on 127.0.0.1.
+
+use cova_platforms::{
+    CollectOutcome, Comment, CommentSink, PlatformError, Platforms, PlatformsConfig, PostRef, VecSink, nest,
+};
+use cova_sim::{
+    SimConfig, SimHandle, SimPost, TikTokScenario as S, YouTubeScenario as Y, short_code, tiktok_post_id,
+    youtube_video_id,
+};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+const MAX_RETRIES: u32 = 4;
+
+fn config(sim: &SimHandle) -> PlatformsConfig {
+    let mut cfg = PlatformsConfig::default();
+    cfg.tiktok.web_base_url = sim.base_url().to_string();
+    cfg.tiktok.short_link_base_url = Some(sim.base_url().to_string());
+    cfg.tiktok.requests_per_second = 0.0;
+    cfg.tiktok.max_concurrency_per_host = 8;
+    cfg.tiktok.max_retries = MAX_RETRIES;
+    cfg.tiktok.retry_base_ms = 1;
+    cfg.tiktok.retry_max_ms = 4;
+    cfg.youtube.api_base_url = sim.base_url().to_string();
+    cfg.youtube.api_key = Some("sim-key".to_string().into());
+    cfg.youtube.requests_per_second = 0.0;
+    cfg.youtube.max_concurrency = 8;
+    cfg.youtube.max_retries = MAX_RETRIES;
+    cfg.youtube.retry_base_ms = 1;
+    cfg.youtube.retry_max_ms = 4;
+    cfg
+}
+
+async fn setup(sim_cfg: SimConfig) -> (SimHandle, Platforms) {
+    let sim = cova_sim::spawn(sim_cfg).await.expect("simulator starts");
+    let platforms = Platforms::new(&config(&sim)).expect("valid config");
+    (sim, platforms)
+}
+
+fn tiktok(scenario: S, n: u64) -> PostRef {
+    PostRef::tiktok(tiktok_post_id(scenario, n))
+}
+
+fn youtube(scenario: Y, n: u64) -> PostRef {
+    format!("youtube:{}", youtube_video_id(scenario, n)).parse().expect("valid ref")
+}
+
+async fn collect(p: &Platforms, post: &PostRef, max: u32) -> Result<(CollectOutcome, Vec<Comment>), PlatformError> {
+    let mut sink = VecSink::default();
+    let outcome = p.collect_comments(post, max, &mut sink).await?;
+    Ok((outcome, sink.comments))
+}
+
+fn rfc3339(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0).expect("valid time").to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Checks the sink's stream shape: no duplicates, every reply after its parent.
+fn assert_stream_shape(flat: &[Comment]) {
+    let mut seen = HashSet::new();
+    for c in flat {
+        assert!(seen.insert(c.id.clone()), "duplicate comment {}", c.id);
+        assert!(c.replies.is_empty());
+        if let Some(parent) = &c.parent_id {
+            assert!(seen.contains(parent), "reply {} arrived before its parent {parent}", c.id);
+        }
+    }
+}
+
+fn assert_same_comment(got: &Comment, want: &cova_sim::SimComment, platform: &str, parent: Option<&str>) {
+    assert_eq!(got.id, want.id);
+    assert_eq!(got.text, want.text, "{}", want.id);
+    assert_eq!(got.likes, want.likes, "{}", want.id);
+    assert_eq!(got.created_at, rfc3339(want.create_time), "{}", want.id);
+    assert_eq!(got.parent_id.as_deref(), parent);
+    assert_eq!(got.author.id, want.author_id);
+    assert_eq!(got.author.avatar_url, want.avatar_url);
+    if parent.is_none() {
+        assert_eq!(got.reply_count, want.replies.len() as u64, "{}", want.id);
+    }
+    if platform == "tiktok" {
+        assert_eq!(got.author.handle, want.author_handle);
+        assert_eq!(got.author.name, want.author_name);
+        assert_eq!(got.language.as_deref(), Some(want.language.as_str()));
+        assert_eq!(got.pinned, want.pinned);
+        assert_eq!(got.liked_by_author, want.liked_by_author);
+        let urls: Vec<&str> = got.media.iter().map(|m| m.url.as_str()).collect();
+        let want_urls: Vec<&str> = want.images.iter().map(|m| m.url.as_str()).collect();
+        assert_eq!(urls, want_urls);
+    } else {
+        assert_eq!(got.author.handle, want.author_handle);
+        assert_eq!(got.author.name, want.author_handle.as_ref().map(|h| format!("@{h}")));
+    }
+}
+
+/// The collection equals the simulator's truth exactly: same comments, same order, same fields.
+fn assert_complete(truth: &SimPost, outcome: &CollectOutcome, flat: Vec<Comment>) {
+    assert_stream_shape(&flat);
+    assert_eq!(outcome.collected as usize, truth.total_comments());
+    assert_eq!(flat.len(), truth.total_comments());
+    assert!(!outcome.truncated);
+    let nested = nest(flat);
+    assert_eq!(nested.len(), truth.comments.len());
+    for (got, want) in nested.iter().zip(&truth.comments) {
+        assert_same_comment(got, want, &truth.platform, None);
+        assert_eq!(got.replies.len(), want.replies.len(), "replies of {}", want.id);
+        for (gr, wr) in got.replies.iter().zip(&want.replies) {
+            assert_same_comment(gr, wr, &truth.platform, Some(&want.id));
+        }
+    }
+}
+
+/// A capped collection: exactly `max`, all real, top-level comments a prefix of platform order.
+fn assert_truncated(truth: &SimPost, outcome: &CollectOutcome, flat: Vec<Comment>, max: u32) {
+    assert_stream_shape(&flat);
+    assert_eq!(outcome.collected, max);
+    assert_eq!(flat.len(), max as usize);
+    assert!(outcome.truncated);
+    let mut all = HashSet::new();
+    for c in &truth.comments {
+        all.insert(c.id.clone());
+        all.extend(c.replies.iter().map(|r| r.id.clone()));
+    }
+    assert!(flat.iter().all(|c| all.contains(&c.id)));
+    let top: Vec<String> = flat.iter().filter(|c| c.parent_id.is_none()).map(|c| c.id.clone()).collect();
+    assert_eq!(top, truth.top_level_ids()[..top.len()].to_vec());
+}
+
+async fn tiktok_exact(n: u64) {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = tiktok(S::Normal, n);
+    let truth = sim.expected_post(&post.id);
+    assert_eq!(truth.total_comments() as u64, n);
+    let (outcome, flat) = collect(&p, &post, 100_000).await.expect("collects");
+    assert_eq!(outcome.reported_total, if n == 0 { Some(0) } else { Some(n) });
+    assert_complete(&truth, &outcome, flat);
+    // Replies are asked with the post id as item_id and only for parents that have replies.
+    let reply_calls: Vec<_> = sim.requests().into_iter().filter(|r| r.path == "/api/comment/list/reply/").collect();
+    let parents_with_replies = truth.comments.iter().filter(|c| !c.replies.is_empty()).count();
+    let distinct: HashSet<_> = reply_calls.iter().filter_map(|r| r.param("comment_id").map(str::to_string)).collect();
+    assert_eq!(distinct.len(), parents_with_replies);
+    assert!(reply_calls.iter().all(|r| r.param("item_id") == Some(post.id.as_str()) && r.param("aid") == Some("1988")));
+}
+
+#[tokio::test]
+async fn tiktok_post_with_0_comments() {
+    tiktok_exact(0).await;
+}
+
+#[tokio::test]
+async fn tiktok_post_with_1_comment() {
+    tiktok_exact(1).await;
+}
+
+#[tokio::test]
+async fn tiktok_post_with_49_comments() {
+    tiktok_exact(49).await;
+}
+
+#[tokio::test]
+async fn tiktok_post_with_5000_comments() {
+    tiktok_exact(5000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiktok_post_with_20000_comments() {
+    tiktok_exact(20_000).await;
+}
+
+#[tokio::test]
+async fn tiktok_collection_is_capped_at_max() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = tiktok(S::Normal, 5000);
+    let truth = sim.expected_post(&post.id);
+    for max in [0u32, 1, 37, 1234] {
+        let (outcome, flat) = collect(&p, &post, max).await.expect("collects");
+        assert_truncated(&truth, &outcome, flat, max);
+    }
+    // Exactly as many as the post has is complete, one fewer is truncated.
+    let small = tiktok(S::Normal, 49);
+    let truth = sim.expected_post(&small.id);
+    let (outcome, flat) = collect(&p, &small, 49).await.expect("collects");
+    assert_complete(&truth, &outcome, flat);
+    let (outcome, flat) = collect(&p, &small, 48).await.expect("collects");
+    assert_truncated(&truth, &outcome, flat, 48);
+}
+
+async fn youtube_exact(n: u64) {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = youtube(Y::Normal, n);
+    let truth = sim.expected_post(&post.id);
+    assert_eq!(truth.total_comments() as u64, n);
+    let (outcome, flat) = collect(&p, &post, 100_000).await.expect("collects");
+    assert_complete(&truth, &outcome, flat);
+    // comments.list only for threads whose embedded replies are incomplete.
+    let partial = truth.comments.iter().filter(|c| c.replies.len() > 5).count();
+    let listed: HashSet<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/youtube/v3/comments")
+        .filter_map(|r| r.param("parentId").map(str::to_string))
+        .collect();
+    assert_eq!(listed.len(), partial);
+}
+
+#[tokio::test]
+async fn youtube_video_with_0_comments() {
+    youtube_exact(0).await;
+}
+
+#[tokio::test]
+async fn youtube_video_with_1_comment() {
+    youtube_exact(1).await;
+}
+
+#[tokio::test]
+async fn youtube_video_with_49_comments() {
+    youtube_exact(49).await;
+}
+
+#[tokio::test]
+async fn youtube_video_with_5000_comments() {
+    youtube_exact(5000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn youtube_video_with_20000_comments() {
+    youtube_exact(20_000).await;
+}
+
+#[tokio::test]
+async fn youtube_collection_is_capped_at_max() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = youtube(Y::Normal, 5000);
+    let truth = sim.expected_post(&post.id);
+    for max in [1u32, 150, 2500] {
+        let (outcome, flat) = collect(&p, &post, max).await.expect("collects");
+        assert_truncated(&truth, &outcome, flat, max);
+    }
+}
+
+#[tokio::test]
+async fn tiktok_metadata_matches_the_post() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    // 49 % 3 == 1: this post's createTime is a string.
+    for (post, kind) in
+        [(tiktok(S::Normal, 49), "video"), (tiktok(S::Normal, 300), "video"), (tiktok(S::Photo, 12), "photo")]
+    {
+        let truth = sim.expected_post(&post.id).metadata;
+        let m = p.metadata(&post).await.expect("metadata");
+        assert_eq!(m.post_ref, post.to_string());
+        assert_eq!(m.kind, kind);
+        assert_eq!(m.url, format!("https://www.tiktok.com/@{}/{kind}/{}", truth.author_handle, post.id));
+        assert_eq!(m.description, truth.description);
+        assert_eq!(m.created_at, Some(rfc3339(truth.create_time)));
+        assert_eq!(m.metrics.views, Some(truth.views));
+        assert_eq!(m.metrics.likes, Some(truth.likes));
+        assert_eq!(m.metrics.comments, Some(truth.comments));
+        assert_eq!(m.metrics.shares, Some(truth.shares));
+        assert_eq!(m.metrics.saves, Some(truth.saves));
+        assert_eq!(m.metrics.reposts, Some(truth.reposts));
+        assert_eq!(m.author.handle.as_deref(), Some(truth.author_handle.as_str()));
+        assert_eq!(m.author.id.as_deref(), Some(truth.author_id.as_str()));
+        assert_eq!(m.author.followers, Some(truth.followers));
+        assert_eq!(m.author.likes, Some(truth.hearts));
+        assert_eq!(m.author.verified, Some(truth.author_verified));
+        let tags: Vec<(String, Option<String>)> = m.hashtags.iter().map(|h| (h.name.clone(), h.id.clone())).collect();
+        let want: Vec<(String, Option<String>)> =
+            truth.hashtags.iter().map(|(n, i)| (n.clone(), Some(i.clone()))).collect();
+        assert_eq!(tags, want);
+        assert_eq!(m.cover.urls, truth.cover_urls);
+        assert_eq!(m.cover.width, Some(truth.width));
+        let sound = m.sound.expect("sound");
+        assert_eq!(sound.title.as_deref(), Some(truth.sound.title.as_str()));
+        assert_eq!(m.description_keywords.mentions, vec![truth.mention.clone()]);
+        assert_eq!(m.description_keywords.hashtags.len(), 3);
+        if kind == "video" {
+            assert_eq!(m.duration_s, Some(f64::from(truth.duration_s)));
+        }
+    }
+}
+
+#[tokio::test]
+async fn tiktok_metadata_from_legacy_and_walled_pages() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let legacy = tiktok(S::LegacySigiState, 10);
+    let truth = sim.expected_post(&legacy.id).metadata;
+    let m = p.metadata(&legacy).await.expect("SIGI_STATE metadata");
+    assert_eq!(m.author.handle.as_deref(), Some(truth.author_handle.as_str()));
+    assert_eq!(m.author.name.as_deref(), Some(truth.author_name.as_str()));
+    assert_eq!(m.author.followers, Some(truth.followers));
+    assert_eq!(m.created_at, Some(rfc3339(truth.create_time)));
+    // Only the rounded stats exist in this layout.
+    assert!(m.metrics.views.is_some());
+
+    let walled = tiktok(S::WalledPage, 10);
+    let truth = sim.expected_post(&walled.id).metadata;
+    let m = p.metadata(&walled).await.expect("oEmbed fallback");
+    assert_eq!(m.author.handle.as_deref(), Some(truth.author_handle.as_str()));
+    assert_eq!(m.description, truth.description);
+    assert_eq!(m.cover.url.as_deref(), Some(truth.cover_urls[0].as_str()));
+    assert!(sim.requests().iter().any(|r| r.path == "/oembed"));
+}
+
+#[tokio::test]
+async fn tiktok_scenarios_map_to_errors() {
+    let (_sim, p) = setup(SimConfig::default()).await;
+    let cases = [
+        (S::PrivatePost, "audience_restricted", "private"),
+        (S::PrivateAccount, "audience_restricted", "account is private"),
+        (S::FriendsOnly, "audience_restricted", "friends"),
+        (S::AudienceRestricted, "audience_restricted", "logged-in"),
+        (S::LoginRedirect, "audience_restricted", "login"),
+        (S::Deleted, "parse_error", "deleted"),
+        (S::NotFound, "parse_error", "not found"),
+        (S::RegionBlocked, "parse_error", "region"),
+        (S::CaptchaAlways, "parse_error", "captcha"),
+        (S::UnsolvableChallenge, "parse_error", "unsolvable"),
+        (S::ChallengeRepeats, "parse_error", "challenge"),
+        (S::EmptyBodyAlways, "parse_error", "blocking"),
+    ];
+    for (scenario, code, detail) in cases {
+        let err = p.metadata(&tiktok(scenario, 10)).await.expect_err("scenario fails");
+        assert_eq!(err.code(), code, "{scenario:?}: {err}");
+        assert!(err.detail().contains(detail), "{scenario:?}: {err}");
+    }
+    for (scenario, code) in [
+        (S::PrivatePost, "audience_restricted"),
+        (S::FriendsOnly, "audience_restricted"),
+        (S::Deleted, "parse_error"),
+        (S::RegionBlocked, "parse_error"),
+        (S::EmptyBodyAlways, "parse_error"),
+    ] {
+        let err = collect(&p, &tiktok(scenario, 10), 100).await.expect_err("scenario fails");
+        assert_eq!(err.code(), code, "{scenario:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn challenge_page_is_solved_and_the_cookie_sent() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = tiktok(S::Challenge, 10);
+    let m = p.metadata(&post).await.expect("metadata after the challenge");
+    assert_eq!(m.post_ref, post.to_string());
+    let pages: Vec<_> =
+        sim.requests().into_iter().filter(|r| r.path.ends_with(&format!("/video/{}", post.id))).collect();
+    assert_eq!(pages.len(), 2, "challenge, then the data");
+    assert!(pages[0].header("cookie").is_none_or(|c| !c.contains("_wafchallengeid")));
+    assert!(pages[1].header("cookie").is_some_and(|c| c.contains("_wafchallengeid=")));
+
+    // The switch serves a challenge before every post; the cookie is per post.
+    let (sim, p) = setup(SimConfig { challenge_all: true, ..SimConfig::default() }).await;
+    p.metadata(&tiktok(S::Normal, 3)).await.expect("metadata after the challenge");
+    assert_eq!(sim.requests().len(), 2);
+
+    let (sim, p) = setup(SimConfig::default()).await;
+    p.metadata(&tiktok(S::ChallengeRepeats, 3)).await.expect_err("challenge keeps coming");
+    assert_eq!(sim.requests().len(), 3, "two solved challenges, then give up");
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let cases = [(S::EmptyBodyFirst2, 3), (S::TooManyRequestsFirst2, 3), (S::CaptchaOnce, 2)];
+    for (scenario, page_requests) in cases {
+        sim.clear_requests();
+        let post = tiktok(scenario, 30);
+        p.metadata(&post).await.unwrap_or_else(|e| panic!("{scenario:?}: {e}"));
+        assert_eq!(sim.requests().len(), page_requests, "{scenario:?}");
+    }
+    for scenario in [S::EmptyBodyFirst2, S::TooManyRequestsFirst2, S::ServerErrorEvery3rd, S::NonJsonFirst2] {
+        let post = tiktok(scenario, 400);
+        let truth = sim.expected_post(&post.id);
+        let (outcome, flat) = collect(&p, &post, 10_000).await.unwrap_or_else(|e| panic!("{scenario:?}: {e}"));
+        assert_complete(&truth, &outcome, flat);
+    }
+    // Persistent 5xx ends as unavailable after max_retries + 1 attempts.
+    let (sim, p) = setup(SimConfig { server_error_every: 1, ..SimConfig::default() }).await;
+    let err = p.metadata(&tiktok(S::Normal, 5)).await.expect_err("always 503");
+    assert_eq!(err.code(), "unavailable");
+    assert_eq!(sim.requests().len(), MAX_RETRIES as usize + 1);
+    // Persistent empty bodies end as a parse error naming the blocking.
+    let (sim, p) = setup(SimConfig { empty_body_first: 100, ..SimConfig::default() }).await;
+    let err = collect(&p, &tiktok(S::Normal, 5), 10).await.expect_err("always empty");
+    assert_eq!(err.code(), "parse_error");
+    assert!(err.detail().contains("blocking"), "{err}");
+    assert_eq!(sim.requests().len(), MAX_RETRIES as usize + 1);
+}
+
+#[tokio::test]
+async fn urls_and_short_links_resolve_to_refs() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let id = tiktok_post_id(S::Normal, 49);
+    let want = format!("tiktok:{id}");
+    for url in [
+        format!("https://www.tiktok.com/@someone/video/{id}?is_from_webapp=1"),
+        format!("https://m.tiktok.com/v/{id}.html"),
+        format!("https://vm.tiktok.com/{}/", short_code(id, false)),
+        format!("https://vt.tiktok.com/{}/", short_code(id, true)),
+        format!("https://www.tiktok.com/t/{}/", short_code(id, false)),
+        "https://youtu.be/c0000000049".to_string(),
+    ] {
+        let got = p.resolve(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let expected = if url.contains("youtu") { "youtube:c0000000049".to_string() } else { want.clone() };
+        assert_eq!(got.to_string(), expected, "{url}");
+    }
+    let heads: Vec<_> = sim.requests().into_iter().filter(|r| r.method == "HEAD").collect();
+    assert_eq!(heads.len(), 3, "one HEAD per short link, no fetch of the post page");
+    assert!(
+        heads.iter().all(|r| { r.header("user-agent").is_some_and(|ua| ua.starts_with("facebookexternalhit/1.1")) })
+    );
+    assert!(heads.iter().any(|r| r.path.starts_with("/t/")));
+
+    let err = p.resolve("https://vm.tiktok.com/ZZunknown1/").await.expect_err("unknown short code");
+    assert_eq!(err.code(), "parse_error");
+    assert!(err.detail().contains("home page"), "{err}");
+    for (bad, detail) in [
+        ("notaurl", "not a URL"),
+        ("https://vimeo.com/1", "unsupported platform"),
+        ("https://www.tiktok.com/@x", "not a post URL"),
+    ] {
+        let err = p.resolve(bad).await.expect_err(bad);
+        assert_eq!(err.code(), "validation_error");
+        assert!(err.detail().contains(detail), "{bad}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn youtube_metadata_and_errors() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    let post = youtube(Y::Normal, 120);
+    let truth = sim.expected_post(&post.id).metadata;
+    let m = p.metadata(&post).await.expect("metadata");
+    assert_eq!(m.title, truth.title);
+    assert_eq!(m.description, truth.description);
+    assert_eq!(m.metrics.views, Some(truth.views));
+    assert_eq!(m.metrics.comments, Some(120));
+    assert_eq!(m.duration_s, Some(f64::from(truth.duration_s)));
+    assert_eq!(m.cover.url.as_deref(), truth.cover_urls.last().map(String::as_str));
+    assert_eq!(m.created_at, Some(rfc3339(truth.create_time)));
+
+    let (outcome, flat) =
+        collect(&p, &youtube(Y::CommentsDisabled, 10), 100).await.expect("disabled is empty, not an error");
+    assert_eq!((outcome.collected, outcome.truncated, flat.len()), (0, false, 0));
+    p.metadata(&youtube(Y::CommentsDisabled, 10)).await.expect("metadata still works");
+
+    assert_eq!(p.metadata(&youtube(Y::NotFound, 1)).await.expect_err("missing").code(), "parse_error");
+    assert_eq!(collect(&p, &youtube(Y::NotFound, 1), 10).await.expect_err("missing").code(), "parse_error");
+    assert_eq!(collect(&p, &youtube(Y::Forbidden, 1), 10).await.expect_err("forbidden").code(), "parse_error");
+    let quota = p.metadata(&youtube(Y::QuotaExceeded, 1)).await.expect_err("quota");
+    assert_eq!(quota.code(), "unavailable");
+    assert!(quota.detail().contains("quota"));
+    assert_eq!(collect(&p, &youtube(Y::QuotaExceeded, 1), 10).await.expect_err("quota").code(), "unavailable");
+
+    let flaky = youtube(Y::ServerErrorEvery3rd, 700);
+    let (outcome, flat) = collect(&p, &flaky, 10_000).await.expect("retries through 503s");
+    assert_complete(&sim.expected_post(&flaky.id), &outcome, flat);
+
+    // No key or a wrong key: unavailable with a clear detail, never the caller's fault.
+    let mut cfg = config(&sim);
+    cfg.youtube.api_key = None;
+    let err = Platforms::new(&cfg).expect("config").metadata(&post).await.expect_err("no key");
+    assert_eq!(err.code(), "unavailable");
+    assert!(err.detail().contains("api_key"));
+    cfg.youtube.api_key = Some("wrong".to_string().into());
+    let err = Platforms::new(&cfg).expect("config").metadata(&post).await.expect_err("bad key");
+    assert_eq!(err.code(), "unavailable");
+    assert!(!err.detail().contains("wrong"), "the key never appears in errors");
+}
+
+#[tokio::test]
+async fn client_hygiene_cookies_user_agent_signer() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+    let mut cfg = config(&sim);
+    cfg.tiktok.cookies.insert("msToken".into(), "tok123".into());
+    cfg.tiktok.user_agent = "cova-test-agent".into();
+    cfg.tiktok.signer_url = Some(format!("{}/__sim/sign", sim.base_url()));
+    cfg.keep_raw = true;
+    let p = Platforms::new(&cfg).expect("config");
+    let (_, flat) = collect(&p, &tiktok(S::Normal, 60), 1000).await.expect("collects");
+    assert!(flat.iter().all(|c| c.raw.as_ref().is_some_and(|r| r.get("cid").is_some())));
+    let api: Vec<_> = sim.requests().into_iter().filter(|r| r.path.starts_with("/api/comment/list/")).collect();
+    assert!(!api.is_empty());
+    for r in &api {
+        assert_eq!(r.header("user-agent"), Some("cova-test-agent"));
+        assert!(r.header("cookie").is_some_and(|c| c.contains("msToken=tok123")));
+        assert!(r.param("X-Bogus").is_some_and(|b| b.starts_with("DFSz")), "signed query");
+        assert!(r.header("x-gnarly").is_some_and(|g| g.starts_with("sim-")), "signed header");
+        assert_eq!(r.param("app_name"), Some("tiktok_web"));
+        assert_eq!(r.param("device_platform"), Some("web_pc"));
+    }
+}
+
+#[tokio::test]
+async fn request_rate_is_limited_per_host() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+    let mut cfg = config(&sim);
+    cfg.tiktok.requests_per_second = 40.0;
+    let p = Platforms::new(&cfg).expect("config");
+    let started = Instant::now();
+    for _ in 0..9 {
+        p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
+    }
+    // Nine requests at 40/s need at least eight intervals of 25 ms.
+    assert!(started.elapsed() >= Duration::from_millis(195), "{:?}", started.elapsed());
+}
+
+struct FailingSink {
+    pages: usize,
+}
+
+#[async_trait::async_trait]
+impl CommentSink for FailingSink {
+    async fn page(&mut self, _batch: Vec<Comment>) -> Result<(), PlatformError> {
+        self.pages += 1;
+        if self.pages == 2 {
+            return Err(PlatformError::Unavailable("storage is down".into()));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn sink_failure_stops_the_collection() {
+    let (_sim, p) = setup(SimConfig::default()).await;
+    let mut sink = FailingSink { pages: 0 };
+    let err = p.collect_comments(&tiktok(S::Normal, 5000), 5000, &mut sink).await.expect_err("sink fails");
+    assert_eq!(err, PlatformError::Unavailable("storage is down".into()));
+    assert_eq!(sink.pages, 2);
+}
+
+#[tokio::test]
+async fn latency_is_applied() {
+    let (sim, p) = setup(SimConfig::default()).await;
+    sim.set_latency_ms(60);
+    let started = Instant::now();
+    p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
+    assert!(started.elapsed() >= Duration::from_millis(60));
+}
+
+#[tokio::test]
+async fn proxies_rotate_and_a_failing_proxy_rests() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dead_addr = dead.local_addr().expect("addr");
+    drop(dead);
+    let mut cfg = config(&sim);
+    // The target host exists only behind the proxy: the simulator also answers proxied requests.
+    cfg.tiktok.web_base_url = "http://tiktok.proxied.test".into();
+    cfg.tiktok.proxies = vec![format!("http://{dead_addr}"), sim.base_url().to_string()];
+    let p = Platforms::new(&cfg).expect("config");
+    for n in [1, 2, 3, 4] {
+        p.metadata(&tiktok(S::Normal, n)).await.expect("metadata through the live proxy");
+    }
+    // Only the first attempt went to the dead proxy; it then rested and every request succeeded first time.
+    assert_eq!(sim.requests().len(), 4);
+}

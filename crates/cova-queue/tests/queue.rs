@@ -1,0 +1,63 @@
+//! The queue contract on the configured backend: in-process by default, RabbitMQ when
+//! `COVA_TEST_QUEUE_URL` is set (CI runs both). Every test uses its own names.
+
+use cova_config::QueueConfig;
+use cova_queue::{Message, Queue, QueueError};
+use std::time::Duration;
+
+async fn queue() -> Queue {
+    let url = std::env::var("COVA_TEST_QUEUE_URL").unwrap_or_else(|_| "memory://".into());
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let q = Queue::connect(&QueueConfig { url, prefix, prefetch: 4 }).await.expect("queue");
+    q.ping().await.expect("configured queue reachable");
+    q
+}
+
+async fn next(c: &mut cova_queue::Consumer) -> cova_queue::Delivery {
+    tokio::time::timeout(Duration::from_secs(10), c.next()).await.expect("a delivery in time").expect("open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_is_confirmed_and_consumed_once_acked() {
+    let q = queue().await;
+    let mut c = q.consume("scraper").await.expect("consume");
+    let mut m = Message::new("scraper", br#"{"job_id":"j1"}"#.to_vec());
+    m.headers.insert("traceparent".into(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
+    q.publish(m.clone()).await.expect("publish");
+    let d = next(&mut c).await;
+    assert_eq!(d.message().payload, m.payload);
+    assert_eq!(d.message().id, m.id);
+    assert_eq!(d.message().attempt, 1);
+    assert_eq!(d.message().headers.get("traceparent"), m.headers.get("traceparent"));
+    d.ack().await.expect("ack");
+    assert!(tokio::time::timeout(Duration::from_millis(300), c.next()).await.is_err(), "nothing else queued");
+    q.teardown().await.expect("teardown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unroutable_messages_are_refused() {
+    let q = queue().await;
+    let err = q.publish(Message::new("no-such-role", vec![1])).await.expect_err("unroutable");
+    assert!(matches!(err, QueueError::Unroutable(_)), "{err}");
+    q.teardown().await.expect("teardown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_redelivers_later_with_the_next_attempt_number() {
+    let q = queue().await;
+    let mut c = q.consume("notifier").await.expect("consume");
+    q.publish(Message::new("notifier", b"x".to_vec())).await.expect("publish");
+    let d = next(&mut c).await;
+    let started = std::time::Instant::now();
+    d.retry(Duration::from_millis(200)).await.expect("retry");
+    let d = next(&mut c).await;
+    assert!(started.elapsed() >= Duration::from_millis(150), "redelivered after the delay");
+    assert_eq!(d.message().attempt, 2);
+    assert_eq!(d.message().payload, b"x");
+    d.dead_letter("gave up").await.expect("dead letter");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), c.next()).await.is_err(),
+        "dead letters are not redelivered"
+    );
+    q.teardown().await.expect("teardown");
+}

@@ -1,0 +1,52 @@
+//! `cova-sim --addr 127.0.0.1:9090 --seed 1 --latency-ms 0`
+
+use clap::Parser;
+use cova_sim::SimConfig;
+use std::net::SocketAddr;
+
+/// Local simulator of TikTok's web endpoints and the YouTube Data API.
+#[derive(Parser, Debug)]
+#[command(name = "cova-sim", version)]
+struct Args {
+    /// Listen address.
+    #[arg(long, default_value = "127.0.0.1:9090", env = "COVA_SIM_ADDR")]
+    addr: SocketAddr,
+    /// Seed of the generated data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Delay added to every request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// API key the YouTube endpoints accept.
+    #[arg(long, default_value = "sim-key")]
+    youtube_api_key: String,
+    /// Serve the solvable challenge page before every TikTok post page.
+    #[arg(long)]
+    challenge_all: bool,
+    /// The first k requests per post and endpoint answer HTTP 200 with an empty body.
+    #[arg(long, default_value_t = 0)]
+    empty_body_first: u32,
+    /// The first k requests per post and endpoint answer HTTP 429.
+    #[arg(long, default_value_t = 0)]
+    too_many_requests_first: u32,
+    /// Every k-th request per post and endpoint answers HTTP 503 (0 = never).
+    #[arg(long, default_value_t = 0)]
+    server_error_every: u32,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    let cfg = SimConfig {
+        seed: args.seed,
+        latency_ms: args.latency_ms,
+        youtube_api_key: args.youtube_api_key,
+        challenge_all: args.challenge_all,
+        empty_body_first: args.empty_body_first,
+        too_many_requests_first: args.too_many_requests_first,
+        server_error_every: args.server_error_every,
+        ..SimConfig::default()
+    };
+    eprintln!("cova-sim listening on http://{} (seed {})", args.addr, cfg.seed);
+    cova_sim::serve(args.addr, cfg).await
+}

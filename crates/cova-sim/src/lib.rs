@@ -1,0 +1,52 @@
+//! cova-sim: a local HTTP server impersonating TikTok's web endpoints and the YouTube Data API,
+//! so cova's tests, demos and benchmarks run without internet. Every post is generated
+//! deterministically from the seed and its id; the id also selects the comment count and the
+//! failure scenario (see [`rules`] and the README).
+
+pub mod rules;
+mod server;
+mod tiktok;
+mod truth;
+mod youtube;
+
+pub use rules::{
+    TikTokScenario, YouTubeScenario, decode_short_code, decode_tiktok_id, decode_youtube_id, short_code,
+    tiktok_post_id, youtube_video_id,
+};
+pub use server::{RecordedRequest, SimHandle, serve, spawn};
+pub use truth::{SimComment, SimImage, SimMetadata, SimPost, SimSound};
+
+/// Simulator settings. Per-id scenarios always apply; the switches below add failures to every post.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Delay added to every request.
+    pub latency_ms: u64,
+    /// The key YouTube requests must carry.
+    pub youtube_api_key: String,
+    /// Serve the (solvable) challenge page before every TikTok post page until it is solved.
+    pub challenge_all: bool,
+    /// The first k requests per post and endpoint answer HTTP 200 with an empty body.
+    pub empty_body_first: u32,
+    /// The first k requests per post and endpoint answer HTTP 429.
+    pub too_many_requests_first: u32,
+    /// Every k-th request per post and endpoint answers HTTP 503 (0 = never).
+    pub server_error_every: u32,
+    /// Most comments a TikTok page returns, whatever `count` asked (TikTok's practical maximum).
+    pub tiktok_page_max: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            latency_ms: 0,
+            youtube_api_key: "sim-key".into(),
+            challenge_all: false,
+            empty_body_first: 0,
+            too_many_requests_first: 0,
+            server_error_every: 0,
+            tiktok_page_max: 35,
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The HTTP server, shared state and request recorder.
+
+use crate::truth::{Gen, SimPost};
+use crate::{SimConfig, tiktok, youtube};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Generated posts kept in memory; the cache is dropped when it grows past this.
+const POST_CACHE: usize = 64;
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    /// `cookie`, `user-agent` and every `x-*` header, names in lowercase.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl RecordedRequest {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+pub(crate) struct State {
+    pub cfg: SimConfig,
+    pub base: String,
+    latency_ms: AtomicU64,
+    requests: Mutex<Vec<RecordedRequest>>,
+    counters: Mutex<HashMap<String, u32>>,
+    posts: Mutex<HashMap<String, Arc<SimPost>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain data behind these locks stays valid even if a handler panicked.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    fn new(cfg: SimConfig, base: String) -> Self {
+        Self {
+            latency_ms: AtomicU64::new(cfg.latency_ms),
+            cfg,
+            base,
+            requests: Mutex::new(Vec::new()),
+            counters: Mutex::new(HashMap::new()),
+            posts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cached(&self, key: String, make: impl FnOnce(&Gen<'_>) -> SimPost) -> Arc<SimPost> {
+        if let Some(p) = lock(&self.posts).get(&key) {
+            return p.clone();
+        }
+        let post = Arc::new(make(&Gen { seed: self.cfg.seed, base: &self.base }));
+        let mut posts = lock(&self.posts);
+        if posts.len() >= POST_CACHE {
+            posts.clear();
+        }
+        posts.insert(key, post.clone());
+        post
+    }
+
+    pub fn tiktok_post(&self, id: u64) -> Arc<SimPost> {
+        self.cached(format!("tiktok:{id}"), |g| g.tiktok(id))
+    }
+
+    pub fn youtube_post(&self, id: &str) -> Arc<SimPost> {
+        self.cached(format!("youtube:{id}"), |g| g.youtube(id))
+    }
+
+    /// Counts requests per key; returns this request's 1-based number.
+    pub fn bump(&self, key: &str) -> u32 {
+        let mut counters = lock(&self.counters);
+        let n = counters.entry(key.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    fn record(&self, r: RecordedRequest) {
+        lock(&self.requests).push(r);
+    }
+}
+
+/// A request as handlers see it.
+pub(crate) struct Req {
+    pub method: String,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: BTreeMap<String, String>,
+    pub body: web::Bytes,
+}
+
+impl Req {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get("cookie")?
+            .split(';')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    }
+}
+
+async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+    let headers: BTreeMap<String, String> = req
+        .headers()
+        .iter()
+        .filter(|(k, _)| {
+            let k = k.as_str();
+            k == "cookie" || k == "user-agent" || k.starts_with("x-")
+        })
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
+    let r = Req {
+        method: req.method().as_str().to_string(),
+        path: req.path().to_string(),
+        query: url::form_urlencoded::parse(req.query_string().as_bytes()).into_owned().collect(),
+        headers,
+        body,
+    };
+    if let Some(rest) = r.path.strip_prefix("/__sim/") {
+        return control(&state, &r, rest);
+    }
+    state.record(RecordedRequest {
+        method: r.method.clone(),
+        path: r.path.clone(),
+        query: r.query.clone(),
+        headers: r.headers.clone(),
+    });
+    let latency = state.latency_ms.load(Ordering::Relaxed);
+    if latency > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(latency)).await;
+    }
+    if r.path.starts_with("/youtube/v3/") {
+        return youtube::handle(&state, &r);
+    }
+    if let Some(file) = r.path.strip_prefix("/cdn/") {
+        return cdn(file);
+    }
+    tiktok::handle(&state, &r)
+}
+
+/// Simulator control endpoints (never recorded).
+fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
+    match (r.method.as_str(), rest) {
+        ("GET", "requests") => HttpResponse::Ok().json(&*lock(&state.requests)),
+        ("DELETE", "requests") => {
+            lock(&state.requests).clear();
+            HttpResponse::NoContent().finish()
+        }
+        // A stand-in signing service following cova's signer contract.
+        ("POST", "sign") => {
+            let url = serde_json::from_slice::<serde_json::Value>(&r.body)
+                .ok()
+                .and_then(|v| v.get("url").and_then(|u| u.as_str()).map(str::to_string));
+            let Some(url) = url else {
+                return HttpResponse::BadRequest().json(serde_json::json!({"error": "expected {\"url\": ...}"}));
+            };
+            let digest = hex::encode(ring::digest::digest(&ring::digest::SHA256, url.as_bytes()));
+            HttpResponse::Ok().json(serde_json::json!({
+                "query": {"X-Bogus": format!("DFSz{}", &digest[..16])},
+                "headers": {"X-Gnarly": format!("sim-{}", &digest[16..32])},
+            }))
+        }
+        ("GET", p) if p.starts_with("post/") => {
+            let post = match p.trim_start_matches("post/").split_once('/') {
+                Some(("tiktok", id)) => id.parse().ok().map(|id| state.tiktok_post(id)),
+                Some(("youtube", id)) => Some(state.youtube_post(id)),
+                _ => None,
+            };
+            match post {
+                Some(p) => HttpResponse::Ok().json(&*p),
+                None => HttpResponse::NotFound()
+                    .json(serde_json::json!({"error": "use /__sim/post/tiktok/<id> or /__sim/post/youtube/<id>"})),
+            }
+        }
+        _ => HttpResponse::NotFound().json(serde_json::json!({"error": "unknown simulator endpoint"})),
+    }
+}
+
+/// A valid 1×1 PNG: every simulated cover, avatar and comment image.
+pub(crate) const PNG_1X1: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0a, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00,
+    0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+fn cdn(file: &str) -> HttpResponse {
+    if file.starts_with("img/") {
+        HttpResponse::Ok().content_type("image/png").insert_header(("cache-control", "max-age=86400")).body(PNG_1X1)
+    } else if file.starts_with("audio/") {
+        // An MPEG frame header is enough for players to recognise the type.
+        HttpResponse::Ok().content_type("audio/mpeg").body(vec![0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0])
+    } else {
+        HttpResponse::NotFound().finish()
+    }
+}
+
+/// A running simulator; stops on drop or [`SimHandle::stop`].
+pub struct SimHandle {
+    state: Arc<State>,
+    addr: SocketAddr,
+    server: actix_web::dev::ServerHandle,
+}
+
+impl SimHandle {
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.state.base
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.state.requests).clear();
+    }
+
+    /// The full truth of a post: a decimal id is a TikTok post, anything else a YouTube video.
+    pub fn expected_post(&self, id: &str) -> SimPost {
+        match id.parse::<u64>() {
+            Ok(n) => (*self.state.tiktok_post(n)).clone(),
+            Err(_) => (*self.state.youtube_post(id)).clone(),
+        }
+    }
+
+    pub fn set_latency_ms(&self, ms: u64) {
+        self.state.latency_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub async fn stop(self) {
+        self.server.stop(false).await;
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        // The stop command is sent when `stop` is called; awaiting it is optional.
+        drop(self.server.stop(false));
+    }
+}
+
+fn build(listener: TcpListener, state: Arc<State>, signals: bool) -> std::io::Result<actix_web::dev::Server> {
+    let data = web::Data::from(state);
+    let mut server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(dispatch)))
+        .workers(2)
+        .shutdown_timeout(1);
+    if !signals {
+        server = server.disable_signals();
+    }
+    Ok(server.listen(listener)?.run())
+}
+
+/// Starts a simulator on 127.0.0.1 with an OS-assigned port (must run inside a tokio runtime).
+pub async fn spawn(cfg: SimConfig) -> std::io::Result<SimHandle> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(State::new(cfg, format!("http://{addr}")));
+    let server = build(listener, state.clone(), false)?;
+    let handle = server.handle();
+    tokio::spawn(server);
+    Ok(SimHandle { state, addr, server: handle })
+}
+
+/// Runs a simulator on `addr` until the process is interrupted (the `cova-sim` binary).
+pub async fn serve(addr: SocketAddr, cfg: SimConfig) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr)?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(State::new(cfg, format!("http://{addr}")));
+    build(listener, state, true)?.await
+}

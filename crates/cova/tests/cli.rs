@@ -1,0 +1,194 @@
+//! The real `cova` binary, as a new user and an operator drive it: admin commands with the
+//! operator contract's exit codes, then `cova serve` answering `/api/v1/usage`.
+
+use cova_storage::testing::TestDatabase;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Env {
+    vars: Vec<(String, String)>,
+}
+
+impl Env {
+    async fn new(db: &TestDatabase) -> Self {
+        let prefix = format!("t{}", &uuid_like());
+        let mut vars = vec![
+            ("COVA_DATABASE__URL".to_string(), db.config.url.clone()),
+            ("COVA_CACHE__PREFIX".to_string(), prefix.clone()),
+            ("COVA_QUEUE__PREFIX".to_string(), prefix),
+            ("COVA_HTTP__ADDR".to_string(), "127.0.0.1:0".to_string()),
+        ];
+        if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+            vars.push(("COVA_CACHE__URL".into(), url));
+        }
+        Self { vars }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
+        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("cova runs")
+    }
+}
+
+fn uuid_like() -> String {
+    format!("{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ 0x5eed)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Starts `cova serve` and returns it with its base URL, read from the "listening" log line.
+fn serve(env: &Env) -> (Child, String) {
+    let mut child = env.command(&["serve"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("serve starts");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("cova listening on ").nth(1) {
+                let url: String = rest.chars().take_while(|c| *c != '"').collect();
+                let _ = tx.send(url);
+            }
+        }
+    });
+    let base = rx.recv_timeout(Duration::from_secs(30)).expect("cova serve logs its address");
+    (child, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_flow_then_usage_over_http() {
+    let db = TestDatabase::create().await;
+    let env = Env::new(&db).await;
+
+    let out = env.run(&["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["migrate"]);
+    assert!(out.status.success(), "migrate is idempotent: {}", stderr(&out));
+
+    let out = env.run(&["admin", "accounts", "create", "--email", "ops@example.com"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.run(&["admin", "accounts", "create", "--email", "ops@example.com"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("cova: ") && err.contains("already exists"), "{err}");
+
+    let out = env.run(&["admin", "packs", "grant", "--email", "ops@example.com", "--comments", "2000"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.run(&["admin", "packs", "grant", "--email", "nobody@example.com", "--comments", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no account"), "{}", stderr(&out));
+
+    let out = env.run(&[
+        "admin",
+        "tokens",
+        "create",
+        "--email",
+        "ops@example.com",
+        "--scopes",
+        "metadata:read,analyze:write",
+        "--name",
+        "ci",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token = stdout(&out).lines().last().expect("a last line").to_owned();
+    assert!(cova_auth::looks_like_token(&token), "the token alone is the last line: {token}");
+
+    let out = env.run(&["admin", "tokens", "list", "--email", "ops@example.com"]);
+    assert_eq!(out.status.code(), Some(0));
+    let listing = stdout(&out);
+    let prefix = cova_auth::display_prefix(&token);
+    assert!(listing.contains(&prefix) && listing.contains("active"), "{listing}");
+    assert!(!listing.contains(&token), "the full token is never listed");
+
+    for i in 0..4 {
+        let out = env.run(&[
+            "admin",
+            "tokens",
+            "create",
+            "--email",
+            "ops@example.com",
+            "--scopes",
+            "metadata:read",
+            "--name",
+            &format!("n{i}"),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let out = env.run(&["admin", "tokens", "create", "--email", "ops@example.com", "--scopes", "metadata:read"]);
+    assert_eq!(out.status.code(), Some(1), "a 6th active token is refused");
+    assert!(stderr(&out).contains("5 active tokens"), "{}", stderr(&out));
+
+    let out = env.run(&["admin", "tokens", "create", "--email", "ops@example.com", "--scopes", "root"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    let out = env.run(&["admin", "tokens", "revoke", "--email", "ops@example.com"]);
+    assert_eq!(out.status.code(), Some(2), "missing --prefix");
+
+    // Free a slot, and keep the first token for the HTTP part.
+    let listing = stdout(&env.run(&["admin", "tokens", "list", "--email", "ops@example.com"]));
+    let other_prefix = listing
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .find(|p| *p != prefix)
+        .expect("another token");
+    let out = env.run(&["admin", "tokens", "revoke", "--email", "ops@example.com", "--prefix", &other_prefix]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.run(&["admin", "tokens", "revoke", "--email", "ops@example.com", "--prefix", &other_prefix]);
+    assert_eq!(out.status.code(), Some(1), "already revoked");
+
+    let (mut child, base) = serve(&env);
+    let http = reqwest::Client::new();
+    let res = http.get(format!("{base}/api/v1/usage")).bearer_auth(&token).send().await.expect("usage");
+    assert_eq!(res.status(), 200);
+    let usage: serde_json::Value = res.json().await.expect("json");
+    assert_eq!(usage["comments"]["remaining"], 2000);
+    assert_eq!(usage["tokens"]["active"], 4);
+    assert_eq!(usage["account"]["email"], "ops@example.com");
+    let res = http.get(format!("{base}/api/v1/usage")).send().await.expect("usage without token");
+    assert_eq!(res.status(), 401);
+
+    // SIGTERM: graceful stop, exit 0.
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "cova serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let _ = db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_errors_name_the_key_and_exit_1() {
+    let db = TestDatabase::create().await;
+    let env = Env::new(&db).await;
+    let out = env.command(&["migrate"]).env("COVA_HTTP__ADR", "x").output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("adr"), "{}", stderr(&out));
+    let out = env.command(&["migrate"]).env("COVA_QUEUE__URL", "kafka://x").output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("queue.url"), "{}", stderr(&out));
+    // A split role cannot use the in-process queue.
+    let out = env.run(&["gateway"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("memory://"), "{}", stderr(&out));
+    let _ = db.drop_database().await;
+}
