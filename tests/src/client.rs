@@ -141,3 +141,34 @@ impl Client {
         self.get("/api/v1/usage").await
     }
 }
+
+impl Client {
+    pub async fn analyze(&self, url: &str, idempotency_key: Option<&str>) -> Reply<serde_json::Value> {
+        let mut req = self.request(Method::POST, "/api/v1/analyze").json(&serde_json::json!({ "url": url }));
+        if let Some(key) = idempotency_key {
+            req = req.header("idempotency-key", key);
+        }
+        self.send(req).await
+    }
+
+    pub async fn job(&self, job_id: &str) -> Reply<serde_json::Value> {
+        self.get(&format!("/api/v1/analyze/{job_id}")).await
+    }
+
+    pub async fn metadata(&self, url: &str) -> Reply<serde_json::Value> {
+        self.send(self.request(Method::POST, "/api/v1/metadata").json(&serde_json::json!({ "url": url }))).await
+    }
+
+    /// Polls the job every 50 ms until it is complete or failed (bounded).
+    pub async fn wait_job(&self, job_id: &str) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let job = self.job(job_id).await.ok();
+            if job["status"] == "complete" || job["status"] == "failed" {
+                return job;
+            }
+            assert!(std::time::Instant::now() < deadline, "job {job_id} did not finish: {job}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}

@@ -28,7 +28,11 @@ pub struct TestApp {
     pub base_url: String,
     pub config: Config,
     pub backends: Backends,
+    /// The platform simulator this app's adapters talk to.
+    pub sim: cova_sim::SimHandle,
     server: actix_web::dev::ServerHandle,
+    stop: tokio_util::sync::CancellationToken,
+    workers: tokio::task::JoinSet<()>,
     database: TestDatabase,
 }
 
@@ -56,9 +60,32 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
+/// Points the platform adapters at the simulator, with retry delays short enough for tests.
+pub fn use_simulator(config: &mut Config, sim: &cova_sim::SimHandle) {
+    let base = sim.base_url().to_owned();
+    let p = &mut config.platforms;
+    p.tiktok.web_base_url = base.clone();
+    p.tiktok.short_link_base_url = Some(base.clone());
+    p.tiktok.retry_base_ms = 5;
+    p.tiktok.retry_max_ms = 20;
+    p.tiktok.requests_per_second = 0.0;
+    p.youtube.api_base_url = base;
+    p.youtube.api_key = Some("sim-key".to_owned().into());
+    p.youtube.retry_base_ms = 5;
+    p.youtube.retry_max_ms = 20;
+    p.youtube.requests_per_second = 0.0;
+    config.scraper.retry_base_ms = 20;
+}
+
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_with_sim(cova_sim::SimConfig::default(), adjust).await
+}
+
+pub async fn spawn_app_with_sim(sim_config: cova_sim::SimConfig, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let database = TestDatabase::create().await;
     let mut config = test_config(&database).await;
+    let sim = cova_sim::spawn(sim_config).await.expect("simulator");
+    use_simulator(&mut config, &sim);
     adjust(&mut config);
     config.validate().expect("valid test configuration");
     let backends = Backends::connect(&config).await.expect("backends");
@@ -68,11 +95,22 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
     assert!(readiness.ready(), "test backends unreachable: {:?}", readiness.checks);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     let addr = listener.local_addr().expect("local addr");
-    let state = cova_gateway::AppState::new(config.clone(), backends.clone());
+    let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
+    let outbox = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut workers = tokio::task::JoinSet::new();
+    workers.spawn(cova_runtime::outbox::relay(backends.clone(), outbox.clone(), stop.clone()));
+    let scraper =
+        cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
+    let scraper_stop = stop.clone();
+    workers.spawn(async move {
+        scraper.run(scraper_stop).await.expect("scraper consumes");
+    });
+    let state = cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox);
     let server = cova_gateway::server(state, listener).expect("server");
     let handle = server.handle();
     tokio::spawn(server);
-    TestApp { base_url: format!("http://{addr}"), config, backends, server: handle, database }
+    TestApp { base_url: format!("http://{addr}"), config, backends, sim, server: handle, stop, workers, database }
 }
 
 impl TestApp {
@@ -116,8 +154,23 @@ impl TestApp {
         (account, token)
     }
 
-    pub async fn stop(self) {
+    /// The refs bookmarked in the account's library.
+    pub async fn library(&self, account_id: &str) -> Vec<String> {
+        use cova_storage::schema::library;
+        use diesel::prelude::*;
+        use diesel_async::RunQueryDsl;
+        let mut conn = self.db().conn().await.expect("conn");
+        cova_storage::with_conn!(&mut conn, |c| {
+            library::table.filter(library::account_id.eq(account_id)).select(library::ref_).load::<String>(c).await
+        })
+        .expect("library")
+    }
+
+    pub async fn stop(mut self) {
         self.server.stop(false).await;
+        self.stop.cancel();
+        while self.workers.join_next().await.is_some() {}
+        self.sim.stop().await;
         let _ = self.backends.queue.teardown().await;
         let _ = self.database.drop_database().await;
     }

@@ -228,7 +228,9 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     backends.db.migrate().await.expect("migrate");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let server = cova_gateway::server(cova_gateway::AppState::new(config, backends.clone()), listener).expect("server");
+    let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
+    let state = cova_gateway::AppState::new(config, backends.clone(), platforms, std::sync::Arc::default());
+    let server = cova_gateway::server(state, listener).expect("server");
     let handle = server.handle();
     tokio::spawn(server);
 

@@ -27,6 +27,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
     pub auth: AuthConfig,
+    pub scraper: ScraperConfig,
     /// Platform adapters (hosts, client hygiene, API keys); see the cova-platforms crate.
     /// Not serialised: it holds secrets, and its defaults come from its own `Default`.
     #[serde(skip_serializing)]
@@ -168,6 +169,25 @@ impl Default for BillingConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub struct ScraperConfig {
+    /// Jobs one scraper process collects at once.
+    pub concurrency: usize,
+    /// Deliveries of one job before a transient failure (platform or backend down) fails it.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt.
+    pub retry_base_ms: u64,
+    /// How long a job stays claimed without progress before another worker may take it over.
+    pub lease_ms: u64,
+}
+
+impl Default for ScraperConfig {
+    fn default() -> Self {
+        Self { concurrency: 4, max_attempts: 5, retry_base_ms: 2_000, lease_ms: 60_000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// How long a gateway process trusts a token lookup; bounds how late a revocation bites.
     pub token_cache_ms: u64,
@@ -280,6 +300,15 @@ impl Config {
         }
         if self.limits.api_requests_per_minute == 0 {
             return Err(invalid("limits.api_requests_per_minute", "must be at least 1"));
+        }
+        if self.scraper.concurrency == 0 {
+            return Err(invalid("scraper.concurrency", "must be at least 1"));
+        }
+        if self.scraper.max_attempts == 0 {
+            return Err(invalid("scraper.max_attempts", "must be at least 1"));
+        }
+        if self.scraper.lease_ms < 1_000 {
+            return Err(invalid("scraper.lease_ms", "must be at least 1000"));
         }
         if self.billing.free_allowance < 0 {
             return Err(invalid("billing.free_allowance", "must not be negative"));

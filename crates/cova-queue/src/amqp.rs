@@ -120,13 +120,25 @@ impl AmqpQueue {
         Ok(())
     }
 
-    /// Publishes persistently and awaits the broker's confirm; a nack or a return is an error.
+    /// Publishes persistently and awaits the broker's confirm; a nack is an error, and so is a
+    /// return (commands must reach a queue; events use `publish_with` and need not).
     async fn publish_to(
         &self,
         exchange: &str,
         routing_key: &str,
         message: &Message,
         expiration: Option<Duration>,
+    ) -> Result<()> {
+        self.publish_with(exchange, routing_key, message, expiration, true).await
+    }
+
+    async fn publish_with(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        message: &Message,
+        expiration: Option<Duration>,
+        mandatory: bool,
     ) -> Result<()> {
         let (_, ch) = self.link().await?;
         let mut headers = FieldTable::default();
@@ -143,7 +155,7 @@ impl AmqpQueue {
         if let Some(ttl) = expiration {
             props = props.with_expiration(ttl.as_millis().max(1).to_string().into());
         }
-        let options = BasicPublishOptions { mandatory: true, ..Default::default() };
+        let options = BasicPublishOptions { mandatory, ..Default::default() };
         let confirm = ch
             .basic_publish(exchange.into(), routing_key.into(), options, &message.payload, props)
             .await
@@ -163,6 +175,32 @@ impl AmqpQueue {
 
     pub(crate) async fn publish(&self, message: Message) -> Result<()> {
         self.publish_to(&self.name("commands"), &message.routing_key.clone(), &message, None).await
+    }
+
+    pub(crate) async fn publish_event(&self, message: Message) -> Result<()> {
+        self.publish_with(&self.name("events"), &message.routing_key.clone(), &message, None, false).await
+    }
+
+    /// A private, auto-deleted queue bound to every event.
+    pub(crate) async fn subscribe_events(&self) -> Result<AmqpEvents> {
+        let (conn, _) = self.link().await?;
+        let ch = conn.create_channel().await.map_err(unavailable)?;
+        let options = QueueDeclareOptions { exclusive: true, auto_delete: true, ..Default::default() };
+        let queue = ch.queue_declare("".into(), options, FieldTable::default()).await.map_err(unavailable)?;
+        let name = queue.name().clone();
+        ch.queue_bind(
+            name.clone(),
+            self.name("events").into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(unavailable)?;
+        let options = BasicConsumeOptions { no_ack: true, ..Default::default() };
+        let consumer =
+            ch.basic_consume(name, "events".into(), options, FieldTable::default()).await.map_err(unavailable)?;
+        Ok(AmqpEvents { consumer, _channel: ch })
     }
 
     pub(crate) async fn consume(&self, role: &str) -> Result<AmqpConsumer> {
@@ -307,5 +345,20 @@ impl AmqpDelivery {
                 Err(e)
             }
         }
+    }
+}
+
+pub struct AmqpEvents {
+    consumer: lapin::Consumer,
+    _channel: Channel,
+}
+
+impl AmqpEvents {
+    pub(crate) async fn next(&mut self) -> Option<Message> {
+        let delivery = self.consumer.next().await?.ok()?;
+        let routing_key = delivery.routing_key.to_string();
+        let mut message = decode(&routing_key, &delivery);
+        message.routing_key = routing_key;
+        Some(message)
     }
 }

@@ -80,6 +80,25 @@ impl Queue {
         }
     }
 
+    /// Publishes an event (`job.complete`, …) to the events exchange; nobody needs to listen.
+    pub async fn publish_event(&self, message: Message) -> Result<()> {
+        match self {
+            Queue::Memory(q) => {
+                q.publish_event(message);
+                Ok(())
+            }
+            Queue::Amqp(q) => q.publish_event(message).await,
+        }
+    }
+
+    /// Receives every event published from now on (for outside consumers and tests).
+    pub async fn subscribe_events(&self) -> Result<EventStream> {
+        match self {
+            Queue::Memory(q) => Ok(EventStream::Memory(q.subscribe_events())),
+            Queue::Amqp(q) => q.subscribe_events().await.map(|e| EventStream::Amqp(Box::new(e))),
+        }
+    }
+
     /// Starts consuming the role's queue.
     pub async fn consume(&self, role: &str) -> Result<Consumer> {
         match self {
@@ -153,6 +172,27 @@ impl Delivery {
         match self {
             Delivery::Memory(d) => d.dead_letter(reason),
             Delivery::Amqp(d) => d.dead_letter(reason).await,
+        }
+    }
+}
+
+pub enum EventStream {
+    Memory(tokio::sync::broadcast::Receiver<Message>),
+    Amqp(Box<amqp::AmqpEvents>),
+}
+
+impl EventStream {
+    /// The next event; `None` once the stream is closed.
+    pub async fn next(&mut self) -> Option<Message> {
+        match self {
+            EventStream::Memory(rx) => loop {
+                match rx.recv().await {
+                    Ok(m) => return Some(m),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            },
+            EventStream::Amqp(e) => e.next().await,
         }
     }
 }

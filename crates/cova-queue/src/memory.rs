@@ -15,6 +15,7 @@ struct RoleQueue {
 pub struct MemoryQueue {
     roles: Arc<HashMap<String, RoleQueue>>,
     dead: Arc<Mutex<Vec<(Message, String)>>>,
+    events: tokio::sync::broadcast::Sender<Message>,
 }
 
 impl MemoryQueue {
@@ -26,7 +27,8 @@ impl MemoryQueue {
                 ((*r).to_owned(), RoleQueue { tx, rx: Arc::new(tokio::sync::Mutex::new(rx)) })
             })
             .collect();
-        Self { roles: Arc::new(roles), dead: Arc::default() }
+        let (events, _) = tokio::sync::broadcast::channel(1024);
+        Self { roles: Arc::new(roles), dead: Arc::default(), events }
     }
 
     fn role(&self, key: &str) -> Result<&RoleQueue> {
@@ -38,6 +40,15 @@ impl MemoryQueue {
             .tx
             .send(message)
             .map_err(|_| QueueError::Unavailable("in-process queue closed".into()))
+    }
+
+    pub(crate) fn publish_event(&self, message: Message) {
+        // No subscriber is not an error: events are for whoever listens.
+        let _ = self.events.send(message);
+    }
+
+    pub(crate) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<Message> {
+        self.events.subscribe()
     }
 
     pub(crate) fn consume(&self, role: &str) -> Result<MemoryConsumer> {

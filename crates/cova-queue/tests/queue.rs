@@ -61,3 +61,15 @@ async fn retry_redelivers_later_with_the_next_attempt_number() {
     );
     q.teardown().await.expect("teardown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_reach_subscribers_and_need_none() {
+    let q = queue().await;
+    q.publish_event(Message::new("job.complete", b"nobody listens".to_vec())).await.expect("no subscriber is fine");
+    let mut events = q.subscribe_events().await.expect("subscribe");
+    q.publish_event(Message::new("job.failed", br#"{"type":"job.failed"}"#.to_vec())).await.expect("publish");
+    let got = tokio::time::timeout(Duration::from_secs(10), events.next()).await.expect("in time").expect("event");
+    assert_eq!(got.routing_key, "job.failed");
+    assert_eq!(got.payload, br#"{"type":"job.failed"}"#);
+    q.teardown().await.expect("teardown");
+}

@@ -1,4 +1,7 @@
-//! The backends every cova role shares, connected from the configuration by URL scheme.
+//! The backends every cova role shares, connected from the configuration by URL scheme,
+//! and the outbox relay that connects their writes to the queue.
+
+pub mod outbox;
 
 use cova_cache::Cache;
 use cova_config::{Config, redact_url};

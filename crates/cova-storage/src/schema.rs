@@ -83,5 +83,60 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    job_comments (job_id, comment_id) {
+        job_id -> Text,
+        comment_id -> Text,
+        parent_id -> Nullable<Text>,
+        position -> BigInt,
+        body -> Text,
+    }
+}
+
+diesel::table! {
+    library (account_id, ref_) {
+        account_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        url -> Text,
+        platform -> Text,
+        saved_at -> BigInt,
+        last_scraped_at -> Nullable<BigInt>,
+        last_job_id -> Nullable<Text>,
+        comment_count -> BigInt,
+    }
+}
+
+diesel::table! {
+    outbox (id) {
+        id -> Text,
+        destination -> Text,
+        routing_key -> Text,
+        payload -> Text,
+        headers -> Text,
+        created_at -> BigInt,
+        sent_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    job_leases (job_id) {
+        job_id -> Text,
+        owner -> Text,
+        expires_at -> BigInt,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
-diesel::allow_tables_to_appear_in_same_query!(accounts, api_tokens, balances, reservations, ledger, jobs);
+diesel::allow_tables_to_appear_in_same_query!(
+    accounts,
+    api_tokens,
+    balances,
+    reservations,
+    ledger,
+    jobs,
+    job_comments,
+    library,
+    outbox,
+    job_leases
+);

@@ -20,6 +20,8 @@ pub enum Command {
     Serve,
     /// Only the HTTP gateway (needs a shared queue: amqp://).
     Gateway,
+    /// Only the scraper worker: collects comments for analyze jobs (needs amqp://).
+    Scraper,
     /// Creates or upgrades the database schema; safe to run again.
     Migrate,
     /// Operator commands: accounts, packs, tokens.
@@ -104,6 +106,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve::run(config, serve::Roles::All).await,
         Command::Gateway => serve::run(config, serve::Roles::Gateway).await,
+        Command::Scraper => serve::run(config, serve::Roles::Scraper).await,
         Command::Migrate => serve::migrate(config).await,
         Command::Admin(args) => admin::run(config, args.command).await,
     }

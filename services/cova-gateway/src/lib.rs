@@ -20,13 +20,21 @@ use std::sync::Arc;
 pub struct AppState {
     pub config: Config,
     pub backends: Backends,
+    pub platforms: cova_platforms::Platforms,
+    /// Wakes the outbox relay when a request wrote a command.
+    pub outbox: Arc<tokio::sync::Notify>,
     tokens: auth::TokenCache,
 }
 
 impl AppState {
-    pub fn new(config: Config, backends: Backends) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        backends: Backends,
+        platforms: cova_platforms::Platforms,
+        outbox: Arc<tokio::sync::Notify>,
+    ) -> Arc<Self> {
         let tokens = auth::TokenCache::new(std::time::Duration::from_millis(config.auth.token_cache_ms));
-        Arc::new(Self { config, backends, tokens })
+        Arc::new(Self { config, backends, platforms, outbox, tokens })
     }
 }
 
@@ -42,6 +50,7 @@ pub fn server(state: Arc<AppState>, listener: TcpListener) -> std::io::Result<Se
             .app_data(backend_errors::json_config(data.config.http.body_limit_bytes))
             .app_data(backend_errors::path_config())
             .app_data(backend_errors::query_config())
+            .app_data(web::PayloadConfig::new(data.config.http.body_limit_bytes))
             // Outermost last: request context → CORS → token-in-URL refusal → routes, so that
             // even the refusal carries CORS headers a browser can read.
             .wrap(actix_web::middleware::from_fn(middleware::refuse_token_in_url))

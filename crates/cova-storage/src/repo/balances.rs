@@ -12,6 +12,96 @@ use diesel::upsert::excluded;
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
+/// Inside a transaction: holds `amount` on the month's balance for `job_id` if it is still
+/// available (conditional UPDATE) and records the reservation. Evaluates to `Result<bool>`.
+macro_rules! reserve_in {
+    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $amount:expr, $now:expr) => {{
+        use $crate::schema::{balances, reservations};
+        let amount: i64 = $amount;
+        let updated = diesel::update(balances::table.find(($account_id, $month)))
+            .filter((balances::granted - balances::reserved - balances::spent).ge(amount))
+            .set(balances::reserved.eq(balances::reserved + amount))
+            .execute($c)
+            .await?;
+        if updated == 1 {
+            diesel::insert_into(reservations::table)
+                .values((
+                    reservations::job_id.eq($job_id),
+                    reservations::account_id.eq($account_id),
+                    reservations::month.eq($month),
+                    reservations::amount.eq(amount),
+                    reservations::state.eq("held"),
+                    reservations::charged.eq(0),
+                    reservations::created_at.eq($now),
+                ))
+                .execute($c)
+                .await?;
+        }
+        updated == 1
+    }};
+}
+pub(crate) use reserve_in;
+
+/// Inside a transaction: settles (`Some(collected)`: charges at most the hold) or releases
+/// (`None`) the job's reservation, once. Evaluates to `Result<Option<charged>>`.
+macro_rules! close_in {
+    ($c:ident, $job_id:expr, $collected:expr, $now:expr) => {{
+        use $crate::repo::balances::Reservation;
+        use $crate::schema::{balances, ledger, reservations};
+        let collected: Option<i64> = $collected;
+        let held = reservations::table
+            .find($job_id)
+            .filter(reservations::state.eq("held"))
+            .select(Reservation::as_select())
+            .first($c)
+            .await
+            .optional()?;
+        let outcome: $crate::Result<Option<i64>> = match held {
+            None => Ok(None),
+            Some(held) => {
+                let charged = collected.unwrap_or(0).clamp(0, held.amount);
+                let closed = diesel::update(reservations::table.find($job_id))
+                    .filter(reservations::state.eq("held"))
+                    .set((
+                        reservations::state.eq(if collected.is_some() { "settled" } else { "released" }),
+                        reservations::charged.eq(charged),
+                        reservations::closed_at.eq($now),
+                    ))
+                    .execute($c)
+                    .await?;
+                if closed == 0 {
+                    Ok(None)
+                } else {
+                    diesel::update(balances::table.find((&held.account_id, &held.month)))
+                        .set((
+                            balances::reserved.eq(balances::reserved - held.amount),
+                            balances::spent.eq(balances::spent + charged),
+                        ))
+                        .execute($c)
+                        .await?;
+                    if charged > 0 {
+                        diesel::insert_into(ledger::table)
+                            .values((
+                                ledger::id.eq($crate::repo::new_id()),
+                                ledger::account_id.eq(&held.account_id),
+                                ledger::month.eq(&held.month),
+                                ledger::kind.eq("charge"),
+                                ledger::amount.eq(charged),
+                                ledger::job_id.eq($job_id),
+                                ledger::created_at.eq($now),
+                            ))
+                            .execute($c)
+                            .await?;
+                    }
+                    Ok(Some(charged))
+                }
+            }
+        };
+        outcome
+    }};
+}
+pub(crate) use close_in;
+
 /// How often a reservation that lost a race re-reads the balance before giving up.
 const RESERVE_ATTEMPTS: usize = 16;
 
@@ -127,27 +217,10 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
                 return Ok(Some(0));
             }
             let amount = wanted.min(available);
-            let updated = diesel::update(balances::table.find((account_id, &month)))
-                .filter((balances::granted - balances::reserved - balances::spent).ge(amount))
-                .set(balances::reserved.eq(balances::reserved + amount))
-                .execute(c)
-                .await?;
-            if updated == 0 {
+            if !reserve_in!(c, account_id, job_id, &month, amount, now) {
                 // Someone else reserved in between: read again.
                 return Ok(None);
             }
-            diesel::insert_into(reservations::table)
-                .values((
-                    reservations::job_id.eq(job_id),
-                    reservations::account_id.eq(account_id),
-                    reservations::month.eq(&month),
-                    reservations::amount.eq(amount),
-                    reservations::state.eq("held"),
-                    reservations::charged.eq(0),
-                    reservations::created_at.eq(now),
-                ))
-                .execute(c)
-                .await?;
             Ok(Some(amount))
         })?;
         if let Some(amount) = outcome {
@@ -170,51 +243,7 @@ pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
 
 async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
-        let held = reservations::table
-            .find(job_id)
-            .filter(reservations::state.eq("held"))
-            .select(Reservation::as_select())
-            .first(c)
-            .await
-            .optional()?;
-        let Some(held) = held else { return Ok(None) };
-        let charged = collected.unwrap_or(0).clamp(0, held.amount);
-        let closed = diesel::update(reservations::table.find(job_id))
-            .filter(reservations::state.eq("held"))
-            .set((
-                reservations::state.eq(if collected.is_some() { "settled" } else { "released" }),
-                reservations::charged.eq(charged),
-                reservations::closed_at.eq(now),
-            ))
-            .execute(c)
-            .await?;
-        if closed == 0 {
-            return Ok(None);
-        }
-        diesel::update(balances::table.find((&held.account_id, &held.month)))
-            .set((
-                balances::reserved.eq(balances::reserved - held.amount),
-                balances::spent.eq(balances::spent + charged),
-            ))
-            .execute(c)
-            .await?;
-        if charged > 0 {
-            diesel::insert_into(ledger::table)
-                .values((
-                    ledger::id.eq(super::new_id()),
-                    ledger::account_id.eq(&held.account_id),
-                    ledger::month.eq(&held.month),
-                    ledger::kind.eq("charge"),
-                    ledger::amount.eq(charged),
-                    ledger::job_id.eq(job_id),
-                    ledger::created_at.eq(now),
-                ))
-                .execute(c)
-                .await?;
-        }
-        Ok(Some(charged))
-    })
+    in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))
 }
 
 pub async fn reservation(db: &Db, job_id: &str) -> Result<Option<Reservation>> {

@@ -1,10 +1,218 @@
-use crate::schema::jobs;
-use crate::{Db, Result, with_conn};
+//! Comment-collection jobs: creation with dedup, idempotency, payment and concurrency checks
+//! in one transaction (with the command written to the outbox), then the scraper's
+//! start → progress → complete / fail transitions, each happening at most once.
+
+use super::balances::{close_in, reserve_in};
+use super::outbox::{Destination, insert_in as outbox_in};
+use crate::StorageError;
+use crate::clock::month_of;
+use crate::schema::{accounts, balances, job_comments, job_leases, jobs, library};
+use crate::{Db, Result, in_transaction, with_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
+use serde::Serialize;
 
 /// Job states in which a job counts against the per-account concurrency limit.
 pub const RUNNING_STATES: [&str; 2] = ["queued", "in_progress"];
+/// Analyses running at once per account (the specification's limit).
+pub const MAX_RUNNING: i64 = 3;
+/// Comments collected per post at most.
+pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
+/// A completed job is returned instead of a new one for this long.
+pub const RECENT_RESULT_MS: i64 = 5 * 60 * 1000;
+/// An Idempotency-Key is remembered this long.
+pub const IDEMPOTENCY_MS: i64 = 24 * 60 * 60 * 1000;
+/// The worker role that collects comments.
+pub const SCRAPER_ROLE: &str = "scraper";
+
+#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[diesel(table_name = jobs)]
+pub struct Job {
+    pub id: String,
+    pub account_id: String,
+    pub token_id: Option<String>,
+    pub kind: String,
+    #[diesel(column_name = ref_)]
+    pub r#ref: String,
+    pub url: String,
+    pub status: String,
+    pub idempotency_key: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub comments_collected: i64,
+    pub comments_expected: Option<i64>,
+    pub truncated: bool,
+    pub error_code: Option<String>,
+    pub error_detail: Option<String>,
+}
+
+pub struct NewAnalyze<'a> {
+    pub account_id: &'a str,
+    pub token_id: Option<&'a str>,
+    pub r#ref: &'a str,
+    pub url: &'a str,
+    pub idempotency_key: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedup {
+    InFlight,
+    RecentResult,
+}
+
+impl Dedup {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dedup::InFlight => "in_flight",
+            Dedup::RecentResult => "recent_result",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum CreateOutcome {
+    /// A new job, queued, with `reserved` comments held on the balance.
+    Created {
+        job: Job,
+        reserved: i64,
+    },
+    /// An existing job of the same ref returned instead; no quota spent.
+    Deduplicated(Job, Dedup),
+    /// The same Idempotency-Key was used for this request before: the same job.
+    Repeated(Job),
+    /// The same Idempotency-Key was used for another URL.
+    IdempotencyConflict,
+    QuotaExceeded,
+    ConcurrencyLimit,
+}
+
+/// Creates an analyze job, or answers why not. Every check and the writes share one
+/// transaction that first locks the account row, so concurrent requests of one account are
+/// serialised: exact dedup, idempotency, balance and concurrency under any parallelism.
+pub async fn create_analyze(
+    db: &Db,
+    new: NewAnalyze<'_>,
+    command: &(dyn Fn(&str) -> String + Sync),
+    headers: &str,
+    now: i64,
+) -> Result<CreateOutcome> {
+    let month = month_of(now);
+    let job_id = super::new_id();
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        // A no-op update takes the account's row lock (PostgreSQL); SQLite is already serialised.
+        diesel::update(accounts::table.find(new.account_id))
+            .set(accounts::active_tokens.eq(accounts::active_tokens))
+            .execute(c)
+            .await?;
+
+        if let Some(key) = new.idempotency_key {
+            diesel::update(jobs::table)
+                .filter(jobs::account_id.eq(new.account_id))
+                .filter(jobs::idempotency_key.eq(key))
+                .filter(jobs::created_at.lt(now - IDEMPOTENCY_MS))
+                .set(jobs::idempotency_key.eq(None::<String>))
+                .execute(c)
+                .await?;
+            let earlier = jobs::table
+                .filter(jobs::account_id.eq(new.account_id))
+                .filter(jobs::idempotency_key.eq(key))
+                .select(Job::as_select())
+                .first(c)
+                .await
+                .optional()?;
+            if let Some(job) = earlier {
+                return Ok(if job.r#ref == new.r#ref {
+                    CreateOutcome::Repeated(job)
+                } else {
+                    CreateOutcome::IdempotencyConflict
+                });
+            }
+        }
+
+        let latest = jobs::table
+            .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::ref_.eq(new.r#ref))
+            .filter(jobs::status.ne("failed"))
+            .order(jobs::created_at.desc())
+            .select(Job::as_select())
+            .first(c)
+            .await
+            .optional()?;
+        if let Some(job) = latest {
+            if RUNNING_STATES.contains(&job.status.as_str()) {
+                return Ok(CreateOutcome::Deduplicated(job, Dedup::InFlight));
+            }
+            if job.status == "complete" && job.finished_at.is_some_and(|t| t > now - RECENT_RESULT_MS) {
+                return Ok(CreateOutcome::Deduplicated(job, Dedup::RecentResult));
+            }
+        }
+
+        let available = balances::table
+            .find((new.account_id, &month))
+            .select(balances::granted - balances::reserved - balances::spent)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        if available <= 0 {
+            return Ok(CreateOutcome::QuotaExceeded);
+        }
+        let running = jobs::table
+            .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::status.eq_any(RUNNING_STATES))
+            .count()
+            .get_result::<i64>(c)
+            .await?;
+        if running >= MAX_RUNNING {
+            return Ok(CreateOutcome::ConcurrencyLimit);
+        }
+
+        let reserved = available.min(MAX_COMMENTS_PER_POST);
+        if !reserve_in!(c, new.account_id, &job_id, &month, reserved, now) {
+            return Ok(CreateOutcome::QuotaExceeded);
+        }
+        diesel::insert_into(jobs::table)
+            .values((
+                jobs::id.eq(&job_id),
+                jobs::account_id.eq(new.account_id),
+                jobs::token_id.eq(new.token_id),
+                jobs::kind.eq("analyze"),
+                jobs::ref_.eq(new.r#ref),
+                jobs::url.eq(new.url),
+                jobs::status.eq("queued"),
+                jobs::idempotency_key.eq(new.idempotency_key),
+                jobs::created_at.eq(now),
+                jobs::comments_collected.eq(0),
+                jobs::truncated.eq(false),
+            ))
+            .execute(c)
+            .await?;
+        outbox_in!(c, Destination::Command, SCRAPER_ROLE, &command(&job_id), headers, now);
+        let job = jobs::table.find(&job_id).select(Job::as_select()).first(c).await?;
+        Ok(CreateOutcome::Created { job, reserved })
+    })
+}
+
+/// The job if it exists and belongs to the account (another account's job is "absent").
+pub async fn get_for_account(db: &Db, job_id: &str, account_id: &str) -> Result<Option<Job>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        jobs::table
+            .find(job_id)
+            .filter(jobs::account_id.eq(account_id))
+            .select(Job::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
+
+pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| jobs::table.find(job_id).select(Job::as_select()).first(c).await.optional())?)
+}
 
 /// Jobs of the account that are queued or in progress.
 pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
@@ -16,5 +224,283 @@ pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
             .count()
             .get_result::<i64>(c)
             .await
+    })?)
+}
+
+/// What the scraper may do with a delivered command.
+#[derive(Debug)]
+pub enum Start {
+    /// Collect up to `max` comments (a redelivered, half-done job starts over clean).
+    Collect {
+        job: Job,
+        max: i64,
+    },
+    /// Already complete or failed: a duplicate delivery, nothing to do.
+    Finished(Job),
+    /// Another worker holds a live lease on it: try again later.
+    Busy,
+    Missing,
+}
+
+/// Claims the job for `owner` for `lease_ms` and moves it to `in_progress`.
+pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<Start> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let Some(job) = jobs::table.find(job_id).select(Job::as_select()).first(c).await.optional()? else {
+            return Ok(Start::Missing);
+        };
+        if !RUNNING_STATES.contains(&job.status.as_str()) {
+            return Ok(Start::Finished(job));
+        }
+        let holder = job_leases::table
+            .find(job_id)
+            .select((job_leases::owner, job_leases::expires_at))
+            .first::<(String, i64)>(c)
+            .await
+            .optional()?;
+        if holder.is_some_and(|(o, until)| o != owner && until > now) {
+            return Ok(Start::Busy);
+        }
+        diesel::insert_into(job_leases::table)
+            .values((
+                job_leases::job_id.eq(job_id),
+                job_leases::owner.eq(owner),
+                job_leases::expires_at.eq(now + lease_ms),
+            ))
+            .on_conflict(job_leases::job_id)
+            .do_update()
+            .set((job_leases::owner.eq(owner), job_leases::expires_at.eq(now + lease_ms)))
+            .execute(c)
+            .await?;
+        // Whatever an interrupted attempt wrote is discarded, so nothing is counted twice.
+        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        diesel::update(jobs::table.find(job_id))
+            .set((
+                jobs::status.eq("in_progress"),
+                jobs::started_at.eq(job.started_at.unwrap_or(now)),
+                jobs::comments_collected.eq(0),
+            ))
+            .execute(c)
+            .await?;
+        let max = crate::schema::reservations::table
+            .find(job_id)
+            .filter(crate::schema::reservations::state.eq("held"))
+            .select(crate::schema::reservations::amount)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
+        Ok(Start::Collect { job, max })
+    })
+}
+
+/// Inside a transaction: true when `owner` holds the job's lease (expired or not: nobody
+/// else took it over).
+macro_rules! holds_lease {
+    ($c:ident, $job_id:expr, $owner:expr) => {
+        job_leases::table
+            .find($job_id)
+            .select(job_leases::owner)
+            .first::<String>($c)
+            .await
+            .optional()?
+            .is_some_and(|o| o == $owner)
+    };
+}
+
+/// One collected comment, ready to store.
+pub struct StoredComment {
+    pub comment_id: String,
+    pub parent_id: Option<String>,
+    pub body: String,
+}
+
+/// Appends a page of comments (duplicates by id are ignored), records progress and renews
+/// the lease. Returns the number stored so far; `Conflict` when the lease was lost.
+pub async fn append_comments(
+    db: &Db,
+    job_id: &str,
+    lease: (&str, i64),
+    batch: &[StoredComment],
+    expected: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let renewed = diesel::update(job_leases::table.find(job_id))
+            .filter(job_leases::owner.eq(lease.0))
+            .set(job_leases::expires_at.eq(now + lease.1))
+            .execute(c)
+            .await?;
+        if renewed == 0 {
+            return Err(StorageError::Conflict("another worker took this job over".into()));
+        }
+        let base = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
+        // transaction this is cheap.
+        for (i, item) in batch.iter().enumerate() {
+            diesel::insert_into(job_comments::table)
+                .values((
+                    job_comments::job_id.eq(job_id),
+                    job_comments::comment_id.eq(&item.comment_id),
+                    job_comments::parent_id.eq(item.parent_id.as_deref()),
+                    job_comments::position.eq(base + i as i64),
+                    job_comments::body.eq(&item.body),
+                ))
+                .on_conflict_do_nothing()
+                .execute(c)
+                .await?;
+        }
+        let total = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq("in_progress"))
+            .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected)))
+            .execute(c)
+            .await?;
+        Ok(total)
+    })
+}
+
+/// Completes the job once: charges what was collected and releases the rest, bookmarks the
+/// ref in the account's library, and queues the `job.complete` event — one transaction.
+/// Returns false when the job was not in progress (a duplicate delivery).
+pub async fn complete(
+    db: &Db,
+    job_id: &str,
+    owner: &str,
+    truncated: bool,
+    event: &(dyn Fn(&Job) -> String + Sync),
+    now: i64,
+) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(false);
+        }
+        let collected =
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        let done = diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq("in_progress"))
+            .set((
+                jobs::status.eq("complete"),
+                jobs::finished_at.eq(now),
+                jobs::comments_collected.eq(collected),
+                jobs::truncated.eq(truncated),
+            ))
+            .execute(c)
+            .await?;
+        if done == 0 {
+            return Ok(false);
+        }
+        let _charged: Option<i64> = close_in!(c, job_id, Some(collected), now)?;
+        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
+        if job.token_id.is_some() {
+            let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
+            diesel::insert_into(library::table)
+                .values((
+                    library::account_id.eq(&job.account_id),
+                    library::ref_.eq(&job.r#ref),
+                    library::url.eq(&job.url),
+                    library::platform.eq(&platform),
+                    library::saved_at.eq(now),
+                    library::last_scraped_at.eq(now),
+                    library::last_job_id.eq(job_id),
+                    library::comment_count.eq(collected),
+                ))
+                .on_conflict((library::account_id, library::ref_))
+                .do_update()
+                .set((
+                    library::last_scraped_at.eq(now),
+                    library::last_job_id.eq(job_id),
+                    library::comment_count.eq(collected),
+                ))
+                .execute(c)
+                .await?;
+        }
+        outbox_in!(c, Destination::Event, "job.complete", &event(&job), "{}", now);
+        Ok(true)
+    })
+}
+
+/// Fails the job once with an API error code: releases the whole hold (nothing is charged),
+/// drops partial comments, and queues the `job.failed` event. False on a duplicate.
+pub async fn fail(
+    db: &Db,
+    job_id: &str,
+    owner: &str,
+    code: &str,
+    detail: &str,
+    event: &(dyn Fn(&Job) -> String + Sync),
+    now: i64,
+) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(false);
+        }
+        let done = diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq_any(RUNNING_STATES))
+            .set((
+                jobs::status.eq("failed"),
+                jobs::finished_at.eq(now),
+                jobs::comments_collected.eq(0),
+                jobs::error_code.eq(code),
+                jobs::error_detail.eq(detail),
+            ))
+            .execute(c)
+            .await?;
+        if done == 0 {
+            return Ok(false);
+        }
+        let _released: Option<i64> = close_in!(c, job_id, None, now)?;
+        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
+        outbox_in!(c, Destination::Event, "job.failed", &event(&job), "{}", now);
+        Ok(true)
+    })
+}
+
+/// A page of a job's result: top-level comments after `after` (a position), at most `limit`,
+/// each with its replies. Bodies are the stored JSON, in platform order.
+pub struct ResultPage {
+    pub top: Vec<(i64, String, String)>,
+    pub replies: Vec<(String, String)>,
+}
+
+pub async fn result_page(db: &Db, job_id: &str, after: Option<i64>, limit: i64) -> Result<ResultPage> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        let top: Vec<(i64, String, String)> = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_null())
+            .filter(job_comments::position.gt(after.unwrap_or(-1)))
+            .order(job_comments::position.asc())
+            .limit(limit)
+            .select((job_comments::position, job_comments::comment_id, job_comments::body))
+            .load(c)
+            .await?;
+        let parents: Vec<&String> = top.iter().map(|(_, id, _)| id).collect();
+        let mut replies = Vec::new();
+        for chunk in parents.chunks(500) {
+            let mut part: Vec<(Option<String>, String)> = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::parent_id.eq_any(chunk.iter().map(|s| s.as_str())))
+                .order(job_comments::position.asc())
+                .select((job_comments::parent_id, job_comments::body))
+                .load(c)
+                .await?;
+            replies.extend(part.drain(..).filter_map(|(p, b)| p.map(|p| (p, b))));
+        }
+        Ok(ResultPage { top, replies })
+    })
+}
+
+/// Jobs that were queued or in progress (used at start by the embedded single process, whose
+/// in-process queue does not survive a restart).
+pub async fn unfinished(db: &Db) -> Result<Vec<String>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        jobs::table.filter(jobs::status.eq_any(RUNNING_STATES)).select(jobs::id).load::<String>(c).await
     })?)
 }

@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod balances;
 pub mod jobs;
+pub mod outbox;
 pub mod tokens;
 
 /// Opaque, time-ordered identifiers (UUIDv7), never sequential integers.

@@ -1,17 +1,27 @@
 //! Route table. Every resource answers 405 `method_not_allowed` for methods it does not serve.
 
+mod analyze;
+mod body;
 mod health;
+mod metadata;
 mod usage;
+mod views;
 
 use crate::backend_errors::method_not_allowed;
-use actix_web::web;
+use actix_web::{Route, web};
+
+fn resource(path: &str, route: Route) -> actix_web::Resource {
+    web::resource(path).route(route).default_service(web::to(method_not_allowed))
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/healthz").route(web::get().to(health::healthz)).default_service(web::to(method_not_allowed)),
-    )
-    .service(web::resource("/readyz").route(web::get().to(health::readyz)).default_service(web::to(method_not_allowed)))
-    .service(web::scope("/api/v1").service(
-        web::resource("/usage").route(web::get().to(usage::get_usage)).default_service(web::to(method_not_allowed)),
-    ));
+    cfg.service(resource("/healthz", web::get().to(health::healthz)))
+        .service(resource("/readyz", web::get().to(health::readyz)))
+        .service(
+            web::scope("/api/v1")
+                .service(resource("/usage", web::get().to(usage::get_usage)))
+                .service(resource("/metadata", web::post().to(metadata::post_metadata)))
+                .service(resource("/analyze", web::post().to(analyze::post_analyze)))
+                .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job))),
+        );
 }

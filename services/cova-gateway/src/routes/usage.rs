@@ -12,6 +12,8 @@ pub const METADATA_LIMIT: u32 = 10;
 pub const METADATA_WINDOW_S: u64 = 2 * 60 * 60;
 pub const CONCURRENT_ANALYSES: i64 = 3;
 pub const COMMENTS_PER_POST: i64 = 5_000;
+/// Metadata answers are reused this long per ref.
+pub const METADATA_CACHE: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// The cache key of the account's metadata limit (shared by tokens and the session).
 pub fn metadata_key(account_id: &str) -> String {

@@ -1,0 +1,4 @@
+DROP TABLE job_leases;
+DROP TABLE outbox;
+DROP TABLE library;
+DROP TABLE job_comments;

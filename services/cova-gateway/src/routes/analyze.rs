@@ -1,0 +1,128 @@
+//! `POST /api/v1/analyze` and `GET /api/v1/analyze/{job_id}`.
+
+use super::body::{platform_error, url_body};
+use super::views;
+use crate::auth::authorize;
+use crate::metering::Meter;
+use crate::{AppState, backend_errors};
+use actix_web::web::Bytes;
+use actix_web::{HttpRequest, HttpResponse, web};
+use cova_auth::Scope;
+use cova_errors::{ApiError, ErrorCode};
+use cova_messages::AnalyzeCommand;
+use cova_storage::clock::now_ms;
+use cova_storage::repo::jobs::{self, CreateOutcome, MAX_COMMENTS_PER_POST, NewAnalyze};
+use serde::Deserialize;
+use serde_json::json;
+
+const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+
+fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
+    let Some(value) = req.headers().get(IDEMPOTENCY_HEADER) else { return Ok(None) };
+    let key = value.to_str().map_err(|_| ApiError::validation("Idempotency-Key must be visible ASCII."))?.trim();
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::validation("Idempotency-Key must be 1 to 255 visible ASCII characters."));
+    }
+    Ok(Some(key.to_owned()))
+}
+
+/// Starts a comment collection, or returns the job that already covers the request.
+pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: Bytes) -> Result<HttpResponse, ApiError> {
+    let principal = authorize(&req, &state, Some(Scope::AnalyzeWrite)).await?;
+    let url = url_body(&body)?;
+    let key = idempotency_key(&req)?;
+    let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
+    let (meter, _) = Meter::api(&state, &principal).await?;
+    let r#ref = post.to_string();
+    let command = |job_id: &str| AnalyzeCommand { job_id: job_id.to_owned() }.to_json();
+    let outcome = jobs::create_analyze(
+        &state.backends.db,
+        NewAnalyze {
+            account_id: &principal.account_id,
+            token_id: Some(&principal.token_id),
+            r#ref: &r#ref,
+            url: &url,
+            idempotency_key: key.as_deref(),
+        },
+        &command,
+        "{}",
+        now_ms(),
+    )
+    .await
+    .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    match outcome {
+        CreateOutcome::Created { job, reserved } => {
+            state.outbox.notify_one();
+            tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, reserved, "analyze job queued");
+            // The balance changed: show what is left now.
+            let mut meter = meter;
+            let _ = meter.balance(&state, &principal).await;
+            Ok(meter.json(HttpResponse::Accepted(), &views::job(&job, None)))
+        }
+        CreateOutcome::Deduplicated(job, dedup) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, Some(dedup)))),
+        CreateOutcome::Repeated(job) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, None))),
+        CreateOutcome::IdempotencyConflict => Err(meter.fail(ApiError::of(ErrorCode::IdempotencyConflict))),
+        CreateOutcome::QuotaExceeded => Err(meter.fail(ApiError::of(ErrorCode::QuotaExceeded))),
+        CreateOutcome::ConcurrencyLimit => {
+            Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// The job; when complete, the result with comments and nested replies. `?limit=&cursor=`
+/// page over top-level comments (each with all its replies); the default is everything.
+pub async fn get_job(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<ResultQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let principal = authorize(&req, &state, Some(Scope::AnalyzeWrite)).await?;
+    let limit = query.limit.unwrap_or(MAX_COMMENTS_PER_POST);
+    if !(1..=MAX_COMMENTS_PER_POST).contains(&limit) {
+        return Err(ApiError::validation(format!("`limit` must be between 1 and {MAX_COMMENTS_PER_POST}.")));
+    }
+    let after = match &query.cursor {
+        None => None,
+        Some(c) => Some(
+            c.strip_prefix('p')
+                .and_then(|n| n.parse::<i64>().ok())
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| ApiError::validation("`cursor` is not one this API returned."))?,
+        ),
+    };
+    let (meter, _) = Meter::api(&state, &principal).await?;
+    let db = &state.backends.db;
+    let job = jobs::get_for_account(db, &path, &principal.account_id)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
+    let mut body = views::job(&job, None);
+    if job.status == "complete" {
+        let page =
+            jobs::result_page(db, &job.id, after, limit).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
+        let full_page = page.top.len() as i64 == limit;
+        let (comments, last) = views::nested(page.top, page.replies);
+        let next_cursor = if full_page { last.map(|p| format!("p{p}")) } else { None };
+        if let Some(obj) = body.as_object_mut() {
+            obj.insert(
+                "result".into(),
+                json!({
+                    "analysis_id": job.r#ref,
+                    "truncated": job.truncated,
+                    "comments_total": job.comments_collected,
+                    "comments": comments,
+                    "next_cursor": next_cursor,
+                }),
+            );
+        }
+    }
+    Ok(meter.json(HttpResponse::Ok(), &body))
+}
