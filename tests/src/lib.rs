@@ -166,6 +166,23 @@ impl TestApp {
         .expect("library")
     }
 
+    /// Payloads written to the outbox for a destination (`command` or `event`).
+    pub async fn outbox_payloads(&self, destination: &str) -> Vec<String> {
+        use cova_storage::schema::outbox;
+        use diesel::prelude::*;
+        use diesel_async::RunQueryDsl;
+        let mut conn = self.db().conn().await.expect("conn");
+        cova_storage::with_conn!(&mut conn, |c| {
+            outbox::table
+                .filter(outbox::destination.eq(destination))
+                .order(outbox::created_at.asc())
+                .select(outbox::payload)
+                .load::<String>(c)
+                .await
+        })
+        .expect("outbox")
+    }
+
     pub async fn stop(mut self) {
         self.server.stop(false).await;
         self.stop.cancel();

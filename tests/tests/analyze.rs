@@ -338,3 +338,21 @@ async fn the_metadata_limit_is_exact_under_twenty_parallel_requests() {
     assert_eq!((ok, limited), (10, 10));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_comment_count_caps_the_hold() {
+    let sim = SimConfig { latency_ms: 300, ..SimConfig::default() };
+    let app = spawn_app_with_sim(sim, |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 2_000).await;
+    let client = app.client(Some(&token));
+    let url = tiktok_url(TikTokScenario::Normal, 12);
+    assert_eq!(client.metadata(&url).await.ok()["metrics"]["comments"], 12);
+    let job = client.analyze(&url, None).await.ok();
+    // 12 comments reported, plus room for new ones: 62 held, not the whole balance.
+    assert_eq!(used(&app, &token).await, (0, 62, 1_938));
+    let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
+    assert_eq!(done["progress"]["comments_expected"], 12);
+    assert_eq!(used(&app, &token).await, (12, 0, 1_988));
+    app.stop().await;
+}

@@ -216,3 +216,20 @@ async fn the_check_constraint_refuses_overdraft_written_directly() {
     assert!(res.is_err(), "spent > granted must be refused by the database itself");
     t.drop_database().await.expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_can_only_shrink_and_returns_the_difference() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "shrink@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
+    assert_eq!(balances::reserve(&db, &a.id, "j", 800, NOW).await.expect("reserve"), 800);
+    assert_eq!(balances::shrink(&db, "j", 120).await.expect("shrink"), Some(120));
+    assert_eq!(balances::shrink(&db, "j", 500).await.expect("never grows"), Some(120));
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 880);
+    assert_eq!(balances::settle(&db, "j", 150, NOW).await.expect("settle"), Some(120), "charge capped by the hold");
+    assert_eq!(balances::shrink(&db, "j", 10).await.expect("closed"), None);
+    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
+    assert_eq!((b.reserved, b.spent, b.available), (0, 120, 880));
+    t.drop_database().await.expect("drop");
+}

@@ -23,6 +23,8 @@ pub struct AppState {
     pub platforms: cova_platforms::Platforms,
     /// Wakes the outbox relay when a request wrote a command.
     pub outbox: Arc<tokio::sync::Notify>,
+    /// Peers whose `X-Forwarded-For` is believed (`http.trusted_proxies`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     tokens: auth::TokenCache,
 }
 
@@ -34,7 +36,9 @@ impl AppState {
         outbox: Arc<tokio::sync::Notify>,
     ) -> Arc<Self> {
         let tokens = auth::TokenCache::new(std::time::Duration::from_millis(config.auth.token_cache_ms));
-        Arc::new(Self { config, backends, platforms, outbox, tokens })
+        // Validated at load; an entry that does not parse cannot reach here.
+        let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
+        Arc::new(Self { config, backends, platforms, outbox, trusted_proxies, tokens })
     }
 }
 

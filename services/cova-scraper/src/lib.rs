@@ -41,7 +41,21 @@ impl Scraper {
 
     /// Consumes analyze commands until `stop` is cancelled; jobs in flight then finish first.
     pub async fn run(self, stop: CancellationToken) -> Result<(), cova_queue::QueueError> {
-        let mut consumer = self.backends.queue.consume(SCRAPER_ROLE).await?;
+        // A broker that is down at start only delays consuming.
+        let mut wait = Duration::from_millis(500);
+        let mut consumer = loop {
+            match self.backends.queue.consume(SCRAPER_ROLE).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "cannot consume analyze commands yet");
+                    tokio::select! {
+                        _ = stop.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+            }
+        };
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         tracing::info!(concurrency = self.config.concurrency, "scraper consuming");
         loop {
@@ -147,7 +161,26 @@ impl Scraper {
         // The post page first: it tells private, restricted and deleted posts apart (the
         // comment list alone may still answer for them) and how many comments to expect.
         let metadata = self.platforms.metadata(&post).await.map_err(Failure::Platform)?;
-        let expected = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok()).map(|n| n.min(max));
+        let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
+        let mut max = max;
+        if let Some(n) = reported {
+            // Hold only what the post can yield (with room for comments added meanwhile and
+            // rounded counts), so the rest of the balance is free for other jobs at once.
+            let needed = n.saturating_add((n / 10).max(50));
+            if needed < max {
+                match cova_storage::repo::balances::shrink(&self.backends.db, &job.id, needed).await {
+                    Ok(Some(held)) => max = held,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "lowering the hold failed");
+                        return Err(Failure::Platform(PlatformError::Unavailable(
+                            "cova's database is unavailable".into(),
+                        )));
+                    }
+                }
+            }
+        }
+        let expected = reported.map(|n| n.min(max));
         let mut sink = DbSink {
             backends: self.backends.clone(),
             job_id: job.id.clone(),
@@ -156,8 +189,8 @@ impl Scraper {
             lease_lost: false,
             expected,
         };
-        let max = u32::try_from(max).unwrap_or(u32::MAX);
-        match self.platforms.collect_comments(&post, max, &mut sink).await {
+        let limit = u32::try_from(max).unwrap_or(u32::MAX);
+        match self.platforms.collect_comments(&post, limit, &mut sink).await {
             Ok(outcome) => Ok(outcome.truncated),
             Err(_) if sink.lease_lost => Err(Failure::LeaseLost),
             Err(e) => Err(Failure::Platform(e)),
@@ -230,7 +263,11 @@ impl CommentSink for DbSink {
                 self.lease_lost = true;
                 Err(PlatformError::Unavailable(msg))
             }
-            Err(e) => Err(PlatformError::Unavailable(format!("storing comments failed: {e}"))),
+            Err(e) => {
+                // The cause stays in the log; a job's error detail is public.
+                tracing::warn!(error = %e, "storing a page of comments failed");
+                Err(PlatformError::Unavailable("cova could not store the comments; it will retry".into()))
+            }
         }
     }
 }

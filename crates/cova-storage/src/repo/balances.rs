@@ -246,6 +246,36 @@ async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Resul
     in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))
 }
 
+/// Lowers a job's hold to `amount` (never raises it), returning the difference to the
+/// balance; used once the platform reports how many comments a post has. Returns the hold.
+pub async fn shrink(db: &Db, job_id: &str, amount: i64) -> Result<Option<i64>> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let held = reservations::table
+            .find(job_id)
+            .filter(reservations::state.eq("held"))
+            .select(Reservation::as_select())
+            .first(c)
+            .await
+            .optional()?;
+        let Some(held) = held else { return Ok(None) };
+        let target = amount.max(1);
+        if target >= held.amount {
+            return Ok(Some(held.amount));
+        }
+        diesel::update(reservations::table.find(job_id))
+            .filter(reservations::state.eq("held"))
+            .set(reservations::amount.eq(target))
+            .execute(c)
+            .await?;
+        diesel::update(balances::table.find((&held.account_id, &held.month)))
+            .set(balances::reserved.eq(balances::reserved - (held.amount - target)))
+            .execute(c)
+            .await?;
+        Ok(Some(target))
+    })
+}
+
 pub async fn reservation(db: &Db, job_id: &str) -> Result<Option<Reservation>> {
     let mut conn = db.conn().await?;
     Ok(with_conn!(&mut conn, |c| {

@@ -53,6 +53,8 @@ pub struct NewAnalyze<'a> {
     pub r#ref: &'a str,
     pub url: &'a str,
     pub idempotency_key: Option<&'a str>,
+    /// The most this job can need when the post's comment count is already known.
+    pub max_hold: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +171,7 @@ pub async fn create_analyze(
             return Ok(CreateOutcome::ConcurrencyLimit);
         }
 
-        let reserved = available.min(MAX_COMMENTS_PER_POST);
+        let reserved = available.min(MAX_COMMENTS_PER_POST).min(new.max_hold.unwrap_or(i64::MAX).max(1));
         if !reserve_in!(c, new.account_id, &job_id, &month, reserved, now) {
             return Ok(CreateOutcome::QuotaExceeded);
         }

@@ -34,6 +34,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
     let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
     let (meter, _) = Meter::api(&state, &principal).await?;
     let r#ref = post.to_string();
+    let max_hold = known_comment_count(&state, &r#ref).await.map(|n| n.saturating_add((n / 10).max(50)));
     let command = |job_id: &str| AnalyzeCommand { job_id: job_id.to_owned() }.to_json();
     let outcome = jobs::create_analyze(
         &state.backends.db,
@@ -43,6 +44,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
             r#ref: &r#ref,
             url: &url,
             idempotency_key: key.as_deref(),
+            max_hold,
         },
         &command,
         "{}",
@@ -67,6 +69,14 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
             Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)))
         }
     }
+}
+
+/// The comment count of the post when fresh metadata is cached (no platform request): the
+/// hold is then min(5,000, balance, that count plus room for new comments).
+async fn known_comment_count(state: &AppState, r#ref: &str) -> Option<i64> {
+    let bytes = state.backends.cache.get(&super::metadata::cache_key(r#ref)).await.ok()??;
+    let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    metadata["metrics"]["comments"].as_i64()
 }
 
 #[derive(Debug, Deserialize)]

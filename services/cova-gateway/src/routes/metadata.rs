@@ -13,6 +13,11 @@ use cova_auth::Scope;
 use cova_errors::ApiError;
 use serde_json::Value;
 
+/// Where a post's metadata is cached (also read by `POST /analyze` for the comment count).
+pub fn cache_key(r#ref: &str) -> String {
+    format!("metadata:{ref}")
+}
+
 pub async fn post_metadata(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -25,7 +30,7 @@ pub async fn post_metadata(
     meter.balance(&state, &principal).await?;
     let cache = &state.backends.cache;
     let limit_key = metadata_key(&principal.account_id);
-    let cache_key = format!("metadata:{post}");
+    let cache_key = cache_key(&post.to_string());
 
     let cached = cache.get(&cache_key).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
     if let Some(mut body) = cached.and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {

@@ -4,6 +4,7 @@ mod analyze;
 mod body;
 mod health;
 mod metadata;
+mod sandbox;
 mod usage;
 mod views;
 
@@ -22,6 +23,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/usage", web::get().to(usage::get_usage)))
                 .service(resource("/metadata", web::post().to(metadata::post_metadata)))
                 .service(resource("/analyze", web::post().to(analyze::post_analyze)))
-                .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job))),
+                .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job)))
+                .service(resource("/sandbox/metadata", web::post().to(sandbox::metadata)))
+                .service(resource("/sandbox/analyze", web::post().to(sandbox::analyze))),
         );
 }

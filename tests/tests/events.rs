@@ -1,0 +1,66 @@
+//! Every message cova publishes matches its JSON Schema in `proto-schemas/`.
+
+use cova_sim::{TikTokScenario, tiktok_post_id};
+use cova_tests::spawn_app;
+use serde_json::Value;
+use std::time::Duration;
+
+fn schema(name: &str) -> jsonschema::Validator {
+    let path = format!("{}/../proto-schemas/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::validator_for(&schema).expect("schema compiles")
+}
+
+fn assert_valid(validator: &jsonschema::Validator, instance: &Value) {
+    let errors: Vec<String> = validator.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{instance} does not match: {errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_events_and_commands_match_their_schemas() {
+    let app = spawn_app().await;
+    let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
+    let (account, token) = app.integrator().await;
+    // Room for both jobs' holds of up to 5,000 each.
+    app.grant(&account, 10_000).await;
+    let client = app.client(Some(&token));
+    let ok = client
+        .analyze(&format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, 7)), None)
+        .await
+        .ok();
+    let bad = client
+        .analyze(&format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Deleted, 7)), None)
+        .await
+        .ok();
+    for job in [&ok, &bad] {
+        client.wait_job(job["job_id"].as_str().expect("id")).await;
+    }
+
+    let event_schema = schema("job-event.schema.json");
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let message =
+            tokio::time::timeout(Duration::from_secs(20), events.next()).await.expect("events in time").expect("open");
+        let body: Value = serde_json::from_slice(&message.payload).expect("event is JSON");
+        assert_valid(&event_schema, &body);
+        assert_eq!(body["type"].as_str(), Some(message.routing_key.as_str()), "routing key = event type");
+        seen.push(body);
+    }
+    let complete = seen.iter().find(|e| e["job_id"] == ok["job_id"]).expect("complete event");
+    assert_eq!(complete["type"], "job.complete");
+    assert!(complete["error"].is_null());
+    assert_eq!(complete["kind"], "analyze");
+    let failed = seen.iter().find(|e| e["job_id"] == bad["job_id"]).expect("failed event");
+    assert_eq!(failed["type"], "job.failed");
+    assert_eq!(failed["error"]["code"], "parse_error");
+
+    // Commands: what the outbox published.
+    let command_schema = schema("analyze-command.schema.json");
+    let commands = app.outbox_payloads("command").await;
+    assert_eq!(commands.len(), 2);
+    for payload in commands {
+        assert_valid(&command_schema, &serde_json::from_str(&payload).expect("command is JSON"));
+    }
+    app.stop().await;
+}
