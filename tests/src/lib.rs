@@ -6,6 +6,7 @@
 //! `COVA_TEST_QUEUE_URL` (amqp://…). Each test gets its own database, key prefix and queue names.
 
 pub mod client;
+pub mod proxy;
 
 pub use client::{ApiError, Client, Reply, Usage};
 

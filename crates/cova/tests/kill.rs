@@ -1,0 +1,177 @@
+//! A worker killed mid-job (SIGKILL, no goodbye) and started again: the job completes once
+//! and is charged once. On the embedded backends the killed process is `cova serve`; with a
+//! networked queue the gateway keeps running and only `cova scraper` is killed.
+
+use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
+use cova_storage::testing::TestDatabase;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Procs {
+    vars: Vec<(String, String)>,
+}
+
+impl Procs {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
+        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn output(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().expect("cova runs");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts a role; for HTTP roles returns the base URL from the "listening" log line.
+    fn start(&self, role: &str, http: bool) -> (Child, Option<String>) {
+        let mut child = self.command(&[role]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("cova listening on ").nth(1) {
+                    let _ = tx.send(rest.chars().take_while(|c| *c != '"').collect::<String>());
+                }
+            }
+        });
+        let base = http.then(|| rx.recv_timeout(Duration::from_secs(30)).expect("listening"));
+        (child, base)
+    }
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+async fn job(http: &reqwest::Client, base: &str, token: &str, id: &str) -> Value {
+    http.get(format!("{base}/api/v1/analyze/{id}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
+    let db = TestDatabase::create().await;
+    let sim = cova_sim::spawn(SimConfig { latency_ms: 30, ..SimConfig::default() }).await.expect("simulator");
+    let prefix = format!("k{}", std::process::id());
+    let mut vars: Vec<(String, String)> = vec![
+        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
+        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
+        ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
+        ("COVA_SCRAPER__LEASE_MS".into(), "1500".into()),
+        ("COVA_SCRAPER__RETRY_BASE_MS".into(), "200".into()),
+        ("COVA_SCRAPER__MAX_ATTEMPTS".into(), "10".into()),
+        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
+        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
+        ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
+    ];
+    let queue_url = std::env::var("COVA_TEST_QUEUE_URL").ok();
+    if let Some(url) = &queue_url {
+        vars.push(("COVA_QUEUE__URL".into(), url.clone()));
+    }
+    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+        vars.push(("COVA_CACHE__URL".into(), url));
+    }
+    let procs = Procs { vars };
+    procs.output(&["migrate"]);
+    procs.output(&["admin", "accounts", "create", "--email", "kill@example.com"]);
+    procs.output(&["admin", "packs", "grant", "--email", "kill@example.com", "--comments", "5000"]);
+    let token = procs
+        .output(&["admin", "tokens", "create", "--email", "kill@example.com", "--scopes", "analyze:write"])
+        .lines()
+        .last()
+        .expect("token")
+        .to_owned();
+
+    let split = queue_url.is_some();
+    let (mut front, base) = procs.start(if split { "gateway" } else { "serve" }, true);
+    let base = base.expect("base url");
+    let mut worker = split.then(|| procs.start("scraper", false).0);
+
+    let http = reqwest::Client::new();
+    let comments = 600;
+    let url = format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, comments));
+    let created: Value = http
+        .post(format!("{base}/api/v1/analyze"))
+        .bearer_auth(&token)
+        .json(&json!({ "url": url }))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    let job_id = created["job_id"].as_str().expect("job id").to_owned();
+
+    // Wait until collection is under way, then kill the process doing it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let j = job(&http, &base, &token, &job_id).await;
+        if j["progress"]["comments_collected"].as_i64().unwrap_or(0) > 0 {
+            assert_eq!(j["status"], "in_progress", "{j}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "collection never started: {j}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let base = if let Some(w) = worker.as_mut() {
+        kill(w);
+        worker = Some(procs.start("scraper", false).0);
+        base
+    } else {
+        kill(&mut front);
+        let (restarted, base) = procs.start("serve", true);
+        front = restarted;
+        base.expect("base url")
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let j = job(&http, &base, &token, &job_id).await;
+        if j["status"] == "complete" || j["status"] == "failed" {
+            break j;
+        }
+        assert!(Instant::now() < deadline, "job did not finish after the restart: {}", j["status"]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["status"], "complete", "{}", done["error"]);
+    assert_eq!(done["result"]["comments_total"], comments);
+    let usage: Value = http
+        .get(format!("{base}/api/v1/usage"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("usage")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(usage["comments"]["used"], comments, "charged once, exactly");
+    assert_eq!(usage["comments"]["reserved"], 0);
+
+    if let Some(w) = worker.as_mut() {
+        kill(w);
+    }
+    kill(&mut front);
+    if queue_url.is_some() {
+        let cfg = cova_config::QueueConfig { url: queue_url.unwrap_or_default(), prefix, prefetch: 1 };
+        if let Ok(q) = cova_queue::Queue::connect(&cfg).await {
+            let _ = q.teardown().await;
+        }
+    }
+    sim.stop().await;
+    let _ = db.drop_database().await;
+}

@@ -1,0 +1,114 @@
+//! A TCP proxy the tests control, placed between cova and a backend: it can cut every open
+//! connection, refuse new ones, or delay traffic, to check how cova behaves and recovers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::broadcast;
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    cut: broadcast::Sender<()>,
+    refuse: Arc<AtomicBool>,
+    delay_ms: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn spawn(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let (cut, _) = broadcast::channel(4);
+        let refuse = Arc::new(AtomicBool::new(false));
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let (cut_tx, refuse_flag, delay) = (cut.clone(), refuse.clone(), delay_ms.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if refuse_flag.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let mut stop = cut_tx.subscribe();
+                let delay = delay.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = TcpStream::connect(upstream).await else { return };
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::select! {
+                        _ = pipe(cr, sw, delay.clone()) => {}
+                        _ = pipe(sr, cw, delay) => {}
+                        _ = stop.recv() => {}
+                    }
+                });
+            }
+        });
+        Self { addr, cut, refuse, delay_ms, task }
+    }
+
+    /// Drops every open connection at once (both directions).
+    pub fn cut(&self) {
+        let _ = self.cut.send(());
+    }
+
+    /// While true, new connections are accepted and closed at once.
+    pub fn refuse(&self, on: bool) {
+        self.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Delay added before forwarding each chunk.
+    pub fn delay(&self, ms: u64) {
+        self.delay_ms.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.task.abort();
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let ms = delay.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The host:port of a backend URL, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub fn upstream_of(url: &str) -> SocketAddr {
+    let parsed = url::Url::parse(url).expect("backend URL");
+    let host = parsed.host_str().expect("host");
+    let port = parsed.port_or_known_default().unwrap_or(match parsed.scheme() {
+        "amqp" => 5672,
+        "redis" => 6379,
+        _ => 5432,
+    });
+    let host = if host == "localhost" { "127.0.0.1" } else { host };
+    format!("{host}:{port}").parse().expect("socket address")
+}
+
+/// The same URL with its host and port replaced by the proxy's.
+pub fn through(url: &str, proxy: &Proxy) -> String {
+    let mut parsed = url::Url::parse(url).expect("backend URL");
+    let _ = parsed.set_host(Some("127.0.0.1"));
+    let _ = parsed.set_port(Some(proxy.addr.port()));
+    parsed.to_string()
+}
