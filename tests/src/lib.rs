@@ -169,6 +169,11 @@ impl TestApp {
 
     /// Payloads written to the outbox for a destination (`command` or `event`).
     pub async fn outbox_payloads(&self, destination: &str) -> Vec<String> {
+        self.outbox_rows(destination).await.into_iter().map(|(payload, _)| payload).collect()
+    }
+
+    /// (payload, headers JSON) of the outbox rows for a destination.
+    pub async fn outbox_rows(&self, destination: &str) -> Vec<(String, String)> {
         use cova_storage::schema::outbox;
         use diesel::prelude::*;
         use diesel_async::RunQueryDsl;
@@ -177,8 +182,8 @@ impl TestApp {
             outbox::table
                 .filter(outbox::destination.eq(destination))
                 .order(outbox::created_at.asc())
-                .select(outbox::payload)
-                .load::<String>(c)
+                .select((outbox::payload, outbox::headers))
+                .load::<(String, String)>(c)
                 .await
         })
         .expect("outbox")

@@ -64,3 +64,39 @@ async fn job_events_and_commands_match_their_schemas() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_carry_the_trace_context_of_the_request() {
+    // A collector answering 200, so spans are recorded (export is tested in cova-telemetry).
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", sink.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut stream in sink.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 65_536];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            let _ = std::io::Write::write_all(
+                &mut stream,
+                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    let cfg =
+        cova_config::TelemetryConfig { otlp_endpoint: Some(endpoint), log_level: "warn".into(), ..Default::default() };
+    let _telemetry = cova_telemetry::init(&cfg).expect("telemetry");
+
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100).await;
+    let client = app.client(Some(&token));
+    let job = client
+        .analyze(&format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, 3)), None)
+        .await
+        .ok();
+    client.wait_job(job["job_id"].as_str().expect("id")).await;
+    let rows = app.outbox_rows("command").await;
+    assert_eq!(rows.len(), 1);
+    let headers: std::collections::BTreeMap<String, String> = serde_json::from_str(&rows[0].1).expect("headers JSON");
+    let traceparent = headers.get("traceparent").expect("a traceparent header");
+    assert_eq!(traceparent.split('-').count(), 4, "{traceparent}");
+    app.stop().await;
+}

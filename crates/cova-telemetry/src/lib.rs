@@ -3,13 +3,51 @@
 //! OTLP/HTTP trace export when `telemetry.otlp_endpoint` is set.
 
 use cova_config::TelemetryConfig;
+use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::collections::BTreeMap;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+/// The W3C trace context of the current span, as message headers (`traceparent`, …), so a
+/// job's work in another process joins the trace of the request that created it. Empty when
+/// no trace is being recorded.
+pub fn current_trace_headers() -> BTreeMap<String, String> {
+    let cx = tracing::Span::current().context();
+    let mut headers = BTreeMap::new();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Headers(&mut headers)));
+    headers
+}
+
+/// Makes `span` a child of the trace carried in `headers` (no-op without one).
+pub fn follow(span: &tracing::Span, headers: &BTreeMap<String, String>) {
+    let mut copy = headers.clone();
+    let cx = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(&mut copy)));
+    let _ = span.set_parent(cx);
+}
+
+struct Headers<'a>(&'a mut BTreeMap<String, String>);
+
+impl Injector for Headers<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_owned(), value);
+    }
+}
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
@@ -66,6 +104,6 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
             .with_writer(std::io::stderr)
             .boxed()
     };
-    let _ = tracing_subscriber::registry().with(filter).with(fmt).with(otel).try_init();
+    let _ = tracing_subscriber::registry().with(fmt.with_filter(filter)).with(otel).try_init();
     Ok(TelemetryGuard { provider })
 }

@@ -81,8 +81,10 @@ impl Scraper {
 
     async fn handle(&self, delivery: Delivery) {
         let attempt = delivery.message().attempt;
+        let span = tracing::info_span!("analyze_command", message.id = %delivery.message().id, attempt);
+        cova_telemetry::follow(&span, &delivery.message().headers);
         let outcome = match serde_json::from_slice::<AnalyzeCommand>(&delivery.message().payload) {
-            Ok(cmd) => self.process(&cmd.job_id, attempt).await,
+            Ok(cmd) => tracing::Instrument::instrument(self.process(&cmd.job_id, attempt), span).await,
             Err(e) => Outcome::Poison(format!("malformed analyze command: {e}")),
         };
         let acked = match outcome {
@@ -119,10 +121,8 @@ impl Scraper {
             Ok(Start::Missing) => return Outcome::Poison(format!("no job {job_id}")),
             Err(e) => return Outcome::Retry(format!("database: {e}")),
         };
-        let span = tracing::info_span!("job", job.id = %job.id, job.r#ref = %job.r#ref, attempt);
-        let _entered = span.enter();
-        let result = self.collect(&job, &owner, max).await;
-        drop(_entered);
+        let span = tracing::info_span!("job", job.id = %job.id, job.r#ref = %job.r#ref);
+        let result = tracing::Instrument::instrument(self.collect(&job, &owner, max), span).await;
         let now = now_ms();
         match result {
             Ok(truncated) => match jobs::complete(db, &job.id, &owner, truncated, &event_json, now).await {

@@ -36,6 +36,8 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
     let r#ref = post.to_string();
     let max_hold = known_comment_count(&state, &r#ref).await.map(|n| n.saturating_add((n / 10).max(50)));
     let command = |job_id: &str| AnalyzeCommand { job_id: job_id.to_owned() }.to_json();
+    // The scraper's work joins this request's trace.
+    let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
     let outcome = jobs::create_analyze(
         &state.backends.db,
         NewAnalyze {
@@ -47,7 +49,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
             max_hold,
         },
         &command,
-        "{}",
+        &trace,
         now_ms(),
     )
     .await
