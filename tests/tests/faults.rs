@@ -3,8 +3,9 @@
 
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
 use cova_tests::proxy::{Proxy, through, upstream_of};
-use cova_tests::{QUEUE_URL_VAR, spawn_app_with_sim};
+use cova_tests::{CACHE_URL_VAR, QUEUE_URL_VAR, spawn_app_with_sim};
 use std::time::Duration;
+use std::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cutting_the_broker_connection_loses_no_job_and_charges_once() {
@@ -52,5 +53,89 @@ async fn cutting_the_broker_connection_loses_no_job_and_charges_once() {
     assert_eq!(total, 60 + 90 + 120 + 30);
     let usage = client.usage().await.ok();
     assert_eq!((usage.comments.used, usage.comments.reserved), (total, 0), "each job charged exactly once");
+    app.stop().await;
+}
+
+/// Answers while `proxy` refuses: 503 `unavailable` with Retry-After, fast; then recovery.
+async fn outage_and_recovery(app: &cova_tests::TestApp, proxy: &Proxy, token: &str) {
+    let client = app.client(Some(token));
+    assert_eq!(client.usage().await.status, 200);
+    proxy.refuse(true);
+    proxy.cut();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = client.usage().await;
+        assert!(started.elapsed() < Duration::from_secs(10), "a down backend must not hang a request");
+        assert!(reply.header_u64("retry-after").is_some(), "Retry-After on 503");
+        let (status, err) = reply.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (503, "unavailable"));
+    }
+    let (status, _) = client.get::<serde_json::Value>("/readyz").await.err();
+    assert_eq!(status.as_u16(), 503);
+    proxy.refuse(false);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if client.usage().await.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "cova did not recover after the backend returned");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(client.get::<serde_json::Value>("/readyz").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_gives_503_and_cova_recovers_by_itself() {
+    let Ok(cache_url) = std::env::var(CACHE_URL_VAR) else {
+        eprintln!("{CACHE_URL_VAR} is not set: the in-memory cache cannot go down");
+        return;
+    };
+    let proxy = Proxy::spawn(upstream_of(&cache_url)).await;
+    let via_proxy = through(&cache_url, &proxy);
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        c.cache.url = via_proxy;
+        c.cache.timeout_ms = 1_000;
+    })
+    .await;
+    let (_, token) = app.integrator().await;
+    outage_and_recovery(&app, &proxy, &token).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_gives_503_and_no_job_is_lost_or_charged_twice() {
+    let Ok(admin_url) = std::env::var(cova_storage::testing::DATABASE_URL_VAR) else {
+        eprintln!("COVA_TEST_DATABASE_URL is not set: the embedded database cannot go down");
+        return;
+    };
+    let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
+    let sim = SimConfig { latency_ms: 60, ..SimConfig::default() };
+    let proxy_port = proxy.addr.port();
+    let app = spawn_app_with_sim(sim, |c| {
+        let mut url = url::Url::parse(&c.database.url).expect("database url");
+        let _ = url.set_port(Some(proxy_port));
+        c.database.url = url.to_string();
+        c.database.acquire_timeout_ms = 1_000;
+        c.database.connect_timeout_ms = 1_000;
+        c.auth.token_cache_ms = 0;
+        c.scraper.retry_base_ms = 200;
+        c.scraper.max_attempts = 20;
+        c.scraper.lease_ms = 1_500;
+    })
+    .await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&token));
+    let job = client
+        .analyze(&format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, 150)), None)
+        .await
+        .ok();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    outage_and_recovery(&app, &proxy, &token).await;
+    let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "complete", "{}", done["error"]);
+    assert_eq!(done["result"]["comments_total"], 150);
+    let usage = client.usage().await.ok();
+    assert_eq!((usage.comments.used, usage.comments.reserved), (150, 0), "charged once");
     app.stop().await;
 }
