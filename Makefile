@@ -26,9 +26,9 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## bench: release-mode benchmarks (results in bench/results.md)
+## bench: release-mode benchmarks, printed and written to bench/results.md
 bench:
-	$(CARGO) bench --workspace
+	$(CARGO) bench -p cova-bench --bench suite
 
 compose-config:
 	docker compose -f docker-compose.yml config -q

@@ -356,3 +356,31 @@ async fn a_known_comment_count_caps_the_hold() {
     assert_eq!(used(&app, &token).await, (12, 0, 1_988));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_platform_that_stays_unavailable_fails_the_job_after_the_last_attempt() {
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        c.scraper.max_attempts = 2;
+        c.scraper.retry_base_ms = 20;
+    })
+    .await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 500).await;
+    let client = app.client(Some(&token));
+    // The simulator's quota-exceeded video: YouTube answers `quotaExceeded` every time.
+    let id = cova_sim::youtube_video_id(cova_sim::YouTubeScenario::QuotaExceeded, 10);
+    let job = client.analyze(&format!("https://www.youtube.com/shorts/{id}"), None).await.ok();
+    let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["code"], "unavailable");
+    assert!(done["error"]["detail"].as_str().unwrap_or_default().contains("2 attempts"), "{}", done["error"]);
+    assert_eq!(used(&app, &token).await, (0, 0, 500), "nothing charged");
+    if let cova_queue::Queue::Memory(q) = &app.backends.queue {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while q.dead_letters().is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(q.dead_letters().len(), 1, "the command ends in the dead-letter queue");
+    }
+    app.stop().await;
+}

@@ -32,6 +32,8 @@ enum Outcome {
     Retry(String),
     /// Cannot ever be processed.
     Poison(String),
+    /// Out of attempts: the job is failed; the command is parked in the dead-letter queue.
+    GaveUp(String),
 }
 
 impl Scraper {
@@ -98,6 +100,10 @@ impl Scraper {
                 tracing::error!(reason, "analyze command dead-lettered");
                 delivery.dead_letter(&reason).await
             }
+            Outcome::GaveUp(reason) => {
+                tracing::warn!(attempt, reason, "job failed after its last attempt; command dead-lettered");
+                delivery.dead_letter(&reason).await
+            }
         };
         if let Err(e) = acked {
             // The broker redelivers an unacknowledged message; processing is idempotent.
@@ -134,10 +140,16 @@ impl Scraper {
             },
             Err(Failure::LeaseLost) => Outcome::Done,
             Err(Failure::Platform(e)) if is_transient(&e) && attempt < self.config.max_attempts => {
+                // Let the retry (on whichever worker) claim the job at once; a lease left
+                // behind would only make it wait for the expiry.
+                if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
+                    tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
+                }
                 Outcome::Retry(e.to_string())
             }
             Err(Failure::Platform(e)) => {
-                let detail = if is_transient(&e) {
+                let gave_up = is_transient(&e);
+                let detail = if gave_up {
                     format!("{} (gave up after {attempt} attempts)", e.detail())
                 } else {
                     e.detail().to_owned()
@@ -145,7 +157,7 @@ impl Scraper {
                 match jobs::fail(db, &job.id, &owner, e.code(), &detail, &event_json, now).await {
                     Ok(_) => {
                         self.outbox.notify_one();
-                        Outcome::Done
+                        if gave_up { Outcome::GaveUp(detail) } else { Outcome::Done }
                     }
                     Err(e) => Outcome::Retry(format!("database: {e}")),
                 }

@@ -311,6 +311,15 @@ macro_rules! holds_lease {
     };
 }
 
+/// Gives the job up for now (a transient failure will be retried by any worker).
+pub async fn release_lease(db: &Db, job_id: &str, owner: &str) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner))).execute(c).await
+    })?;
+    Ok(())
+}
+
 /// One collected comment, ready to store.
 pub struct StoredComment {
     pub comment_id: String,

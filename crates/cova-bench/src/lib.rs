@@ -1,0 +1,1 @@
+//! cova's benchmarks live in `benches/suite.rs` (run with `make bench`); this library is empty.
