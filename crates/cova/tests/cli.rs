@@ -2,76 +2,31 @@
 //! operator contract's exit codes, then `cova serve` answering `/api/v1/usage`.
 
 use cova_storage::testing::TestDatabase;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Env {
-    vars: Vec<(String, String)>,
-}
+mod common;
 
-impl Env {
-    async fn new(db: &TestDatabase) -> Self {
-        let prefix = format!("t{}", &uuid_like());
-        let mut vars = vec![
-            ("COVA_DATABASE__URL".to_string(), db.config.url.clone()),
-            ("COVA_CACHE__PREFIX".to_string(), prefix.clone()),
-            ("COVA_QUEUE__PREFIX".to_string(), prefix),
-            ("COVA_HTTP__ADDR".to_string(), "127.0.0.1:0".to_string()),
-        ];
-        if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-            vars.push(("COVA_CACHE__URL".into(), url));
-        }
-        Self { vars }
+use common::{Cova, stderr, stdout};
+
+async fn env(db: &TestDatabase) -> Cova {
+    let prefix = format!("t{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ 0x5eed);
+    let mut vars = vec![
+        ("COVA_DATABASE__URL".to_string(), db.config.url.clone()),
+        ("COVA_CACHE__PREFIX".to_string(), prefix.clone()),
+        ("COVA_QUEUE__PREFIX".to_string(), prefix),
+        ("COVA_HTTP__ADDR".to_string(), "127.0.0.1:0".to_string()),
+    ];
+    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+        vars.push(("COVA_CACHE__URL".into(), url));
     }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
-        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-        for (k, v) in &self.vars {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("cova runs")
-    }
-}
-
-fn uuid_like() -> String {
-    format!("{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ 0x5eed)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Starts `cova serve` and returns it with its base URL, read from the "listening" log line.
-fn serve(env: &Env) -> (Child, String) {
-    let mut child = env.command(&["serve"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("serve starts");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("cova listening on ").nth(1) {
-                let url: String = rest.chars().take_while(|c| *c != '"').collect();
-                let _ = tx.send(url);
-            }
-        }
-    });
-    let base = rx.recv_timeout(Duration::from_secs(30)).expect("cova serve logs its address");
-    (child, base)
+    Cova { vars }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_flow_then_usage_over_http() {
     let db = TestDatabase::create().await;
-    let env = Env::new(&db).await;
+    let env = env(&db).await;
 
     let out = env.run(&["migrate"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -150,7 +105,8 @@ async fn operator_flow_then_usage_over_http() {
     let out = env.run(&["admin", "tokens", "revoke", "--email", "ops@example.com", "--prefix", &other_prefix]);
     assert_eq!(out.status.code(), Some(1), "already revoked");
 
-    let (mut child, base) = serve(&env);
+    let (mut child, base) = env.start("serve", true);
+    let base = base.expect("base url");
     let http = reqwest::Client::new();
     let res = http.get(format!("{base}/api/v1/usage")).bearer_auth(&token).send().await.expect("usage");
     assert_eq!(res.status(), 200);
@@ -179,7 +135,7 @@ async fn operator_flow_then_usage_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configuration_errors_name_the_key_and_exit_1() {
     let db = TestDatabase::create().await;
-    let env = Env::new(&db).await;
+    let env = env(&db).await;
     let out = env.command(&["migrate"]).env("COVA_HTTP__ADR", "x").output().expect("runs");
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("adr"), "{}", stderr(&out));

@@ -5,46 +5,12 @@
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
 use cova_storage::testing::TestDatabase;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-struct Procs {
-    vars: Vec<(String, String)>,
-}
+mod common;
 
-impl Procs {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
-        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-        for (k, v) in &self.vars {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    fn output(&self, args: &[&str]) -> String {
-        let out = self.command(args).output().expect("cova runs");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Starts a role; for HTTP roles returns the base URL from the "listening" log line.
-    fn start(&self, role: &str, http: bool) -> (Child, Option<String>) {
-        let mut child = self.command(&[role]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("cova listening on ").nth(1) {
-                    let _ = tx.send(rest.chars().take_while(|c| *c != '"').collect::<String>());
-                }
-            }
-        });
-        let base = http.then(|| rx.recv_timeout(Duration::from_secs(30)).expect("listening"));
-        (child, base)
-    }
-}
+use common::Cova;
 
 fn kill(child: &mut Child) {
     let _ = child.kill();
@@ -86,16 +52,16 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
         vars.push(("COVA_CACHE__URL".into(), url));
     }
-    let procs = Procs { vars };
-    procs.output(&["migrate"]);
-    procs.output(&["admin", "accounts", "create", "--email", "kill@example.com"]);
-    procs.output(&["admin", "packs", "grant", "--email", "kill@example.com", "--comments", "5000"]);
-    let token = procs
-        .output(&["admin", "tokens", "create", "--email", "kill@example.com", "--scopes", "analyze:write"])
-        .lines()
-        .last()
-        .expect("token")
-        .to_owned();
+    let procs = Cova { vars };
+    output(&procs, &["migrate"]);
+    output(&procs, &["admin", "accounts", "create", "--email", "kill@example.com"]);
+    output(&procs, &["admin", "packs", "grant", "--email", "kill@example.com", "--comments", "5000"]);
+    let token =
+        output(&procs, &["admin", "tokens", "create", "--email", "kill@example.com", "--scopes", "analyze:write"])
+            .lines()
+            .last()
+            .expect("token")
+            .to_owned();
 
     let split = queue_url.is_some();
     let (mut front, base) = procs.start(if split { "gateway" } else { "serve" }, true);
@@ -174,4 +140,10 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     }
     sim.stop().await;
     let _ = db.drop_database().await;
+}
+
+fn output(cova: &Cova, args: &[&str]) -> String {
+    let out = cova.run(args);
+    assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+    common::stdout(&out)
 }

@@ -1,0 +1,51 @@
+//! Running the real `cova` binary from tests: a clean environment with only the given
+//! `COVA_*` variables, and roles started with their HTTP address read from the log.
+
+#![allow(dead_code)] // each test binary uses a part
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+pub struct Cova {
+    pub vars: Vec<(String, String)>,
+}
+
+impl Cova {
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
+        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("cova runs")
+    }
+
+    /// Starts a role; for HTTP roles also returns the base URL from the "listening" log line.
+    pub fn start(&self, role: &str, http: bool) -> (Child, Option<String>) {
+        let mut child = self.command(&[role]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("cova listening on ").nth(1) {
+                    let _ = tx.send(rest.chars().take_while(|c| *c != '"').collect::<String>());
+                }
+            }
+        });
+        let base = http.then(|| rx.recv_timeout(Duration::from_secs(30)).expect("cova logs its address"));
+        (child, base)
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
