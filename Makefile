@@ -28,7 +28,7 @@ fmt:
 
 ## bench: release-mode benchmarks, printed and written to bench/results.md
 bench:
-	$(CARGO) bench -p cova-bench --bench suite
+	$(CARGO) bench -p cova --bench suite
 
 compose-config:
 	docker compose -f docker-compose.yml config -q

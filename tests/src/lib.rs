@@ -9,6 +9,7 @@ pub mod client;
 pub mod proxy;
 
 pub use client::{ApiError, Client, Reply, Usage};
+pub use cova_storage::testing::TestDatabase;
 
 use cova_auth::ScopeSet;
 use cova_config::Config;
@@ -16,7 +17,6 @@ use cova_runtime::Backends;
 use cova_storage::clock::now_ms;
 use cova_storage::repo::tokens::NewToken;
 use cova_storage::repo::{accounts, balances, tokens};
-use cova_storage::testing::TestDatabase;
 use cova_storage::{Account, Db};
 use rand::Rng;
 use std::net::TcpListener;
@@ -83,7 +83,26 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
 }
 
 pub async fn spawn_app_with_sim(sim_config: cova_sim::SimConfig, adjust: impl FnOnce(&mut Config)) -> TestApp {
-    let database = TestDatabase::create().await;
+    spawn_app_on(TestDatabase::create().await, sim_config, Scraper::InProcess, adjust).await
+}
+
+/// Where the app's jobs are collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scraper {
+    /// A scraper runs inside the test process, as in `cova serve`.
+    InProcess,
+    /// Only the gateway and the outbox relay run here; `cova scraper` processes (started by
+    /// the caller against the same backends) collect the jobs.
+    External,
+}
+
+/// The gateway on a given database, with its own simulator and queue names.
+pub async fn spawn_app_on(
+    database: TestDatabase,
+    sim_config: cova_sim::SimConfig,
+    scraper: Scraper,
+    adjust: impl FnOnce(&mut Config),
+) -> TestApp {
     let mut config = test_config(&database).await;
     let sim = cova_sim::spawn(sim_config).await.expect("simulator");
     use_simulator(&mut config, &sim);
@@ -101,17 +120,29 @@ pub async fn spawn_app_with_sim(sim_config: cova_sim::SimConfig, adjust: impl Fn
     let stop = tokio_util::sync::CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(cova_runtime::outbox::relay(backends.clone(), outbox.clone(), stop.clone()));
-    let scraper =
-        cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
-    let scraper_stop = stop.clone();
-    workers.spawn(async move {
-        scraper.run(scraper_stop).await.expect("scraper consumes");
-    });
+    if scraper == Scraper::InProcess {
+        let scraper =
+            cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
+        let scraper_stop = stop.clone();
+        workers.spawn(async move {
+            scraper.run(scraper_stop).await.expect("scraper consumes");
+        });
+    }
     let state = cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox);
     let server = cova_gateway::server(state, listener).expect("server");
     let handle = server.handle();
     tokio::spawn(server);
     TestApp { base_url: format!("http://{addr}"), config, backends, sim, server: handle, stop, workers, database }
+}
+
+/// How far the app's jobs have got, read from the database (timestamps in ms).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobProgress {
+    pub total: i64,
+    pub complete: i64,
+    pub failed: i64,
+    pub first_created_at: Option<i64>,
+    pub last_finished_at: Option<i64>,
 }
 
 impl TestApp {
@@ -187,6 +218,24 @@ impl TestApp {
                 .await
         })
         .expect("outbox")
+    }
+
+    pub async fn job_progress(&self) -> JobProgress {
+        use cova_storage::schema::jobs;
+        use diesel::prelude::*;
+        use diesel_async::RunQueryDsl;
+        let mut conn = self.db().conn().await.expect("conn");
+        let rows: Vec<(String, i64, Option<i64>)> = cova_storage::with_conn!(&mut conn, |c| {
+            jobs::table.select((jobs::status, jobs::created_at, jobs::finished_at)).load(c).await
+        })
+        .expect("jobs");
+        JobProgress {
+            total: rows.len() as i64,
+            complete: rows.iter().filter(|r| r.0 == "complete").count() as i64,
+            failed: rows.iter().filter(|r| r.0 == "failed").count() as i64,
+            first_created_at: rows.iter().map(|r| r.1).min(),
+            last_finished_at: rows.iter().filter_map(|r| r.2).max(),
+        }
     }
 
     pub async fn stop(mut self) {

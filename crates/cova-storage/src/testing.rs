@@ -26,14 +26,16 @@ impl TestDatabase {
         }
     }
 
-    fn sqlite() -> Self {
+    /// A new empty SQLite file in a temp dir (whatever the environment says).
+    pub fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir for the test database");
         let path = dir.path().join("cova.db");
         let config = DatabaseConfig { url: format!("sqlite://{}", path.display()), ..DatabaseConfig::default() };
         Self { config, pg: None, _dir: Some(dir) }
     }
 
-    async fn postgres(admin_url: &str) -> Self {
+    /// A new empty database on the PostgreSQL server at `admin_url` (whatever the environment says).
+    pub async fn postgres(admin_url: &str) -> Self {
         static CLEANED: OnceCell<()> = OnceCell::const_new();
         CLEANED.get_or_init(|| drop_stale_databases(admin_url)).await;
         let name = format!("{PG_TEST_PREFIX}{}_{:08x}", std::process::id(), rand::rng().random::<u32>());

@@ -1,0 +1,525 @@
+//! `make bench`: measured side by side in one run and reported as ratios, so that a noisy
+//! machine still compares. Prints `name: value` lines and writes `bench/results.md`.
+//!
+//! The real backends (PostgreSQL, Redis, RabbitMQ) are those of the `COVA_TEST_*_URL`
+//! variables, or the local defaults; when one is unreachable its lines say they were skipped.
+//! Throughput and memory run the release `cova scraper` binary as separate processes.
+
+use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
+use cova_tests::{Scraper, TestApp, TestDatabase, spawn_app_on};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const LOAD_CONCURRENCY: usize = 16;
+/// Load rounds alternate between the gateway and the bare handler, so that both see the
+/// same machine noise.
+const LOAD_ROUNDS: u32 = 3;
+const LOAD_SECONDS: u64 = 2;
+const PLATFORM_LATENCY_MS: u64 = 100;
+const COLLECT_COMMENTS: u64 = 5_000;
+const JOBS: usize = 200;
+/// Accounts submitting at once in the throughput run, each up to its limit of 3 running jobs.
+const THROUGHPUT_ACCOUNTS: u64 = 32;
+const JOBS_PER_ACCOUNT: u64 = 3;
+
+/// Where the real backends are: the suite's variables, else the local services.
+struct RealBackends {
+    database: String,
+    cache: String,
+    queue: String,
+}
+
+impl RealBackends {
+    fn from_env() -> Self {
+        let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+        Self {
+            database: var("COVA_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+            cache: var("COVA_TEST_CACHE_URL", "redis://127.0.0.1:6379"),
+            queue: var("COVA_TEST_QUEUE_URL", "amqp://guest:guest@127.0.0.1:5672/%2f"),
+        }
+    }
+
+    /// Every backend accepts TCP connections.
+    fn reachable(&self) -> bool {
+        [(&self.database, 5432), (&self.cache, 6379), (&self.queue, 5672)].into_iter().all(|(url, port)| {
+            let Some(host) = url::Url::parse(url).ok().and_then(|u| Some((u.host_str()?.to_owned(), u.port()))) else {
+                return false;
+            };
+            let addr = format!("{}:{}", host.0, host.1.unwrap_or(port));
+            std::net::ToSocketAddrs::to_socket_addrs(&addr)
+                .ok()
+                .and_then(|mut a| a.next())
+                .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
+        })
+    }
+
+    async fn app(&self, sim: SimConfig, scraper: Scraper) -> TestApp {
+        let database = TestDatabase::postgres(&self.database).await;
+        spawn_app_on(database, sim, scraper, |c| {
+            c.limits.api_requests_per_minute = 10_000_000;
+            c.cache.url = self.cache.clone();
+            c.queue.url = self.queue.clone();
+        })
+        .await
+    }
+}
+
+/// The app on the embedded backends, whatever the environment says.
+async fn embedded_app() -> TestApp {
+    spawn_app_on(TestDatabase::sqlite(), SimConfig::default(), Scraper::InProcess, |c| {
+        c.limits.api_requests_per_minute = 10_000_000;
+        c.cache.url = "memory://".into();
+        c.queue.url = "memory://".into();
+    })
+    .await
+}
+
+/// A release `cova scraper` process on an app's backends and simulator.
+struct ScraperProcess {
+    child: Child,
+}
+
+impl ScraperProcess {
+    /// Starts the process and waits until it consumes.
+    fn start(app: &TestApp) -> Self {
+        let c = &app.config;
+        let tiktok = &c.platforms.tiktok;
+        let vars = [
+            ("COVA_DATABASE__URL", c.database.url.clone()),
+            ("COVA_QUEUE__URL", c.queue.url.clone()),
+            ("COVA_QUEUE__PREFIX", c.queue.prefix.clone()),
+            ("COVA_CACHE__URL", c.cache.url.clone()),
+            ("COVA_CACHE__PREFIX", c.cache.prefix.clone()),
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", tiktok.web_base_url.clone()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", tiktok.requests_per_second.to_string()),
+            ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", tiktok.retry_base_ms.to_string()),
+            ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
+            ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
+        ];
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cova"))
+            .arg("scraper")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(vars)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cova scraper starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Keeps draining the log so the process never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("scraper consuming") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("cova scraper did not start consuming within 30 s");
+        }
+        Self { child }
+    }
+
+    /// A `/proc/<pid>/status` field in KiB (VmRSS now, VmHWM peak).
+    fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc status"))
+    }
+}
+
+impl Drop for ScraperProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Report {
+    lines: Vec<(String, String)>,
+}
+
+impl Report {
+    fn add(&mut self, name: &str, value: impl Into<String>) {
+        let value = value.into();
+        println!("{name}: {value}");
+        self.lines.push((name.to_owned(), value));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Latencies and wall time of load rounds on one URL.
+#[derive(Default)]
+struct Load {
+    latencies: Vec<Duration>,
+    seconds: f64,
+}
+
+impl Load {
+    fn add(&mut self, (latencies, seconds): (Vec<Duration>, f64)) {
+        self.latencies.extend(latencies);
+        self.seconds += seconds;
+    }
+
+    /// (requests/s, p50, p99)
+    fn summary(mut self) -> (f64, Duration, Duration) {
+        self.latencies.sort();
+        let rps = self.latencies.len() as f64 / self.seconds.max(f64::EPSILON);
+        (rps, percentile(&self.latencies, 0.5), percentile(&self.latencies, 0.99))
+    }
+}
+
+/// One round of fixed-concurrency closed-loop load on a URL: (latencies, seconds).
+async fn load(url: &str, token: Option<&str>) -> (Vec<Duration>, f64) {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(LOAD_CONCURRENCY).build().expect("client");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..LOAD_CONCURRENCY {
+        let (client, url, token, stop) = (client.clone(), url.to_owned(), token.map(str::to_owned), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let mut req = client.get(&url);
+                if let Some(t) = &token {
+                    req = req.bearer_auth(t);
+                }
+                let ok = req.send().await.map(|r| r.status().is_success()).unwrap_or(false);
+                assert!(ok, "load request failed");
+                latencies.push(started.elapsed());
+            }
+            latencies
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(LOAD_SECONDS)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("join"));
+    }
+    (all, started.elapsed().as_secs_f64())
+}
+
+/// A bare actix-web handler returning a body of the same size as `/api/v1/usage`.
+async fn bare_server(body: String) -> (String, actix_web::dev::ServerHandle) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let body = Arc::new(body);
+    let server = actix_web::HttpServer::new(move || {
+        let body = body.clone();
+        actix_web::App::new().route(
+                "/bare",
+                actix_web::web::get().to(move || {
+                    let body = body.clone();
+                    async move {
+                        actix_web::HttpResponse::Ok().content_type("application/json").body(body.as_str().to_owned())
+                    }
+                }),
+            )
+    })
+    .workers(2)
+    .listen(listener)
+    .expect("listen")
+    .run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (format!("http://{addr}/bare"), handle)
+}
+
+async fn gateway_overhead(report: &mut Report, label: &str, app: &TestApp) {
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    // A limit high enough not to interfere: the check itself is what is measured.
+    let usage_url = format!("{}/api/v1/usage", app.base_url);
+    let sample = reqwest::Client::new().get(&usage_url).bearer_auth(&token).send().await.expect("usage");
+    let body = sample.text().await.expect("body");
+    let (bare_url, bare) = bare_server(" ".repeat(body.len())).await;
+    let (mut bare_load, mut usage_load) = (Load::default(), Load::default());
+    for _ in 0..LOAD_ROUNDS {
+        bare_load.add(load(&bare_url, None).await);
+        usage_load.add(load(&usage_url, Some(&token)).await);
+    }
+    bare.stop(false).await;
+    let (bare_rps, bare_p50, bare_p99) = bare_load.summary();
+    let (rps, p50, p99) = usage_load.summary();
+    report.add(&format!("gateway_usage_{label}_rps"), format!("{rps:.0}"));
+    report.add(&format!("gateway_usage_{label}_p50"), ms(p50));
+    report.add(&format!("gateway_usage_{label}_p99"), ms(p99));
+    report.add(&format!("gateway_bare_{label}_rps"), format!("{bare_rps:.0}"));
+    report.add(&format!("gateway_bare_{label}_p50_p99"), format!("{} / {}", ms(bare_p50), ms(bare_p99)));
+    report.add(&format!("gateway_overhead_{label}_rps_ratio"), format!("{:.2}", bare_rps / rps.max(1.0)));
+}
+
+async fn collection_speed(report: &mut Report) {
+    let sim =
+        cova_sim::spawn(SimConfig { latency_ms: PLATFORM_LATENCY_MS, ..SimConfig::default() }).await.expect("sim");
+    let mut config = cova_config::Config::default();
+    cova_tests::use_simulator(&mut config, &sim);
+    let per_host = config.platforms.tiktok.max_concurrency_per_host;
+    let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
+    let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
+    let post: cova_platforms::PostRef = format!("tiktok:{id}").parse().expect("ref");
+    sim.clear_requests();
+    let started = Instant::now();
+    let mut sink = cova_platforms::VecSink::default();
+    let outcome = platforms.collect_comments(&post, COLLECT_COMMENTS as u32, &mut sink).await.expect("collect");
+    let took = started.elapsed();
+    let requests = sim.requests();
+    let top = requests.iter().filter(|r| r.path.ends_with("/comment/list/")).count() as f64;
+    let replies = requests.iter().filter(|r| r.path.ends_with("/comment/list/reply/")).count() as f64;
+    let latency = PLATFORM_LATENCY_MS as f64 / 1000.0;
+    // The cursor chain is sequential; reply pages can overlap it up to the per-host limit.
+    let bound = (top * latency).max((top + replies) * latency / per_host as f64);
+    report.add(
+        "collect_5000_comments",
+        format!("{:.2} s ({} comments, {top} list + {replies} reply pages)", took.as_secs_f64(), outcome.collected),
+    );
+    report.add("collect_5000_lower_bound", format!("{bound:.2} s"));
+    report.add("collect_5000_ratio_to_bound", format!("{:.2}", took.as_secs_f64() / bound));
+
+    // The naive way: one page after the other, replies after the list, no overlap.
+    let naive = naive_collect(sim.base_url(), id).await;
+    report.add("collect_5000_naive_sequential", format!("{:.2} s", naive.as_secs_f64()));
+    report.add("collect_5000_speedup_vs_naive", format!("{:.2}", naive.as_secs_f64() / took.as_secs_f64()));
+    sim.stop().await;
+}
+
+async fn naive_collect(base: &str, id: u64) -> Duration {
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let mut cursor = 0u64;
+    let mut parents = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let page: serde_json::Value = http
+            .get(format!("{base}/api/comment/list/?aid=1988&aweme_id={id}&cursor={cursor}&count=50"))
+            .send()
+            .await
+            .expect("page")
+            .json()
+            .await
+            .expect("json");
+        let comments = page["comments"].as_array().cloned().unwrap_or_default();
+        for c in &comments {
+            let cid = c["cid"].as_str().unwrap_or_default().to_owned();
+            if seen.insert(cid.clone()) && c["reply_comment_total"].as_u64().unwrap_or(0) > 0 {
+                parents.push(cid);
+            }
+        }
+        let next = page["cursor"].as_u64().unwrap_or(cursor);
+        if comments.is_empty() || next == cursor || seen.len() as u64 >= COLLECT_COMMENTS {
+            break;
+        }
+        cursor = next;
+    }
+    for parent in parents {
+        let mut cursor = 0u64;
+        loop {
+            let page: serde_json::Value = http
+                .get(format!(
+                    "{base}/api/comment/list/reply/?aid=1988&item_id={id}&comment_id={parent}&cursor={cursor}&count=50"
+                ))
+                .send()
+                .await
+                .expect("reply page")
+                .json()
+                .await
+                .expect("json");
+            let n = page["comments"].as_array().map_or(0, Vec::len);
+            let next = page["cursor"].as_u64().unwrap_or(cursor);
+            if n == 0 || page["has_more"].as_u64() == Some(0) || next == cursor {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    started.elapsed()
+}
+
+async fn job_overhead(report: &mut Report, label: &str, app: &TestApp) {
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000_000).await;
+    let client = app.client(Some(&token));
+    let mut latencies = Vec::new();
+    for k in 0..JOBS as u64 {
+        let started = Instant::now();
+        let job = client.analyze(&post_of_20(k), None).await.ok();
+        let id = job["job_id"].as_str().expect("id").to_owned();
+        loop {
+            let j = client.job(&id).await.ok();
+            if j["status"] == "complete" {
+                break;
+            }
+            assert_ne!(j["status"], "failed", "{j}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    report.add(&format!("job_20_comments_{label}_p50"), ms(percentile(&latencies, 0.5)));
+    report.add(&format!("job_20_comments_{label}_p99"), ms(percentile(&latencies, 0.99)));
+}
+
+/// A TikTok URL of a simulated 20-comment post; `n` makes it distinct.
+fn post_of_20(n: u64) -> String {
+    // Ids outside the simulator's numbered range carry `id % 1000` comments.
+    format!("https://www.tiktok.com/@a/video/{}", 6_000_000_000_000_000_000u64 + n * 1_000 + 20)
+}
+
+/// Jobs per second with `processes` scraper processes when platform latency dominates.
+async fn throughput(real: &RealBackends, processes: usize) -> f64 {
+    let sim = SimConfig { latency_ms: PLATFORM_LATENCY_MS, ..SimConfig::default() };
+    let app = real.app(sim, Scraper::External).await;
+    let scrapers: Vec<ScraperProcess> = (0..processes).map(|_| ScraperProcess::start(&app)).collect();
+    let mut clients = Vec::new();
+    for _ in 0..THROUGHPUT_ACCOUNTS {
+        let (account, token) = app.integrator().await;
+        // A job holds up to 5,000 comments until the post's count lowers the hold.
+        app.grant(&account, 5_000 * JOBS_PER_ACCOUNT as i64).await;
+        clients.push(app.client(Some(&token)));
+    }
+    let mut submitters = tokio::task::JoinSet::new();
+    for (a, client) in (0..).zip(clients) {
+        submitters.spawn(async move {
+            for k in 0..JOBS_PER_ACCOUNT {
+                let reply = client.analyze(&post_of_20(a * JOBS_PER_ACCOUNT + k), None).await;
+                assert!(reply.status.is_success(), "analyze: {} {:?}", reply.status, reply.body);
+            }
+        });
+    }
+    while let Some(done) = submitters.join_next().await {
+        done.expect("submitter");
+    }
+    let jobs = (THROUGHPUT_ACCOUNTS * JOBS_PER_ACCOUNT) as i64;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let progress = loop {
+        let p = app.job_progress().await;
+        if p.complete + p.failed == jobs {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "jobs did not finish: {p:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(progress.failed, 0, "no job fails");
+    let span_ms = progress.last_finished_at.unwrap_or(0) - progress.first_created_at.unwrap_or(0);
+    drop(scrapers);
+    app.stop().await;
+    jobs as f64 / (span_ms.max(1) as f64 / 1000.0)
+}
+
+async fn throughput_and_scale(report: &mut Report, real: &RealBackends) {
+    let one = throughput(real, 1).await;
+    report.add("throughput_1_scraper", format!("{one:.1} jobs/s"));
+    let two = throughput(real, 2).await;
+    report.add("throughput_2_scrapers", format!("{two:.1} jobs/s"));
+    report.add("throughput_scaling_2_vs_1", format!("{:.2}", two / one));
+}
+
+/// Peak RSS of one scraper process collecting a 5,000-comment post, next to the JSON size
+/// of what it collected.
+async fn scraper_memory(report: &mut Report, real: &RealBackends) {
+    let app = real.app(SimConfig::default(), Scraper::External).await;
+    let scraper = ScraperProcess::start(&app);
+    let idle = scraper.memory_kib("VmRSS");
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 10_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
+    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+    let job_id = job["job_id"].as_str().expect("job id").to_owned();
+    let done = client.wait_job(&job_id).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    let peak = scraper.memory_kib("VmHWM");
+    let result = &done["result"];
+    assert!(result["next_cursor"].is_null(), "one page holds the whole result");
+    let json = serde_json::to_vec(&result["comments"]).expect("json").len();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    report.add("scraper_peak_rss_5000_comments", format!("{:.1} MiB ({:.1} MiB idle)", mib(peak), mib(idle)));
+    report.add(
+        "scraper_collected_json_5000_comments",
+        format!("{:.2} MiB ({} comments)", json as f64 / (1024.0 * 1024.0), result["comments_total"]),
+    );
+    drop(scraper);
+    app.stop().await;
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let mut report = Report { lines: Vec::new() };
+    let real = RealBackends::from_env();
+    rt.block_on(async {
+        let app = embedded_app().await;
+        gateway_overhead(&mut report, "embedded", &app).await;
+        job_overhead(&mut report, "embedded", &app).await;
+        app.stop().await;
+
+        if real.reachable() {
+            let app = real.app(SimConfig::default(), Scraper::InProcess).await;
+            gateway_overhead(&mut report, "real", &app).await;
+            job_overhead(&mut report, "real", &app).await;
+            app.stop().await;
+            throughput_and_scale(&mut report, &real).await;
+            scraper_memory(&mut report, &real).await;
+        } else {
+            report.add("real_backends", "skipped (PostgreSQL, Redis or RabbitMQ not reachable)");
+        }
+        collection_speed(&mut report).await;
+    });
+    write_results(&report);
+}
+
+fn write_results(report: &Report) {
+    let mut out = String::new();
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_default();
+    let _ = writeln!(out, "# cova benchmark results\n");
+    let _ = writeln!(out, "- date: {}", chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let _ = writeln!(out, "- commit: {commit}");
+    let _ = writeln!(out, "- machine: {cpus} CPUs, {cpu}");
+    let _ =
+        writeln!(out, "- embedded: SQLite file, in-process queue, in-memory cache; real: PostgreSQL, Redis, RabbitMQ");
+    let _ = writeln!(
+        out,
+        "- load: {LOAD_CONCURRENCY} concurrent keep-alive clients in the same process, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating gateway and bare handler; {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts, release `cova scraper` processes)\n",
+        THROUGHPUT_ACCOUNTS * JOBS_PER_ACCOUNT
+    );
+    let _ = writeln!(out, "| name | value |\n|---|---|");
+    for (name, value) in &report.lines {
+        let _ = writeln!(out, "| {name} | {value} |");
+    }
+    let path = format!("{}/../../bench/results.md", env!("CARGO_MANIFEST_DIR"));
+    if let Err(e) = std::fs::write(&path, out) {
+        eprintln!("writing {path}: {e}");
+    }
+}
