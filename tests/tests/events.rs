@@ -67,19 +67,9 @@ async fn job_events_and_commands_match_their_schemas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_carry_the_trace_context_of_the_request() {
-    // A collector answering 200, so spans are recorded (export is tested in cova-telemetry).
-    let sink = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let endpoint = format!("http://{}", sink.local_addr().expect("addr"));
-    std::thread::spawn(move || {
-        for mut stream in sink.incoming().map_while(Result::ok) {
-            let mut buf = [0u8; 65_536];
-            let _ = std::io::Read::read(&mut stream, &mut buf);
-            let _ = std::io::Write::write_all(
-                &mut stream,
-                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            );
-        }
-    });
+    // cova-sim accepts the exports, so spans are recorded (export is tested in cova-telemetry).
+    let collector = cova_sim::spawn(cova_sim::SimConfig::default()).await.expect("collector");
+    let endpoint = collector.base_url().to_owned();
     let cfg =
         cova_config::TelemetryConfig { otlp_endpoint: Some(endpoint), log_level: "warn".into(), ..Default::default() };
     let _telemetry = cova_telemetry::init(&cfg).expect("telemetry");

@@ -316,3 +316,42 @@ async fn refused_preflights_and_url_tokens_still_speak_json_and_cors() {
     assert_eq!(body.code, "unauthorized");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_of_a_known_token_carry_the_limit_headers_and_spend_nothing() {
+    let app = spawn_app().await;
+    let account = app.account().await;
+    app.grant(&account, 700).await;
+    let narrow = app.client(Some(&app.token(&account, "metadata:read").await));
+    let full = app.client(Some(&app.token(&account, "metadata:read,analyze:write").await));
+    let headers = |reply: &cova_tests::Reply<serde_json::Value>| {
+        ["x-ratelimit-limit", "x-ratelimit-remaining", "x-quota-limit", "x-quota-remaining"]
+            .map(|h| reply.header_u64(h))
+    };
+
+    // Scope (403), then body and query validation (400): the general limit, untouched.
+    let forbidden = narrow.analyze("https://www.tiktok.com/@a/video/7000000000000000001", None).await;
+    assert_eq!(forbidden.status, 403);
+    assert_eq!(headers(&forbidden), [Some(600), Some(600), Some(700), Some(700)]);
+    let bad_body = full.send(full.request(Method::POST, "/api/v1/analyze").body("{not json")).await;
+    assert_eq!(bad_body.status, 400);
+    assert_eq!(headers(&bad_body), [Some(600), Some(600), Some(700), Some(700)]);
+    let bad_query = full.get::<serde_json::Value>("/api/v1/analyze/some-job?limit=many").await;
+    assert_eq!(bad_query.status, 400);
+    assert_eq!(headers(&bad_query), [Some(600), Some(600), Some(700), Some(700)]);
+    assert_eq!(bad_query.err().1.code, "validation_error");
+    let out_of_range = full.get::<serde_json::Value>("/api/v1/analyze/some-job?limit=0").await;
+    assert_eq!(out_of_range.status, 400);
+    assert_eq!(headers(&out_of_range), [Some(600), Some(600), Some(700), Some(700)]);
+
+    // On /metadata the headers describe the metadata limit.
+    let bad_url = full.metadata("https://example.com/not-a-post").await;
+    assert_eq!(bad_url.status, 400);
+    assert_eq!(headers(&bad_url), [Some(10), Some(10), Some(700), Some(700)]);
+
+    // None of those spent a request: the first counted one leaves 599.
+    let usage = full.usage().await;
+    assert_eq!(usage.header_u64("x-ratelimit-remaining"), Some(599));
+    assert_eq!(usage.ok().metadata.remaining, 10);
+    app.stop().await;
+}

@@ -20,6 +20,9 @@ pub struct RecordedRequest {
     pub query: Vec<(String, String)>,
     /// `cookie`, `user-agent` and every `x-*` header, names in lowercase.
     pub headers: BTreeMap<String, String>,
+    /// Size of the request body.
+    #[serde(default)]
+    pub body_bytes: usize,
 }
 
 impl RecordedRequest {
@@ -141,7 +144,13 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         path: r.path.clone(),
         query: r.query.clone(),
         headers: r.headers.clone(),
+        body_bytes: r.body.len(),
     });
+    // An OTLP/HTTP collector that accepts every export: tests that need spans recorded point
+    // `telemetry.otlp_endpoint` here and read the exports from the recorder.
+    if r.method == "POST" && r.path.starts_with("/v1/") {
+        return HttpResponse::Ok().content_type("application/x-protobuf").finish();
+    }
     let latency = state.latency_ms.load(Ordering::Relaxed);
     if latency > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(latency)).await;

@@ -1,50 +1,32 @@
 //! Spans reach an OTLP/HTTP collector when `telemetry.otlp_endpoint` is set.
 
 use cova_config::TelemetryConfig;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
-use std::time::Duration;
-
-/// A one-shot collector: records the first request line and body size, answers 200.
-fn collector() -> (String, mpsc::Receiver<(String, usize)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        if let Ok((stream, _)) = listener.accept() {
-            let mut reader = BufReader::new(stream);
-            let mut request_line = String::new();
-            let _ = reader.read_line(&mut request_line);
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = reader.get_mut().write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
-            let _ = tx.send((request_line.trim().to_owned(), body.len()));
-        }
-    });
-    (url, rx)
-}
+use std::time::{Duration, Instant};
 
 #[test]
 fn spans_are_exported_over_otlp_http() {
-    let (endpoint, received) = collector();
-    let cfg = TelemetryConfig { otlp_endpoint: Some(endpoint), log_level: "info".into(), ..TelemetryConfig::default() };
+    // cova-sim doubles as the collector and records every export.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = rt.block_on(cova_sim::spawn(cova_sim::SimConfig::default())).expect("simulator");
+    let cfg = TelemetryConfig {
+        otlp_endpoint: Some(sim.base_url().to_owned()),
+        log_level: "info".into(),
+        ..TelemetryConfig::default()
+    };
     let guard = cova_telemetry::init(&cfg).expect("telemetry starts");
     tracing::info_span!("request", request.id = "abc").in_scope(|| tracing::info!("inside a span"));
     drop(guard); // flushes the batch
-    let (line, size) = received.recv_timeout(Duration::from_secs(10)).expect("the collector received an export");
-    assert!(line.starts_with("POST /v1/traces"), "{line}");
-    assert!(size > 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let export = loop {
+        if let Some(r) = sim.requests().into_iter().find(|r| r.path == "/v1/traces") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the collector received no export");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(export.method, "POST");
+    assert!(export.body_bytes > 0);
+    drop(sim);
 }
 
 #[test]

@@ -1,23 +1,13 @@
 //! W3C trace context travels through message headers: work on the other side joins the trace.
 
 use cova_config::TelemetryConfig;
-use std::net::TcpListener;
 
 #[test]
 fn a_follower_span_continues_the_senders_trace() {
-    // A collector that answers 200 to anything (export itself is tested in otlp.rs).
-    let sink = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let endpoint = format!("http://{}", sink.local_addr().expect("addr"));
-    std::thread::spawn(move || {
-        for mut stream in sink.incoming().map_while(Result::ok) {
-            let mut buf = [0u8; 65_536];
-            let _ = std::io::Read::read(&mut stream, &mut buf);
-            let _ = std::io::Write::write_all(
-                &mut stream,
-                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            );
-        }
-    });
+    // cova-sim accepts the exports (export itself is tested in otlp.rs).
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = rt.block_on(cova_sim::spawn(cova_sim::SimConfig::default())).expect("simulator");
+    let endpoint = sim.base_url().to_owned();
     let cfg = TelemetryConfig { otlp_endpoint: Some(endpoint), ..TelemetryConfig::default() };
     let _guard = cova_telemetry::init(&cfg).expect("telemetry");
 

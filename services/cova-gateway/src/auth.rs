@@ -125,12 +125,3 @@ fn touch_in_background(state: &AppState, token_id: &str) {
         }
     });
 }
-
-/// Authentication then scope: the first two checks of every authenticated endpoint.
-pub async fn authorize(req: &HttpRequest, state: &AppState, scope: Option<Scope>) -> Result<Principal, ApiError> {
-    let principal = authenticate(req, state).await?;
-    if let Some(scope) = scope {
-        principal.require(scope)?;
-    }
-    Ok(principal)
-}

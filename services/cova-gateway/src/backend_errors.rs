@@ -42,9 +42,12 @@ pub fn path_config() -> web::PathConfig {
 }
 
 pub fn query_config() -> web::QueryConfig {
-    web::QueryConfig::default().error_handler(|err: QueryPayloadError, _req| {
-        ApiError::validation(format!("Invalid query parameters: {err}")).into()
-    })
+    web::QueryConfig::default().error_handler(|err, _req| query(err).into())
+}
+
+/// A query string that does not parse.
+pub fn query(err: QueryPayloadError) -> ApiError {
+    ApiError::validation(format!("Invalid query parameters: {err}"))
 }
 
 pub async fn route_not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {

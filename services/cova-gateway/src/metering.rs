@@ -19,6 +19,35 @@ pub fn api_key(account_id: &str) -> String {
     format!("api:{account_id}")
 }
 
+/// The request limit an endpoint spends from: its cache key and rate.
+#[derive(Debug, Clone)]
+pub struct Limit {
+    pub key: String,
+    pub rate: Rate,
+}
+
+impl Limit {
+    /// The general limit, for endpoints without one of their own.
+    pub fn api(state: &AppState, account_id: &str) -> Self {
+        Self { key: api_key(account_id), rate: api_rate(state) }
+    }
+}
+
+/// Runs an endpoint's checks that come before its limit is spent (scope, then request
+/// validation). A refusal still carries the limit headers, as every authenticated answer
+/// does, and spends nothing.
+pub async fn before_limit<T>(
+    state: &AppState,
+    principal: &Principal,
+    limit: &Limit,
+    checks: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    match checks.await {
+        Ok(value) => Ok(value),
+        Err(e) => Err(Meter::peek(state, principal, limit).await.fail(e)),
+    }
+}
+
 /// Headers gathered while a request is checked, attached to its answer whatever it is.
 #[derive(Debug, Default, Clone)]
 pub struct Meter {
@@ -81,7 +110,26 @@ impl Meter {
     pub async fn api(state: &AppState, principal: &Principal) -> Result<(Self, Balance), ApiError> {
         let mut meter = Meter::default();
         let balance = meter.balance(state, principal).await?;
-        meter.spend(state, &api_key(&principal.account_id), api_rate(state)).await?;
+        let limit = Limit::api(state, &principal.account_id);
+        meter.spend(state, &limit.key, limit.rate).await?;
         Ok((meter, balance))
+    }
+
+    /// The headers of an answer refused before its limit is spent: the limit's state, read
+    /// without spending, and the balance. Best effort: a backend failing here leaves headers
+    /// out rather than turning a 400 into a 503.
+    async fn peek(state: &AppState, principal: &Principal, limit: &Limit) -> Self {
+        let mut meter = Meter::default();
+        let (balance, decision) = tokio::join!(
+            balances::current(&state.backends.db, &principal.account_id, now_ms()),
+            state.backends.cache.rate_limit(&limit.key, limit.rate, 0),
+        );
+        if let Ok(b) = balance {
+            meter.quota(&b);
+        }
+        if let Ok(d) = decision {
+            meter.rate(&d);
+        }
+        meter
     }
 }

@@ -2,8 +2,8 @@
 
 use super::body::{platform_error, url_body};
 use super::views;
-use crate::auth::authorize;
-use crate::metering::Meter;
+use crate::auth::authenticate;
+use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -28,10 +28,15 @@ fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
 
 /// Starts a comment collection, or returns the job that already covers the request.
 pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: Bytes) -> Result<HttpResponse, ApiError> {
-    let principal = authorize(&req, &state, Some(Scope::AnalyzeWrite)).await?;
-    let url = url_body(&body)?;
-    let key = idempotency_key(&req)?;
-    let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
+    let principal = authenticate(&req, &state).await?;
+    let (url, key, post) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
+        principal.require(Scope::AnalyzeWrite)?;
+        let url = url_body(&body)?;
+        let key = idempotency_key(&req)?;
+        let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
+        Ok((url, key, post))
+    })
+    .await?;
     let (meter, _) = Meter::api(&state, &principal).await?;
     let r#ref = post.to_string();
     let max_hold = known_comment_count(&state, &r#ref).await.map(|n| n.saturating_add((n / 10).max(50)));
@@ -94,22 +99,29 @@ pub async fn get_job(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<ResultQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let principal = authorize(&req, &state, Some(Scope::AnalyzeWrite)).await?;
-    let limit = query.limit.unwrap_or(MAX_COMMENTS_PER_POST);
-    if !(1..=MAX_COMMENTS_PER_POST).contains(&limit) {
-        return Err(ApiError::validation(format!("`limit` must be between 1 and {MAX_COMMENTS_PER_POST}.")));
-    }
-    let after = match &query.cursor {
-        None => None,
-        Some(c) => Some(
-            c.strip_prefix('p')
-                .and_then(|n| n.parse::<i64>().ok())
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| ApiError::validation("`cursor` is not one this API returned."))?,
-        ),
-    };
+    let principal = authenticate(&req, &state).await?;
+    let (limit, after) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
+        principal.require(Scope::AnalyzeWrite)?;
+        // Parsed here rather than by an extractor, so that a bad query is refused with the
+        // limit headers like any other validation error.
+        let query = web::Query::<ResultQuery>::from_query(req.query_string()).map_err(backend_errors::query)?;
+        let limit = query.limit.unwrap_or(MAX_COMMENTS_PER_POST);
+        if !(1..=MAX_COMMENTS_PER_POST).contains(&limit) {
+            return Err(ApiError::validation(format!("`limit` must be between 1 and {MAX_COMMENTS_PER_POST}.")));
+        }
+        let after = match &query.cursor {
+            None => None,
+            Some(c) => Some(
+                c.strip_prefix('p')
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| ApiError::validation("`cursor` is not one this API returned."))?,
+            ),
+        };
+        Ok((limit, after))
+    })
+    .await?;
     let (meter, _) = Meter::api(&state, &principal).await?;
     let db = &state.backends.db;
     let job = jobs::get_for_account(db, &path, &principal.account_id)

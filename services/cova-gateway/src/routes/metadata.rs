@@ -4,8 +4,8 @@
 
 use super::body::{platform_error, url_body};
 use super::usage::{METADATA_CACHE, metadata_key, metadata_rate};
-use crate::auth::authorize;
-use crate::metering::Meter;
+use crate::auth::authenticate;
+use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -23,19 +23,23 @@ pub async fn post_metadata(
     state: web::Data<AppState>,
     body: Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let principal = authorize(&req, &state, Some(Scope::MetadataRead)).await?;
-    let url = url_body(&body)?;
-    let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
+    let principal = authenticate(&req, &state).await?;
+    let limit = Limit { key: metadata_key(&principal.account_id), rate: metadata_rate() };
+    let post = before_limit(&state, &principal, &limit, async {
+        principal.require(Scope::MetadataRead)?;
+        let url = url_body(&body)?;
+        state.platforms.resolve(&url).await.map_err(platform_error)
+    })
+    .await?;
     let mut meter = Meter::default();
     meter.balance(&state, &principal).await?;
     let cache = &state.backends.cache;
-    let limit_key = metadata_key(&principal.account_id);
     let cache_key = cache_key(&post.to_string());
 
     let cached = cache.get(&cache_key).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
     if let Some(mut body) = cached.and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
         let peek =
-            cache.rate_limit(&limit_key, metadata_rate(), 0).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+            cache.rate_limit(&limit.key, limit.rate, 0).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
         meter.rate(&peek);
         if let Some(obj) = body.as_object_mut() {
             obj.insert("cached".into(), Value::Bool(true));
@@ -43,12 +47,12 @@ pub async fn post_metadata(
         return Ok(meter.json(HttpResponse::Ok(), &body));
     }
 
-    meter.spend(&state, &limit_key, metadata_rate()).await?;
+    meter.spend(&state, &limit.key, limit.rate).await?;
     let metadata = match state.platforms.metadata(&post).await {
         Ok(m) => m,
         Err(e) => {
             // A failed lookup is free: give the unit back (later headers replace earlier ones).
-            if let Ok(d) = cache.refund(&limit_key, metadata_rate(), 1).await {
+            if let Ok(d) = cache.refund(&limit.key, limit.rate, 1).await {
                 meter.rate(&d);
             }
             return Err(meter.fail(platform_error(e)));

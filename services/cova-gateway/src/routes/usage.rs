@@ -1,4 +1,4 @@
-use crate::auth::authorize;
+use crate::auth::authenticate;
 use crate::metering::{Meter, api_key, api_rate};
 use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -27,7 +27,7 @@ pub fn metadata_rate() -> cova_cache::Rate {
 /// `GET /api/v1/usage`: any valid token. The comment balance of the current month, and the
 /// state of every limit that applies to the account.
 pub async fn get_usage(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let principal = authorize(&req, &state, None).await?;
+    let principal = authenticate(&req, &state).await?;
     let (meter, balance) = Meter::api(&state, &principal).await?;
     let db = &state.backends.db;
     let cache = &state.backends.cache;
