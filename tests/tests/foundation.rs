@@ -280,6 +280,7 @@ async fn the_request_time_bound_answers_503_and_the_server_keeps_serving() {
     let started = Instant::now();
     let reply = client.metadata("https://www.tiktok.com/@a/video/7000000000000000012").await;
     assert!(started.elapsed() < Duration::from_millis(390), "answered at the bound, not after the platform");
+    assert!(reply.header("x-request-id").is_some(), "even an abandoned request is answered with its id");
     let (status, err) = reply.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (503, "unavailable"));
     // The abandoned work finishes in the background; the server keeps serving.

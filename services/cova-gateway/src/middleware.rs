@@ -85,6 +85,11 @@ pub async fn request_context(
     // The handler runs as its own task: when the time bound (or a client hang-up) abandons the
     // request, the work underneath still finishes instead of being dropped mid-transaction.
     let task = actix_web::rt::spawn(tracing::Instrument::instrument(next.call(req), span));
+    // The answers the handler never gave (time bound, panic) still carry the request id.
+    let with_id = |mut e: ApiError| {
+        e.headers.push((REQUEST_ID, request_id.clone()));
+        Error::from(e)
+    };
     let mut res = match tokio::time::timeout(timeout, task).await {
         Ok(Ok(Ok(res))) => normalise_error_body(res.map_into_boxed_body()).await,
         Ok(Ok(Err(e))) => {
@@ -93,11 +98,11 @@ pub async fn request_context(
         }
         Ok(Err(join)) => {
             tracing::error!(request.id = %request_id, http.method = %method, http.path = %path, error = %join, "request handler panicked");
-            return Err(ApiError::internal().into());
+            return Err(with_id(ApiError::internal()));
         }
         Err(_) => {
-            tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, "request exceeded http.request_timeout_ms");
-            return Err(ApiError::unavailable().into());
+            tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, duration_ms = started.elapsed().as_secs_f64() * 1000.0, "request exceeded http.request_timeout_ms");
+            return Err(with_id(ApiError::unavailable()));
         }
     };
     if let Ok(v) = HeaderValue::from_str(&request_id) {
