@@ -8,8 +8,10 @@
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
 use cova_tests::{Scraper, TestApp, TestDatabase, spawn_app_on};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -100,30 +102,8 @@ impl ScraperProcess {
             ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
             ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
         ];
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cova"))
-            .arg("scraper")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(vars)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cova scraper starts");
-        let stderr = child.stderr.take().expect("stderr piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        // Keeps draining the log so the process never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("scraper consuming") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
-            let _ = child.kill();
-            panic!("cova scraper did not start consuming within 30 s");
-        }
-        Self { child }
+        let cova = common::Cova { vars: vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() };
+        Self { child: cova.start_until("scraper", "scraper consuming") }
     }
 
     /// A `/proc/<pid>/status` field in KiB (VmRSS now, VmHWM peak).

@@ -27,18 +27,39 @@ impl Cova {
 
     /// Starts a role; for HTTP roles also returns the base URL from the "listening" log line.
     pub fn start(&self, role: &str, http: bool) -> (Child, Option<String>) {
+        let (child, lines) = self.spawn_watching(role, "cova listening on ");
+        let base = http.then(|| {
+            let rest = lines.recv_timeout(Duration::from_secs(30)).expect("cova logs its address");
+            rest.chars().take_while(|c| *c != '"').collect()
+        });
+        (child, base)
+    }
+
+    /// Starts a role and waits (30 s at most) for a log line containing `marker`.
+    pub fn start_until(&self, role: &str, marker: &str) -> Child {
+        let (mut child, lines) = self.spawn_watching(role, marker);
+        if lines.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("cova {role} did not log `{marker}` within 30 s");
+        }
+        child
+    }
+
+    /// Spawns a role whose log is drained (so it never blocks on a full pipe); the text after
+    /// `marker` on each line that holds it is sent to the receiver.
+    fn spawn_watching(&self, role: &str, marker: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
         let mut child = self.command(&[role]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
         let stderr = child.stderr.take().expect("stderr piped");
         let (tx, rx) = std::sync::mpsc::channel();
+        let marker = marker.to_owned();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("cova listening on ").nth(1) {
-                    let _ = tx.send(rest.chars().take_while(|c| *c != '"').collect::<String>());
+                if let Some(rest) = line.split(marker.as_str()).nth(1) {
+                    let _ = tx.send(rest.to_owned());
                 }
             }
         });
-        let base = http.then(|| rx.recv_timeout(Duration::from_secs(30)).expect("cova logs its address"));
-        (child, base)
+        (child, rx)
     }
 }
 
