@@ -14,10 +14,10 @@ run:
 test:
 	$(CARGO) test --workspace
 
-## test-real: the same suite on PostgreSQL, Redis and RabbitMQ
+## test-real: the same suite on PostgreSQL, Redis and RabbitMQ, plus the tests that need them
 test-real:
 	COVA_TEST_DATABASE_URL=$(PG_URL) COVA_TEST_CACHE_URL=$(REDIS_URL) COVA_TEST_QUEUE_URL=$(AMQP_URL) \
-		$(CARGO) test --workspace
+		$(CARGO) test --workspace -- --include-ignored
 
 lint:
 	$(CARGO) fmt --all -- --check

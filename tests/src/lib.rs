@@ -11,10 +11,10 @@ pub mod proxy;
 pub use client::{ApiError, Client, Reply, Usage};
 pub use cova_storage::testing::TestDatabase;
 
+use cova_app::{Role, Stack};
 use cova_auth::ScopeSet;
 use cova_config::Config;
 use cova_runtime::Backends;
-use cova_storage::clock::now_ms;
 use cova_storage::repo::tokens::NewToken;
 use cova_storage::repo::{accounts, balances, tokens};
 use cova_storage::{Account, Db};
@@ -31,10 +31,15 @@ pub struct TestApp {
     pub backends: Backends,
     /// The platform simulator this app's adapters talk to.
     pub sim: cova_sim::SimHandle,
-    server: actix_web::dev::ServerHandle,
-    stop: tokio_util::sync::CancellationToken,
-    workers: tokio::task::JoinSet<()>,
+    stack: Stack,
     database: TestDatabase,
+}
+
+/// The URL of a real backend for a test that cannot run without one (such tests are
+/// `#[ignore]`d and run by `make test-real`): a missing variable fails the test, it is never
+/// skipped as passed.
+pub fn real_backend(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: this test needs the real backend (make test-real)"))
 }
 
 /// A unique name part for this test's keys and queues.
@@ -103,6 +108,26 @@ pub async fn spawn_app_on(
     scraper: Scraper,
     adjust: impl FnOnce(&mut Config),
 ) -> TestApp {
+    spawn_stack(
+        database,
+        sim_config,
+        |builder| match scraper {
+            Scraper::InProcess => builder.roles(Role::ALL),
+            Scraper::External => builder.roles([Role::Gateway]),
+        },
+        adjust,
+    )
+    .await
+}
+
+/// The app with the roles (and extra workers, clock…) that `build` chooses, through the same
+/// composition root as `cova serve`.
+pub async fn spawn_stack(
+    database: TestDatabase,
+    sim_config: cova_sim::SimConfig,
+    build: impl FnOnce(cova_app::StackBuilder) -> cova_app::StackBuilder,
+    adjust: impl FnOnce(&mut Config),
+) -> TestApp {
     let mut config = test_config(&database).await;
     let sim = cova_sim::spawn(sim_config).await.expect("simulator");
     use_simulator(&mut config, &sim);
@@ -114,25 +139,11 @@ pub async fn spawn_app_on(
     let readiness = backends.readiness(Duration::from_secs(5)).await;
     assert!(readiness.ready(), "test backends unreachable: {:?}", readiness.checks);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    let addr = listener.local_addr().expect("local addr");
-    let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
-    let outbox = std::sync::Arc::new(tokio::sync::Notify::new());
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut workers = tokio::task::JoinSet::new();
-    workers.spawn(cova_runtime::outbox::relay(backends.clone(), outbox.clone(), stop.clone()));
-    if scraper == Scraper::InProcess {
-        let scraper =
-            cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
-        let scraper_stop = stop.clone();
-        workers.spawn(async move {
-            scraper.run(scraper_stop).await.expect("scraper consumes");
-        });
-    }
-    let state = cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox);
-    let server = cova_gateway::server(state, listener).expect("server");
-    let handle = server.handle();
-    tokio::spawn(server);
-    TestApp { base_url: format!("http://{addr}"), config, backends, sim, server: handle, stop, workers, database }
+    let builder = Stack::builder(config.clone()).backends(backends.clone()).listener(listener);
+    let stack = build(builder).start().await.expect("cova starts");
+    let backends = stack.backends().clone();
+    let addr = stack.http_addr().expect("the gateway runs");
+    TestApp { base_url: format!("http://{addr}"), config, backends, sim, stack, database }
 }
 
 /// How far the app's jobs have got, read from the database (timestamps in ms).
@@ -150,6 +161,16 @@ impl TestApp {
         &self.backends.db
     }
 
+    /// Now, on the app's clock.
+    pub fn now(&self) -> i64 {
+        self.backends.clock.now_ms()
+    }
+
+    /// Wakes the outbox relay after a test wrote to the outbox itself.
+    pub fn wake_outbox(&self) {
+        self.stack.wake_outbox();
+    }
+
     pub fn client(&self, token: Option<&str>) -> Client {
         Client::new(&self.base_url, token)
     }
@@ -157,11 +178,11 @@ impl TestApp {
     /// A confirmed account with a unique e-mail.
     pub async fn account(&self) -> Account {
         let email = format!("{}@example.com", unique());
-        accounts::create(self.db(), &email, true, 500, now_ms()).await.expect("create account")
+        accounts::create(self.db(), &email, true, 500, self.now()).await.expect("create account")
     }
 
     pub async fn grant(&self, account: &Account, comments: i64) {
-        balances::grant(self.db(), &account.id, comments, "test", now_ms()).await.expect("grant");
+        balances::grant(self.db(), &account.id, comments, "test", self.now()).await.expect("grant");
     }
 
     /// Creates a token with these scopes (comma list) and returns its value.
@@ -171,7 +192,7 @@ impl TestApp {
         tokens::create(
             self.db(),
             NewToken { account_id: &account.id, name: "test", scopes, token: &generated },
-            now_ms(),
+            self.now(),
         )
         .await
         .expect("create token")
@@ -238,10 +259,8 @@ impl TestApp {
         }
     }
 
-    pub async fn stop(mut self) {
-        self.server.stop(false).await;
-        self.stop.cancel();
-        while self.workers.join_next().await.is_some() {}
+    pub async fn stop(self) {
+        self.stack.stop(Duration::from_secs(10)).await;
         self.sim.stop().await;
         let _ = self.backends.queue.teardown().await;
         let _ = self.database.drop_database().await;

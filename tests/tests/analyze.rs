@@ -375,12 +375,244 @@ async fn a_platform_that_stays_unavailable_fails_the_job_after_the_last_attempt(
     assert_eq!(done["error"]["code"], "unavailable");
     assert!(done["error"]["detail"].as_str().unwrap_or_default().contains("2 attempts"), "{}", done["error"]);
     assert_eq!(used(&app, &token).await, (0, 0, 500), "nothing charged");
-    if let cova_queue::Queue::Memory(q) = &app.backends.queue {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while q.dead_letters().is_empty() && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        assert_eq!(q.dead_letters().len(), 1, "the command ends in the dead-letter queue");
+    // On either queue (in-process or RabbitMQ) the command ends in the dead-letter queue.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let dead = || async { app.backends.queue.dead_letter_count("scraper").await.expect("dead-letter count") };
+    while dead().await == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    assert_eq!(dead().await, 1, "the command ends in the dead-letter queue");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_answered_with_a_deduplicated_job_keeps_that_job() {
+    // The job runs long enough to be in flight when the key first arrives, then fails.
+    let sim = SimConfig { latency_ms: 300, ..SimConfig::default() };
+    let app = spawn_app_with_sim(sim, |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let url = tiktok_url(TikTokScenario::Deleted, 12);
+    let first = client.analyze(&url, None).await.ok();
+    let job_id = first["job_id"].as_str().expect("id").to_owned();
+    let keyed = client.analyze(&url, Some("retry-7")).await.ok();
+    assert_eq!((keyed["job_id"].as_str(), keyed["deduplicated"].as_str()), (Some(job_id.as_str()), Some("in_flight")));
+    assert_eq!(client.wait_job(&job_id).await["status"], "failed");
+    // The failed job is no recent result, but the key still names it: no second job.
+    let again = client.analyze(&url, Some("retry-7")).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.ok()["job_id"], job_id.as_str());
+    assert_eq!(app.job_progress().await.total, 1, "the same key created no new job");
+    // Without the key, a failed job is retried as a new one.
+    assert_eq!(client.analyze(&url, None).await.status, 202);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_outlives_the_recent_result_window_and_expires_after_24_hours() {
+    // Mid-month, so that a day later is the same balance month.
+    let clock = cova_domain::ManualClock::starting_at(
+        cova_domain::time::parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"),
+    );
+    let app = cova_tests::spawn_stack(
+        cova_tests::TestDatabase::create().await,
+        SimConfig::default(),
+        |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
+        |_| {},
+    )
+    .await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let url = tiktok_url(TikTokScenario::Normal, 8);
+    let job = client.analyze(&url, None).await.ok();
+    let job_id = job["job_id"].as_str().expect("id").to_owned();
+    client.wait_job(&job_id).await;
+    let recent = client.analyze(&url, Some("order-9")).await.ok();
+    assert_eq!(
+        (recent["job_id"].as_str(), recent["deduplicated"].as_str()),
+        (Some(job_id.as_str()), Some("recent_result"))
+    );
+    // Six minutes on, the result is no longer recent; the key still returns the same job.
+    clock.advance(std::time::Duration::from_secs(6 * 60));
+    let repeat = client.analyze(&url, Some("order-9")).await;
+    assert_eq!(repeat.status, 200);
+    assert_eq!(repeat.ok()["job_id"], job_id.as_str());
+    assert_eq!(used(&app, &token).await.0, 8, "charged once");
+    // A day later the key is forgotten: the same key starts a new job.
+    clock.advance(std::time::Duration::from_secs(24 * 60 * 60));
+    let fresh = client.analyze(&url, Some("order-9")).await;
+    assert_eq!(fresh.status, 202);
+    assert_ne!(fresh.ok()["job_id"], job_id.as_str());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_small_jobs_run_at_once_on_a_balance_of_5000_and_the_fourth_gets_429() {
+    let sim = SimConfig { latency_ms: 300, ..SimConfig::default() };
+    let app = spawn_app_with_sim(sim, |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&token));
+    let mut ids = Vec::new();
+    for n in [40, 41, 42] {
+        let reply = client.analyze(&tiktok_url(TikTokScenario::Normal, n), None).await;
+        assert_eq!(reply.status, 202, "job of {n} comments accepted");
+        ids.push(reply.ok()["job_id"].as_str().expect("id").to_owned());
+    }
+    let (status, err) = client.analyze(&tiktok_url(TikTokScenario::Normal, 43), None).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (429, "concurrency_limit"));
+    for id in &ids {
+        let done = client.wait_job(id).await;
+        assert_eq!((done["status"].as_str(), done["result"]["truncated"].as_bool()), (Some("complete"), Some(false)));
+    }
+    assert_eq!(used(&app, &token).await, (123, 0, 4_877));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_sharing_a_small_balance_never_overdraw_it_and_report_truncation() {
+    let sim = SimConfig { latency_ms: 100, ..SimConfig::default() };
+    let app = spawn_app_with_sim(sim, |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100).await;
+    let client = app.client(Some(&token));
+    let mut ids = Vec::new();
+    for n in [60, 61, 62] {
+        let reply = client.analyze(&tiktok_url(TikTokScenario::Normal, n), None).await;
+        assert_eq!(reply.status, 202);
+        ids.push(reply.ok()["job_id"].as_str().expect("id").to_owned());
+    }
+    let mut collected = 0;
+    let mut truncated = 0;
+    for (id, size) in ids.iter().zip([60, 61, 62]) {
+        let done = client.wait_job(id).await;
+        assert_eq!(done["status"], "complete", "{done}");
+        let got = count_all(&done["result"]["comments"]);
+        collected += got;
+        if done["result"]["truncated"] == true {
+            truncated += 1;
+            assert!(got < size, "a truncated job collected part of its post");
+        } else {
+            assert_eq!(got, size, "an untruncated job collected its whole post");
+        }
+    }
+    assert!(collected <= 100, "never more than the balance: {collected}");
+    assert!(truncated >= 1, "a job that ran out of balance says so");
+    let (spent, reserved, remaining) = used(&app, &token).await;
+    assert_eq!(
+        (spent, reserved, remaining),
+        (collected as i64, 0, 100 - collected as i64),
+        "charged what was collected"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_any_input_are_400_and_never_stored() {
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100).await;
+    let client = app.client(Some(&token));
+    let nul = format!("{}\u{0}", tiktok_url(TikTokScenario::Normal, 5));
+    let (status, err) = client.analyze(&nul, None).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
+    let (status, err) = client.metadata(&nul).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
+    for path in ["/api/v1/analyze/%00", "/api/v1/analyze/a%0Ab", "/api/v1/analyze/x?limit=1%00"] {
+        let (status, err) = client.get::<Value>(path).await.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"), "{path}");
+    }
+    assert_eq!(app.job_progress().await.total, 0, "nothing was stored");
+    app.stop().await;
+}
+
+/// Requests the simulator saw for a TikTok post's page.
+fn page_requests(app: &TestApp, id: u64) -> usize {
+    app.sim.requests().iter().filter(|r| r.path.ends_with(&format!("/video/{id}"))).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_lookups_of_one_post_share_one_fetch_and_spend_the_limit_once() {
+    let sim = SimConfig { latency_ms: 200, ..SimConfig::default() };
+    let app = spawn_app_with_sim(sim, |_| {}).await;
+    let (_, token) = app.integrator().await;
+    let id = tiktok_post_id(TikTokScenario::Normal, 33);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let client = app.client(Some(&token));
+        let url = format!("https://www.tiktok.com/@a/video/{id}");
+        tasks.push(tokio::spawn(async move { client.metadata(&url).await }));
+    }
+    let mut fresh = 0;
+    for t in tasks {
+        let reply = t.await.expect("join");
+        assert_eq!(reply.status, 200);
+        fresh += usize::from(reply.ok()["cached"] == false);
+    }
+    assert_eq!(fresh, 1, "one request fetched, the others shared its answer");
+    assert_eq!(page_requests(&app, id), 1, "one platform fetch");
+    let client = app.client(Some(&token));
+    assert_eq!(client.usage().await.ok().metadata.remaining, 9, "the limit was spent once");
+
+    // Failures are shared too, and free.
+    let gone = tiktok_post_id(TikTokScenario::Deleted, 3);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let client = app.client(Some(&token));
+        let url = format!("https://www.tiktok.com/@a/video/{gone}");
+        tasks.push(tokio::spawn(async move { client.metadata(&url).await }));
+    }
+    for t in tasks {
+        let (status, err) = t.await.expect("join").err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (502, "parse_error"));
+    }
+    assert_eq!(page_requests(&app, gone), 1);
+    assert_eq!(client.usage().await.ok().metadata.remaining, 9);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_limit_is_a_two_hour_window() {
+    let app = spawn_app().await;
+    let (_, token) = app.integrator().await;
+    let client = app.client(Some(&token));
+    for n in 0..10 {
+        assert_eq!(client.metadata(&tiktok_url(TikTokScenario::Normal, 100 + n)).await.status, 200);
+    }
+    let reply = client.metadata(&tiktok_url(TikTokScenario::Normal, 200)).await;
+    // Free again only when the first lookup is two hours old (a GCRA would say 12 minutes).
+    let retry_after = reply.header_u64("retry-after").expect("Retry-After");
+    assert!((7_190..=7_200).contains(&retry_after), "Retry-After {retry_after}");
+    assert_eq!(reply.header_u64("x-ratelimit-remaining"), Some(0));
+    assert_eq!(reply.err().1.code, "rate_limited");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_links_are_resolved_only_within_the_limit_and_remembered() {
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 9);
+    let short = format!("https://vm.tiktok.com/{}/", cova_sim::short_code(id, false));
+    let short_requests = |app: &TestApp| app.sim.requests().iter().filter(|r| r.path.starts_with("/ZM")).count();
+    // Resolved once for the analysis, then remembered: the lookup below needs no request.
+    let job = client.analyze(&short, None).await.ok();
+    assert_eq!(job["ref"], format!("tiktok:{id}"));
+    client.wait_job(job["job_id"].as_str().expect("id")).await;
+    assert_eq!(client.metadata(&short).await.ok()["ref"], format!("tiktok:{id}"));
+    assert_eq!(short_requests(&app), 1);
+    // With the metadata limit spent, a new short link is refused before cova contacts the platform.
+    for n in 0..9 {
+        assert_eq!(client.metadata(&tiktok_url(TikTokScenario::Normal, 300 + n)).await.status, 200);
+    }
+    let other =
+        format!("https://vm.tiktok.com/{}/", cova_sim::short_code(tiktok_post_id(TikTokScenario::Normal, 10), false));
+    let (status, err) = client.metadata(&other).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (429, "rate_limited"));
+    assert_eq!(short_requests(&app), 1, "no platform request for a refused caller");
     app.stop().await;
 }

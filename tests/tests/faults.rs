@@ -1,18 +1,18 @@
 //! Backends that fail while cova works: connections cut under running jobs, backends that
-//! refuse connections. Networked backends only (the embedded ones have no connection to cut).
+//! refuse connections. Networked backends only (the embedded ones have no connection to cut):
+//! these tests are ignored by a plain `cargo test` and run by `make test-real` (and CI) with
+//! `--include-ignored`, where a missing backend fails them.
 
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
 use cova_tests::proxy::{Proxy, through, upstream_of};
-use cova_tests::{CACHE_URL_VAR, QUEUE_URL_VAR, spawn_app_with_sim};
+use cova_tests::{CACHE_URL_VAR, QUEUE_URL_VAR, real_backend, spawn_app_with_sim};
 use std::time::Duration;
 use std::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs RabbitMQ: run with make test-real"]
 async fn cutting_the_broker_connection_loses_no_job_and_charges_once() {
-    let Ok(queue_url) = std::env::var(QUEUE_URL_VAR) else {
-        eprintln!("{QUEUE_URL_VAR} is not set: the in-process queue has no connection to cut");
-        return;
-    };
+    let queue_url = real_backend(QUEUE_URL_VAR);
     let proxy = Proxy::spawn(upstream_of(&queue_url)).await;
     let via_proxy = through(&queue_url, &proxy);
     let sim = SimConfig { latency_ms: 40, ..SimConfig::default() };
@@ -85,11 +85,9 @@ async fn outage_and_recovery(app: &cova_tests::TestApp, proxy: &Proxy, token: &s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Redis: run with make test-real"]
 async fn redis_down_gives_503_and_cova_recovers_by_itself() {
-    let Ok(cache_url) = std::env::var(CACHE_URL_VAR) else {
-        eprintln!("{CACHE_URL_VAR} is not set: the in-memory cache cannot go down");
-        return;
-    };
+    let cache_url = real_backend(CACHE_URL_VAR);
     let proxy = Proxy::spawn(upstream_of(&cache_url)).await;
     let via_proxy = through(&cache_url, &proxy);
     let app = spawn_app_with_sim(SimConfig::default(), |c| {
@@ -103,11 +101,9 @@ async fn redis_down_gives_503_and_cova_recovers_by_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with make test-real"]
 async fn postgres_down_gives_503_and_no_job_is_lost_or_charged_twice() {
-    let Ok(admin_url) = std::env::var(cova_storage::testing::DATABASE_URL_VAR) else {
-        eprintln!("COVA_TEST_DATABASE_URL is not set: the embedded database cannot go down");
-        return;
-    };
+    let admin_url = real_backend(cova_storage::testing::DATABASE_URL_VAR);
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let sim = SimConfig { latency_ms: 60, ..SimConfig::default() };
     let proxy_port = proxy.addr.port();

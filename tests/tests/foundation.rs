@@ -76,7 +76,7 @@ async fn missing_invalid_malformed_and_revoked_tokens_are_401() {
     }
     assert_eq!(app.client(Some(&token)).usage().await.status, 200);
     let prefix = cova_auth::display_prefix(&token);
-    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_storage::clock::now_ms())
+    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_domain::time::now_ms())
         .await
         .expect("revoke");
     let (status, err) = app.client(Some(&token)).usage().await.err();
@@ -90,7 +90,7 @@ async fn revocation_bites_within_the_token_cache_ttl() {
     let (account, token) = app.integrator().await;
     assert_eq!(app.client(Some(&token)).usage().await.status, 200);
     let prefix = cova_auth::display_prefix(&token);
-    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_storage::clock::now_ms())
+    cova_storage::repo::tokens::revoke_by_prefix(app.db(), &account.id, &prefix, cova_domain::time::now_ms())
         .await
         .expect("revoke");
     let revoked_at = Instant::now();
@@ -238,7 +238,7 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     tokio::spawn(server);
 
     let account =
-        cova_storage::repo::accounts::create(&backends.db, "down@example.com", true, 0, cova_storage::clock::now_ms())
+        cova_storage::repo::accounts::create(&backends.db, "down@example.com", true, 0, cova_domain::time::now_ms())
             .await
             .expect("account");
     let generated = cova_auth::generate();
@@ -250,7 +250,7 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
             scopes: cova_auth::ScopeSet::parse_list("metadata:read").expect("scopes"),
             token: &generated,
         },
-        cova_storage::clock::now_ms(),
+        cova_domain::time::now_ms(),
     )
     .await
     .expect("db")

@@ -1,11 +1,16 @@
-//! Shared fast state behind one interface: TTL key/value, set-if-absent and GCRA rate limits,
-//! in process (`memory://`) or in Redis (`redis://`, shared by every replica).
+//! Shared fast state behind one interface: TTL key/value, set-if-absent, sliding-log windows
+//! (the specification's "N per window" limits) and GCRA (smoothing limits such as the general
+//! requests per minute), in process (`memory://`) or in Redis (`redis://`, shared by every
+//! replica, atomic by Lua scripts on the server's clock).
 
 mod gcra;
 mod memory;
 mod redis_cache;
+mod window;
 
+pub use cova_domain::limits::Window;
 pub use gcra::{Decision, Rate};
+pub use window::Op;
 
 use cova_config::{CacheBackend, CacheConfig};
 use std::time::Duration;
@@ -116,6 +121,16 @@ impl Cache {
         match &self.backend {
             Backend::Memory(m) => Ok(m.gcra(&key, rate, cost)),
             Backend::Redis(r) => self.bounded(r.gcra(&key, rate, cost)).await,
+        }
+    }
+
+    /// Applies `op` to the sliding-log window `window` of `key`: a hit is admitted only while
+    /// fewer than `window.limit` were admitted in the last `window.period`.
+    pub async fn window(&self, key: &str, window: Window, op: Op<'_>) -> Result<Decision> {
+        let key = self.key(&format!("wl:{key}"));
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.window(&key, window, op)),
+            Backend::Redis(r) => self.bounded(r.window(&key, window, op)).await,
         }
     }
 

@@ -1,6 +1,8 @@
 //! In-process store for the embedded single-process mode.
 
+use crate::Window;
 use crate::gcra::{self, Decision, Rate};
+use crate::window::{self, Log, Op};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 enum Value {
     Bytes(Vec<u8>),
     Tat(i64),
+    Log(Log),
 }
 
 struct Entry {
@@ -71,6 +74,21 @@ impl MemoryCache {
 
     pub fn delete(&self, key: &str) {
         self.lock().entries.remove(key);
+    }
+
+    pub fn window(&self, key: &str, limit: Window, op: Op<'_>) -> Decision {
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now = Instant::now();
+        let mut state = self.lock();
+        let mut log = match state.entries.remove(key) {
+            Some(Entry { value: Value::Log(log), expires }) if expires > now => log,
+            _ => Log::new(),
+        };
+        let decision = window::step(&mut log, now_ms, limit, op);
+        if !log.is_empty() {
+            Self::insert(&mut state, key, Value::Log(log), limit.period, now);
+        }
+        decision
     }
 
     pub fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Decision {

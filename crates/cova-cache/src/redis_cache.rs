@@ -1,7 +1,9 @@
 //! Redis store: one connection manager (reconnecting by itself), GCRA as one Lua script so
 //! that every replica shares the same limit atomically and by the server's clock.
 
+use crate::Window;
 use crate::gcra::{Decision, Rate};
+use crate::window::Op;
 use crate::{CacheError, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
@@ -46,12 +48,47 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
 return {1, remaining(new_tat), 0, new_tat - now}
 "#;
 
+/// Mirrors `window::step` over a sorted set (score = time in ms, member = request id).
+/// ARGV: period_ms, limit, op (`hit`, `peek`, `undo`), member.
+/// Returns {allowed, count, oldest_leaves_in_ms, newest_leaves_in_ms}.
+const WINDOW_LUA: &str = r#"
+local period = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+local allowed = 1
+if ARGV[3] == 'undo' then
+  redis.call('ZREM', KEYS[1], ARGV[4])
+end
+local count = redis.call('ZCARD', KEYS[1])
+if ARGV[3] == 'hit' then
+  if count < limit then
+    redis.call('ZADD', KEYS[1], now, ARGV[4])
+    redis.call('PEXPIRE', KEYS[1], period)
+    count = count + 1
+  else
+    allowed = 0
+  end
+end
+local function leaves(entry)
+  if #entry == 0 then return 0 end
+  local t = tonumber(entry[2]) + period - now
+  if t < 0 then return 0 end
+  return t
+end
+local oldest = leaves(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES'))
+local newest = leaves(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES'))
+return {allowed, count, oldest, newest}
+"#;
+
 #[derive(Clone)]
 pub(crate) struct RedisCache {
     client: redis::Client,
     timeout: Duration,
     conn: Arc<Mutex<Option<ConnectionManager>>>,
     script: Arc<Script>,
+    window_script: Arc<Script>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> CacheError {
@@ -61,7 +98,13 @@ fn unavailable(e: impl std::fmt::Display) -> CacheError {
 impl RedisCache {
     pub fn new(url: &str, timeout: Duration) -> Result<Self> {
         let client = redis::Client::open(url).map_err(unavailable)?;
-        Ok(Self { client, timeout, conn: Arc::default(), script: Arc::new(Script::new(GCRA_LUA)) })
+        Ok(Self {
+            client,
+            timeout,
+            conn: Arc::default(),
+            script: Arc::new(Script::new(GCRA_LUA)),
+            window_script: Arc::new(Script::new(WINDOW_LUA)),
+        })
     }
 
     /// The shared manager, created on first use so a Redis that is down at start only delays.
@@ -126,6 +169,27 @@ impl RedisCache {
             retry_after: Duration::from_micros(retry_us.max(0) as u64),
             reset_after: Duration::from_micros(reset_us.max(0) as u64),
         })
+    }
+
+    pub async fn window(&self, key: &str, window: Window, op: Op<'_>) -> Result<Decision> {
+        let (name, member) = match op {
+            Op::Hit(m) => ("hit", m),
+            Op::Peek => ("peek", ""),
+            Op::Undo(m) => ("undo", m),
+        };
+        let mut conn = self.conn().await?;
+        let (allowed, count, oldest, newest): (i64, i64, i64, i64) = self
+            .window_script
+            .key(key)
+            .arg(window.period.as_millis() as u64)
+            .arg(window.limit)
+            .arg(name)
+            .arg(member)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
+        Ok(crate::window::decision(allowed == 1, window.limit, count, oldest, newest))
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -87,3 +87,51 @@ async fn gcra_refills_one_unit_per_interval() {
     tokio::time::sleep(Duration::from_millis(230)).await;
     assert!(c.rate_limit("r", rate, 1).await.expect("refilled").allowed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_window_admits_exactly_its_limit_under_parallel_requests_and_no_more_later() {
+    use cova_cache::{Op, Window};
+    let c = cache();
+    let window = Window::new(10, Duration::from_secs(7_200));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move { c.window("meta:acct", window, Op::Hit(&format!("req-{i}"))).await }));
+    }
+    let mut admitted = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let d = t.await.expect("join").expect("window");
+        if d.allowed {
+            admitted.push(i);
+        } else {
+            assert_eq!(d.remaining, 0);
+            // The oldest entry leaves two hours after it was admitted.
+            assert!((7_190..=7_200).contains(&d.retry_after_secs()), "{:?}", d.retry_after);
+        }
+    }
+    assert_eq!(admitted.len(), 10);
+    let peek = c.window("meta:acct", window, Op::Peek).await.expect("peek");
+    assert_eq!((peek.allowed, peek.remaining), (true, 0));
+    // Giving one entry back makes room for exactly one more.
+    let undo = format!("req-{}", admitted[0]);
+    assert_eq!(c.window("meta:acct", window, Op::Undo(&undo)).await.expect("undo").remaining, 1);
+    assert!(c.window("meta:acct", window, Op::Hit("again")).await.expect("after undo").allowed);
+    assert!(!c.window("meta:acct", window, Op::Hit("more")).await.expect("full again").allowed);
+    assert_eq!(c.window("meta:other", window, Op::Peek).await.expect("peek").remaining, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_window_frees_a_slot_only_when_its_oldest_entry_leaves() {
+    use cova_cache::{Op, Window};
+    let c = cache();
+    let window = Window::new(2, Duration::from_millis(600));
+    assert!(c.window("w", window, Op::Hit("a")).await.expect("a").allowed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.window("w", window, Op::Hit("b")).await.expect("b").allowed);
+    let denied = c.window("w", window, Op::Hit("c")).await.expect("c");
+    assert!(!denied.allowed);
+    assert!(denied.retry_after <= Duration::from_millis(310), "{:?}", denied.retry_after);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(c.window("w", window, Op::Hit("d")).await.expect("a left").allowed);
+    assert!(!c.window("w", window, Op::Hit("e")).await.expect("b is still in").allowed);
+}

@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 mod backend;
+pub mod platforms;
 pub use backend::{CacheBackend, DatabaseBackend, QueueBackend, redact_url};
+pub use platforms::PlatformsConfig;
 
 /// Environment variables with the `COVA_` prefix that are not configuration keys.
 const NON_CONFIG_VARS: &[&str] = &["COVA_CONFIG"];
@@ -31,7 +33,7 @@ pub struct Config {
     /// Platform adapters (hosts, client hygiene, API keys); see the cova-platforms crate.
     /// Not serialised: it holds secrets, and its defaults come from its own `Default`.
     #[serde(skip_serializing)]
-    pub platforms: cova_platforms::PlatformsConfig,
+    pub platforms: PlatformsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -43,6 +45,8 @@ pub struct HttpConfig {
     pub body_limit_bytes: usize,
     /// Upper bound on handling one request; a slower backend answers 503.
     pub request_timeout_ms: u64,
+    /// How long a client may take to send its request body (then 408 `request_timeout`).
+    pub body_timeout_ms: u64,
     /// How long a stopping gateway lets in-flight requests finish.
     pub shutdown_timeout_s: u64,
     /// HTTP worker threads; 0 = one per CPU.
@@ -57,6 +61,7 @@ impl Default for HttpConfig {
             addr: "127.0.0.1:8080".into(),
             body_limit_bytes: 64 * 1024,
             request_timeout_ms: 30_000,
+            body_timeout_ms: 10_000,
             shutdown_timeout_s: 30,
             workers: 0,
             trusted_proxies: Vec::new(),
@@ -273,6 +278,9 @@ impl Config {
         }
         if self.http.request_timeout_ms == 0 {
             return Err(invalid("http.request_timeout_ms", "must be positive"));
+        }
+        if self.http.body_timeout_ms == 0 {
+            return Err(invalid("http.body_timeout_ms", "must be positive"));
         }
         for ip in &self.http.trusted_proxies {
             ip.parse::<std::net::IpAddr>()

@@ -1,11 +1,10 @@
 //! The one error catalogue of the cova API.
 //!
 //! Every machine code is declared exactly once, with its HTTP status and a default message.
-//! Codes are part of the public API: never rename or reuse one.
+//! Codes are part of the public API: never rename or reuse one. The catalogue knows no web
+//! framework: the gateway renders [`ApiError`] as an HTTP answer, and workers use the same
+//! codes for the errors they store on failed jobs.
 
-use actix_web::http::StatusCode;
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use std::fmt;
 
@@ -54,11 +53,18 @@ catalogue! {
     PayloadTooLarge => (413, "payload_too_large", "The request body is too large."),
     InternalError => (500, "internal_error", "Internal error. It has been logged; retry later."),
     Unavailable => (503, "unavailable", "A backend service is unavailable; retry later."),
+    RequestTimeout => (408, "request_timeout", "The request was not received in time; send it again."),
+    HeadersTooLarge => (431, "headers_too_large", "The request headers are too large."),
 }
 
 impl ErrorCode {
-    pub fn status(self) -> StatusCode {
-        StatusCode::from_u16(self.status_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    /// The code named `code`, if the catalogue has it (e.g. one stored on a failed job).
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == code)
+    }
+
+    pub const fn is_client_error(self) -> bool {
+        self.status_u16() < 500
     }
 }
 
@@ -126,6 +132,15 @@ impl ApiError {
     pub fn internal() -> Self {
         Self::of(ErrorCode::InternalError)
     }
+
+    pub const fn status(&self) -> u16 {
+        self.code.status_u16()
+    }
+
+    /// The answer's body, `{detail, code}`.
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody { detail: &self.detail, code: self.code.as_str() }
+    }
 }
 
 impl fmt::Display for ApiError {
@@ -135,25 +150,6 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
-
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        self.code.status()
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let mut res = HttpResponse::build(self.status_code());
-        if let Some(secs) = self.retry_after {
-            res.insert_header((header::RETRY_AFTER, secs.to_string()));
-        }
-        for (name, value) in &self.headers {
-            if let Ok(v) = HeaderValue::from_str(value) {
-                res.insert_header((*name, v));
-            }
-        }
-        res.json(ErrorBody { detail: &self.detail, code: self.code.as_str() })
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -165,9 +161,10 @@ mod tests {
         let mut seen = HashSet::new();
         for code in ErrorCode::ALL {
             assert!(seen.insert(code.as_str()), "duplicate code {code}");
-            assert!(code.status().is_client_error() || code.status().is_server_error());
+            assert!((400..600).contains(&code.status_u16()), "{code}");
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(*code));
         }
-        assert_eq!(seen.len(), 16);
+        assert_eq!(seen.len(), ErrorCode::ALL.len());
     }
 
     #[test]
@@ -191,9 +188,10 @@ mod tests {
     }
 
     #[test]
-    fn rate_limited_carries_retry_after() {
-        let res = ApiError::of(ErrorCode::RateLimited).with_retry_after(7).error_response();
-        assert_eq!(res.status(), 429);
-        assert_eq!(res.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("7"));
+    fn limits_and_outages_carry_retry_after() {
+        assert_eq!(ApiError::of(ErrorCode::RateLimited).with_retry_after(7).retry_after, Some(7));
+        assert_eq!(ApiError::of(ErrorCode::Unavailable).retry_after, Some(1));
+        assert_eq!(ApiError::of(ErrorCode::NotFound).retry_after, None);
+        assert_eq!(ApiError::of(ErrorCode::RateLimited).with_retry_after(0).retry_after, Some(1));
     }
 }

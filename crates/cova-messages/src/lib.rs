@@ -1,13 +1,110 @@
-//! Queue message bodies. Each has a JSON Schema in `proto-schemas/` (same name); tests
-//! check that what cova publishes matches them.
+//! Queue message bodies, and where each one goes. Each type has a JSON Schema in
+//! `proto-schemas/` (same name); tests check that what cova publishes matches them.
+//!
+//! A message knows its routing: a [`Command`] names the worker role that consumes it, an
+//! [`Event`] its routing key on the events exchange. Nothing else decides where a message goes.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+/// Worker roles that consume commands, each from its own queue `<prefix>.<role>`.
+pub mod roles {
+    pub const SCRAPER: &str = "scraper";
+    pub const AI_WORKER: &str = "ai-worker";
+    /// Every command-consuming role: every process declares their queues, so a command is
+    /// routable even before its consumer first starts.
+    pub const ALL: &[&str] = &[SCRAPER, AI_WORKER];
+}
+
+/// A message for one worker role.
+pub trait Command: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The role whose queue receives it (routing key on the commands exchange).
+    const ROLE: &'static str;
+}
+
+/// A fact published on the events exchange (a topic exchange), for whoever listens.
+pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The routing key of this event, e.g. `job.complete`.
+    fn routing_key(&self) -> &'static str;
+}
+
+/// Where an outgoing message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// The commands exchange (routing key = role); must reach a queue.
+    Command,
+    /// The events exchange (routing key = event type); nobody has to listen.
+    Event,
+}
+
+impl Destination {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Destination::Command => "command",
+            Destination::Event => "event",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "command" => Some(Destination::Command),
+            "event" => Some(Destination::Event),
+            _ => None,
+        }
+    }
+}
+
+/// A message ready to be written to the outbox or published: its destination, routing key and
+/// JSON body, all taken from the message itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub destination: Destination,
+    pub routing_key: &'static str,
+    pub payload: String,
+}
+
+impl Outgoing {
+    pub fn command<C: Command>(command: &C) -> Self {
+        Self { destination: Destination::Command, routing_key: C::ROLE, payload: to_json(command) }
+    }
+
+    pub fn event<E: Event>(event: &E) -> Self {
+        Self { destination: Destination::Event, routing_key: event.routing_key(), payload: to_json(event) }
+    }
+}
+
+/// These types serialise infallibly (strings, numbers and options only).
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
 
 /// Command to the scraper role: collect the comments of this job (`proto-schemas/analyze-command.schema.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnalyzeCommand {
     pub job_id: String,
+}
+
+impl Command for AnalyzeCommand {
+    const ROLE: &'static str = roles::SCRAPER;
+}
+
+/// How a job ended; the `type` of [`JobEvent`] and its routing key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobEventType {
+    #[serde(rename = "job.complete")]
+    Complete,
+    #[serde(rename = "job.failed")]
+    Failed,
+}
+
+impl JobEventType {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobEventType::Complete => "job.complete",
+            JobEventType::Failed => "job.failed",
+        }
+    }
 }
 
 /// A job reached an end state (`proto-schemas/job-event.schema.json`). The fields are exactly
@@ -17,7 +114,7 @@ pub struct AnalyzeCommand {
 pub struct JobEvent {
     /// `job.complete` or `job.failed`; also the routing key on the events exchange.
     #[serde(rename = "type")]
-    pub kind_of_event: String,
+    pub event_type: JobEventType,
     /// `analyze` or `ai`.
     pub kind: String,
     pub job_id: String,
@@ -28,6 +125,12 @@ pub struct JobEvent {
     pub error: Option<JobError>,
 }
 
+impl Event for JobEvent {
+    fn routing_key(&self) -> &'static str {
+        self.event_type.as_str()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobError {
@@ -35,36 +138,37 @@ pub struct JobError {
     pub detail: String,
 }
 
-impl AnalyzeCommand {
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
-impl JobEvent {
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn event_uses_the_specification_field_names() {
+    fn event_uses_the_specification_field_names_and_routes_by_type() {
         let e = JobEvent {
-            kind_of_event: "job.failed".into(),
+            event_type: JobEventType::Failed,
             kind: "analyze".into(),
             job_id: "j".into(),
             r#ref: "tiktok:1".into(),
             url: "https://www.tiktok.com/@a/video/1".into(),
             error: Some(JobError { code: "parse_error".into(), detail: "gone".into() }),
         };
-        let v: serde_json::Value = serde_json::from_str(&e.to_json()).expect("json");
+        let out = Outgoing::event(&e);
+        assert_eq!((out.destination, out.routing_key), (Destination::Event, "job.failed"));
+        let v: serde_json::Value = serde_json::from_str(&out.payload).expect("json");
         let mut keys: Vec<_> = v.as_object().expect("object").keys().cloned().collect();
         keys.sort();
         assert_eq!(keys, ["error", "job_id", "kind", "ref", "type", "url"]);
+        assert_eq!(v["type"], "job.failed");
         assert_eq!(serde_json::from_value::<JobEvent>(v).expect("round trip"), e);
+    }
+
+    #[test]
+    fn commands_route_to_their_role() {
+        let out = Outgoing::command(&AnalyzeCommand { job_id: "j".into() });
+        assert_eq!(
+            (out.destination, out.routing_key, out.payload.as_str()),
+            (Destination::Command, "scraper", r#"{"job_id":"j"}"#)
+        );
+        assert!(roles::ALL.contains(&AnalyzeCommand::ROLE));
     }
 }

@@ -1,4 +1,7 @@
-//! The one error type of the platform layer; each variant maps to one API error code.
+//! The one error type of the platform layer, and the one place where a platform failure is
+//! given its API error code: the gateway answers with it, the scraper stores it on failed jobs.
+
+use cova_errors::{ApiError, ErrorCode};
 
 /// A failure of a platform operation, with a detail an integrator can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,12 +23,30 @@ pub enum PlatformError {
 
 impl PlatformError {
     /// The API error code this failure is reported under.
-    pub fn code(&self) -> &'static str {
+    pub const fn code(&self) -> ErrorCode {
         match self {
-            Self::InvalidUrl(_) => "validation_error",
-            Self::AudienceRestricted(_) => "audience_restricted",
-            Self::Parse(_) => "parse_error",
-            Self::Unavailable(_) => "unavailable",
+            Self::InvalidUrl(_) => ErrorCode::ValidationError,
+            Self::AudienceRestricted(_) => ErrorCode::AudienceRestricted,
+            Self::Parse(_) => ErrorCode::ParseError,
+            Self::Unavailable(_) => ErrorCode::Unavailable,
+        }
+    }
+
+    /// Worth trying again later (the platform was down, blocked us or ran out of quota);
+    /// every other failure is final for this post.
+    pub const fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+
+    /// The answer an API caller gets. A transient failure never shows platform internals and
+    /// tells the caller when to come back.
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            Self::Unavailable(_) => {
+                ApiError::new(ErrorCode::Unavailable, "The platform cannot be reached right now; retry later.")
+                    .with_retry_after(30)
+            }
+            other => ApiError::new(other.code(), other.detail()),
         }
     }
 
@@ -43,10 +64,15 @@ mod tests {
 
     #[test]
     fn codes_match_the_api_table() {
-        assert_eq!(PlatformError::InvalidUrl("x".into()).code(), "validation_error");
-        assert_eq!(PlatformError::AudienceRestricted("x".into()).code(), "audience_restricted");
-        assert_eq!(PlatformError::Parse("x".into()).code(), "parse_error");
-        assert_eq!(PlatformError::Unavailable("x".into()).code(), "unavailable");
+        assert_eq!(PlatformError::InvalidUrl("x".into()).code().as_str(), "validation_error");
+        assert_eq!(PlatformError::AudienceRestricted("x".into()).code().as_str(), "audience_restricted");
+        assert_eq!(PlatformError::Parse("x".into()).code().as_str(), "parse_error");
+        assert_eq!(PlatformError::Unavailable("x".into()).code().as_str(), "unavailable");
         assert_eq!(PlatformError::Parse("gone".into()).detail(), "gone");
+        let api = PlatformError::Unavailable("proxy 10.0.0.3 refused".into()).to_api_error();
+        assert!(!api.detail.contains("10.0.0.3"), "internals stay in the log");
+        assert_eq!((api.status(), api.retry_after), (503, Some(30)));
+        assert!(PlatformError::Unavailable(String::new()).is_transient());
+        assert!(!PlatformError::Parse(String::new()).is_transient());
     }
 }

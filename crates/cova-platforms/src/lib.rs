@@ -5,7 +5,6 @@
 //! production and to `cova-sim` in tests.
 
 mod collect;
-mod config;
 mod error;
 mod http;
 mod json;
@@ -15,7 +14,7 @@ mod tiktok;
 mod urls;
 mod youtube;
 
-pub use config::{PlatformsConfig, TikTokConfig, YouTubeConfig};
+pub use cova_config::platforms::{PlatformsConfig, TikTokConfig, YouTubeConfig};
 pub use error::PlatformError;
 pub use keywords::description_keywords;
 pub use model::{
@@ -154,6 +153,11 @@ impl Platforms {
             ParsedUrl::Post(post) => Ok(post),
             ParsedUrl::ShortLink(link) => self.inner.tiktok.resolve_short(&link).await,
         }
+    }
+
+    /// Follows a short link to the post it names (bounded hops, platform hosts only).
+    pub async fn resolve_short_link(&self, link: &ShortLink) -> Result<PostRef, PlatformError> {
+        self.inner.tiktok.resolve_short(link).await
     }
 
     pub async fn metadata(&self, post: &PostRef) -> Result<Metadata, PlatformError> {

@@ -332,7 +332,7 @@ mod tests {
         assert!(detail("https://www.youtube.com/watch?x=1").contains("not a post URL"));
         assert!(detail("https://vm.tiktok.com/").contains("not a post URL"));
         for s in ["", "https://x.y/z"] {
-            assert_eq!(parse_url(s).expect_err(s).code(), "validation_error");
+            assert_eq!(parse_url(s).expect_err(s).code().as_str(), "validation_error");
         }
     }
 

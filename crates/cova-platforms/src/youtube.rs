@@ -1,7 +1,7 @@
 //! YouTube Shorts through the official Data API v3.
 
+use crate::YouTubeConfig;
 use crate::collect::{CommentSource, ReplyJob, ReplyPage, TopPage};
-use crate::config::YouTubeConfig;
 use crate::http::{Attempt, Http, HttpSettings, Request, json_body};
 use crate::json::{str_of, u32_of, u64_of};
 use crate::keywords::description_keywords;

@@ -321,7 +321,7 @@ async fn tiktok_scenarios_map_to_errors() {
     ];
     for (scenario, code, detail) in cases {
         let err = p.metadata(&tiktok(scenario, 10)).await.expect_err("scenario fails");
-        assert_eq!(err.code(), code, "{scenario:?}: {err}");
+        assert_eq!(err.code().as_str(), code, "{scenario:?}: {err}");
         assert!(err.detail().contains(detail), "{scenario:?}: {err}");
     }
     for (scenario, code) in [
@@ -332,7 +332,7 @@ async fn tiktok_scenarios_map_to_errors() {
         (S::EmptyBodyAlways, "parse_error"),
     ] {
         let err = collect(&p, &tiktok(scenario, 10), 100).await.expect_err("scenario fails");
-        assert_eq!(err.code(), code, "{scenario:?}: {err}");
+        assert_eq!(err.code().as_str(), code, "{scenario:?}: {err}");
     }
 }
 
@@ -377,12 +377,12 @@ async fn transient_failures_are_retried() {
     // Persistent 5xx ends as unavailable after max_retries + 1 attempts.
     let (sim, p) = setup(SimConfig { server_error_every: 1, ..SimConfig::default() }).await;
     let err = p.metadata(&tiktok(S::Normal, 5)).await.expect_err("always 503");
-    assert_eq!(err.code(), "unavailable");
+    assert_eq!(err.code().as_str(), "unavailable");
     assert_eq!(sim.requests().len(), MAX_RETRIES as usize + 1);
     // Persistent empty bodies end as a parse error naming the blocking.
     let (sim, p) = setup(SimConfig { empty_body_first: 100, ..SimConfig::default() }).await;
     let err = collect(&p, &tiktok(S::Normal, 5), 10).await.expect_err("always empty");
-    assert_eq!(err.code(), "parse_error");
+    assert_eq!(err.code().as_str(), "parse_error");
     assert!(err.detail().contains("blocking"), "{err}");
     assert_eq!(sim.requests().len(), MAX_RETRIES as usize + 1);
 }
@@ -412,7 +412,7 @@ async fn urls_and_short_links_resolve_to_refs() {
     assert!(heads.iter().any(|r| r.path.starts_with("/t/")));
 
     let err = p.resolve("https://vm.tiktok.com/ZZunknown1/").await.expect_err("unknown short code");
-    assert_eq!(err.code(), "parse_error");
+    assert_eq!(err.code().as_str(), "parse_error");
     assert!(err.detail().contains("home page"), "{err}");
     for (bad, detail) in [
         ("notaurl", "not a URL"),
@@ -420,7 +420,7 @@ async fn urls_and_short_links_resolve_to_refs() {
         ("https://www.tiktok.com/@x", "not a post URL"),
     ] {
         let err = p.resolve(bad).await.expect_err(bad);
-        assert_eq!(err.code(), "validation_error");
+        assert_eq!(err.code().as_str(), "validation_error");
         assert!(err.detail().contains(detail), "{bad}: {err}");
     }
 }
@@ -444,13 +444,13 @@ async fn youtube_metadata_and_errors() {
     assert_eq!((outcome.collected, outcome.truncated, flat.len()), (0, false, 0));
     p.metadata(&youtube(Y::CommentsDisabled, 10)).await.expect("metadata still works");
 
-    assert_eq!(p.metadata(&youtube(Y::NotFound, 1)).await.expect_err("missing").code(), "parse_error");
-    assert_eq!(collect(&p, &youtube(Y::NotFound, 1), 10).await.expect_err("missing").code(), "parse_error");
-    assert_eq!(collect(&p, &youtube(Y::Forbidden, 1), 10).await.expect_err("forbidden").code(), "parse_error");
+    assert_eq!(p.metadata(&youtube(Y::NotFound, 1)).await.expect_err("missing").code().as_str(), "parse_error");
+    assert_eq!(collect(&p, &youtube(Y::NotFound, 1), 10).await.expect_err("missing").code().as_str(), "parse_error");
+    assert_eq!(collect(&p, &youtube(Y::Forbidden, 1), 10).await.expect_err("forbidden").code().as_str(), "parse_error");
     let quota = p.metadata(&youtube(Y::QuotaExceeded, 1)).await.expect_err("quota");
-    assert_eq!(quota.code(), "unavailable");
+    assert_eq!(quota.code().as_str(), "unavailable");
     assert!(quota.detail().contains("quota"));
-    assert_eq!(collect(&p, &youtube(Y::QuotaExceeded, 1), 10).await.expect_err("quota").code(), "unavailable");
+    assert_eq!(collect(&p, &youtube(Y::QuotaExceeded, 1), 10).await.expect_err("quota").code().as_str(), "unavailable");
 
     let flaky = youtube(Y::ServerErrorEvery3rd, 700);
     let (outcome, flat) = collect(&p, &flaky, 10_000).await.expect("retries through 503s");
@@ -460,11 +460,11 @@ async fn youtube_metadata_and_errors() {
     let mut cfg = config(&sim);
     cfg.youtube.api_key = None;
     let err = Platforms::new(&cfg).expect("config").metadata(&post).await.expect_err("no key");
-    assert_eq!(err.code(), "unavailable");
+    assert_eq!(err.code().as_str(), "unavailable");
     assert!(err.detail().contains("api_key"));
     cfg.youtube.api_key = Some("wrong".to_string().into());
     let err = Platforms::new(&cfg).expect("config").metadata(&post).await.expect_err("bad key");
-    assert_eq!(err.code(), "unavailable");
+    assert_eq!(err.code().as_str(), "unavailable");
     assert!(!err.detail().contains("wrong"), "the key never appears in errors");
 }
 

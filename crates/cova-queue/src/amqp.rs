@@ -1,14 +1,13 @@
 //! RabbitMQ with lapin: durable topology, persistent messages, publisher confirms awaited,
-//! `mandatory` publishes, manual acks, small prefetch, and our own reconnect loop (lapin's
-//! recovery is not relied on): a lost connection is re-opened with backoff, the topology
-//! declared again and consumers resumed.
+//! `mandatory` publishes for commands, manual acks, small prefetch, and our own reconnect
+//! loop (lapin's recovery is not relied on): a lost connection is re-opened with backoff, the
+//! topology declared again and consumers resumed.
 //!
-//! Names: exchange `<prefix>.commands` (direct, routing key = role); per role a queue
-//! `<prefix>.<role>`, a retry queue `<prefix>.<role>.retry` whose expired messages dead-letter
-//! back to the commands exchange, and a dead-letter queue `<prefix>.<role>.dead`;
-//! exchange `<prefix>.events` (topic) for job events.
+//! Every consumed queue `q` gets retry queues `q.retry.<tier>`, each with a fixed
+//! `x-message-ttl` and dead-lettering back into `q` through the default exchange, and a
+//! dead-letter queue `q.dead`.
 
-use crate::{Message, QueueError, ROLES, Result};
+use crate::{Binding, Message, QueueError, RETRY_TIERS, Result, tier_label};
 use futures::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
@@ -38,6 +37,9 @@ struct Inner {
     url: String,
     prefix: String,
     prefetch: u16,
+    /// Queues declared on every connection: the roles' command queues and every queue a
+    /// consumer of this process declared.
+    bindings: std::sync::Mutex<Vec<Binding>>,
     link: Mutex<Option<Link>>,
 }
 
@@ -47,8 +49,21 @@ pub struct AmqpQueue {
 }
 
 impl AmqpQueue {
-    pub(crate) fn new(url: String, prefix: String, prefetch: u16) -> Self {
-        Self { inner: Arc::new(Inner { url, prefix, prefetch, link: Mutex::new(None) }) }
+    pub(crate) fn new(url: String, prefix: String, prefetch: u16, roles: Vec<String>) -> Self {
+        let bindings = std::sync::Mutex::new(roles.into_iter().map(Binding::Role).collect());
+        Self { inner: Arc::new(Inner { url, prefix, prefetch, bindings, link: Mutex::new(None) }) }
+    }
+
+    fn bindings(&self) -> Vec<Binding> {
+        self.inner.bindings.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    fn remember(&self, binding: &Binding) {
+        if let Ok(mut all) = self.inner.bindings.lock()
+            && !all.contains(binding)
+        {
+            all.push(binding.clone());
+        }
     }
 
     fn name(&self, suffix: &str) -> String {
@@ -81,80 +96,79 @@ impl AmqpQueue {
     }
 
     async fn declare_topology(&self, ch: &Channel) -> Result<()> {
-        let commands = self.name("commands");
         let durable_exchange = ExchangeDeclareOptions { durable: true, ..Default::default() };
-        ch.exchange_declare(commands.as_str().into(), ExchangeKind::Direct, durable_exchange, FieldTable::default())
-            .await
-            .map_err(unavailable)?;
+        ch.exchange_declare(
+            self.name("commands").into(),
+            ExchangeKind::Direct,
+            durable_exchange,
+            FieldTable::default(),
+        )
+        .await
+        .map_err(unavailable)?;
         ch.exchange_declare(self.name("events").into(), ExchangeKind::Topic, durable_exchange, FieldTable::default())
             .await
             .map_err(unavailable)?;
-        for role in ROLES {
-            let queue = self.name(role);
-            ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), FieldTable::default())
-                .await
-                .map_err(unavailable)?;
+        for binding in self.bindings() {
+            self.declare_queue(ch, &binding).await?;
+        }
+        Ok(())
+    }
+
+    /// The queue of `binding`, its bindings, its retry tiers and its dead-letter queue.
+    async fn declare_queue(&self, ch: &Channel, binding: &Binding) -> Result<()> {
+        let queue = self.name(binding.name());
+        ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), FieldTable::default())
+            .await
+            .map_err(unavailable)?;
+        let (exchange, keys) = match binding {
+            Binding::Role(role) => (self.name("commands"), vec![role.clone()]),
+            Binding::Events { patterns, .. } => (self.name("events"), patterns.clone()),
+        };
+        for key in keys {
             ch.queue_bind(
-                queue.into(),
-                commands.as_str().into(),
-                role.into(),
+                queue.as_str().into(),
+                exchange.as_str().into(),
+                key.as_str().into(),
                 QueueBindOptions::default(),
                 FieldTable::default(),
             )
             .await
             .map_err(unavailable)?;
-            let mut retry_args = FieldTable::default();
-            retry_args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(commands.as_str().into()));
-            retry_args.insert("x-dead-letter-routing-key".into(), AMQPValue::LongString(role.into()));
-            ch.queue_declare(self.name(&format!("{role}.retry")).into(), QueueDeclareOptions::durable(), retry_args)
+        }
+        for tier in RETRY_TIERS {
+            let mut args = FieldTable::default();
+            args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(tier.as_millis() as i64));
+            args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString("".into()));
+            args.insert("x-dead-letter-routing-key".into(), AMQPValue::LongString(queue.as_str().into()));
+            ch.queue_declare(retry_queue(&queue, tier).into(), QueueDeclareOptions::durable(), args)
                 .await
                 .map_err(unavailable)?;
-            ch.queue_declare(
-                self.name(&format!("{role}.dead")).into(),
-                QueueDeclareOptions::durable(),
-                FieldTable::default(),
-            )
+        }
+        ch.queue_declare(format!("{queue}.dead").into(), QueueDeclareOptions::durable(), FieldTable::default())
             .await
             .map_err(unavailable)?;
-        }
         Ok(())
     }
 
     /// Publishes persistently and awaits the broker's confirm; a nack is an error, and so is a
     /// return (commands must reach a queue; events use `publish_with` and need not).
-    async fn publish_to(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        message: &Message,
-        expiration: Option<Duration>,
-    ) -> Result<()> {
-        self.publish_with(exchange, routing_key, message, expiration, true).await
+    async fn publish_to(&self, exchange: &str, routing_key: &str, message: &Message) -> Result<()> {
+        self.publish_with(exchange, routing_key, message, true).await
     }
 
-    async fn publish_with(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        message: &Message,
-        expiration: Option<Duration>,
-        mandatory: bool,
-    ) -> Result<()> {
+    async fn publish_with(&self, exchange: &str, routing_key: &str, message: &Message, mandatory: bool) -> Result<()> {
         let (_, ch) = self.link().await?;
         let mut headers = FieldTable::default();
         for (k, v) in &message.headers {
             headers.insert(k.as_str().into(), AMQPValue::LongString(v.as_str().into()));
         }
         headers.insert(ATTEMPT_HEADER.into(), AMQPValue::LongLongInt(i64::from(message.attempt)));
-        let mut props = BasicProperties::default()
+        let props = BasicProperties::default()
             .with_delivery_mode(2)
             .with_message_id(message.id.as_str().into())
             .with_content_type("application/json".into())
             .with_type(message.routing_key.as_str().into())
             .with_headers(headers);
-        if let Some(ttl) = expiration {
-            props = props.with_expiration(ttl.as_millis().max(1).to_string().into());
-        }
         let options = BasicPublishOptions { mandatory, ..Default::default() };
         let confirm = ch
             .basic_publish(exchange.into(), routing_key.into(), options, &message.payload, props)
@@ -174,11 +188,11 @@ impl AmqpQueue {
     }
 
     pub(crate) async fn publish(&self, message: Message) -> Result<()> {
-        self.publish_to(&self.name("commands"), &message.routing_key.clone(), &message, None).await
+        self.publish_to(&self.name("commands"), &message.routing_key.clone(), &message).await
     }
 
     pub(crate) async fn publish_event(&self, message: Message) -> Result<()> {
-        self.publish_with(&self.name("events"), &message.routing_key.clone(), &message, None, false).await
+        self.publish_with(&self.name("events"), &message.routing_key.clone(), &message, false).await
     }
 
     /// A private, auto-deleted queue bound to every event.
@@ -203,15 +217,28 @@ impl AmqpQueue {
         Ok(AmqpEvents { consumer, _channel: ch })
     }
 
-    pub(crate) async fn consume(&self, role: &str) -> Result<AmqpConsumer> {
-        if !ROLES.contains(&role) {
-            return Err(QueueError::Unroutable(role.to_owned()));
-        }
-        // Fail fast when the broker is unreachable at start; later losses are retried forever.
-        self.link().await?;
+    pub(crate) async fn consume(&self, binding: Binding) -> Result<AmqpConsumer> {
+        self.remember(&binding);
+        // Declared now, so that what is published from here on is kept; and fail fast when the
+        // broker is unreachable at start (later losses are retried forever).
+        let (_, ch) = self.link().await?;
+        self.declare_queue(&ch, &binding).await?;
         let (tx, rx) = mpsc::channel(usize::from(self.inner.prefetch.max(1)));
-        tokio::spawn(consume_loop(self.clone(), role.to_owned(), tx));
+        tokio::spawn(consume_loop(self.clone(), binding.name().to_owned(), tx));
         Ok(AmqpConsumer { rx })
+    }
+
+    /// Messages waiting in the dead-letter queue of `name`.
+    pub(crate) async fn dead_letter_count(&self, name: &str) -> Result<u64> {
+        let (conn, _) = self.link().await?;
+        let ch = conn.create_channel().await.map_err(unavailable)?;
+        let dead = format!("{}.dead", self.name(name));
+        let declared = ch
+            .queue_declare(dead.into(), QueueDeclareOptions::durable(), FieldTable::default())
+            .await
+            .map_err(unavailable)?;
+        let _ = ch.close(200, "done".into()).await;
+        Ok(u64::from(declared.message_count()))
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
@@ -221,11 +248,12 @@ impl AmqpQueue {
     /// Deletes every queue and exchange under the prefix (tests and decommissioned deployments).
     pub(crate) async fn teardown(&self) -> Result<()> {
         let (_, ch) = self.link().await?;
-        for role in ROLES {
-            for suffix in ["", ".retry", ".dead"] {
-                ch.queue_delete(self.name(&format!("{role}{suffix}")).into(), QueueDeleteOptions::default())
-                    .await
-                    .map_err(unavailable)?;
+        for binding in self.bindings() {
+            let queue = self.name(binding.name());
+            let mut names = vec![queue.clone(), format!("{queue}.dead")];
+            names.extend(RETRY_TIERS.iter().map(|t| retry_queue(&queue, *t)));
+            for name in names {
+                ch.queue_delete(name.into(), QueueDeleteOptions::default()).await.map_err(unavailable)?;
             }
         }
         for exchange in ["commands", "events"] {
@@ -238,14 +266,18 @@ impl AmqpQueue {
     }
 }
 
+fn retry_queue(queue: &str, tier: Duration) -> String {
+    format!("{queue}.retry.{}", tier_label(tier))
+}
+
 /// Keeps one consumer alive across connection losses; ends when the receiving side is dropped.
-async fn consume_loop(queue: AmqpQueue, role: String, tx: mpsc::Sender<AmqpDelivery>) {
+async fn consume_loop(queue: AmqpQueue, name: String, tx: mpsc::Sender<AmqpDelivery>) {
     let mut backoff = Duration::from_millis(200);
     while !tx.is_closed() {
-        match consume_once(&queue, &role, &tx).await {
+        match consume_once(&queue, &name, &tx).await {
             Ok(()) => backoff = Duration::from_millis(200),
             Err(e) => {
-                tracing::warn!(queue.role = %role, error = %e, backoff_ms = backoff.as_millis() as u64, "consumer lost its connection; reconnecting");
+                tracing::warn!(queue.name = %name, error = %e, backoff_ms = backoff.as_millis() as u64, "consumer lost its connection; reconnecting");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -253,27 +285,39 @@ async fn consume_loop(queue: AmqpQueue, role: String, tx: mpsc::Sender<AmqpDeliv
     }
 }
 
-async fn consume_once(queue: &AmqpQueue, role: &str, tx: &mpsc::Sender<AmqpDelivery>) -> Result<()> {
+async fn consume_once(queue: &AmqpQueue, name: &str, tx: &mpsc::Sender<AmqpDelivery>) -> Result<()> {
     let (conn, _) = queue.link().await?;
     let ch = conn.create_channel().await.map_err(unavailable)?;
     ch.basic_qos(queue.inner.prefetch, BasicQosOptions::default()).await.map_err(unavailable)?;
-    let tag = format!("{role}-{}", uuid::Uuid::new_v4());
+    let tag = format!("{name}-{}", uuid::Uuid::new_v4());
     let mut consumer = ch
-        .basic_consume(queue.name(role).into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume(queue.name(name).into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default())
         .await
         .map_err(unavailable)?;
-    while let Some(item) = consumer.next().await {
+    loop {
+        // A consumer whose receiving side is gone stops; its unacked deliveries go back.
+        let item = tokio::select! {
+            item = consumer.next() => item,
+            _ = tx.closed() => {
+                let _ = ch.close(200, "consumer stopped".into()).await;
+                return Ok(());
+            }
+        };
+        let Some(item) = item else { break };
         let delivery = item.map_err(unavailable)?;
-        let message = decode(role, &delivery);
-        let out = AmqpDelivery { message, acker: delivery.acker, queue: queue.clone(), role: role.to_owned() };
+        let message = decode(&delivery);
+        let out = AmqpDelivery { message, acker: delivery.acker, queue: queue.clone(), name: name.to_owned() };
         if tx.send(out).await.is_err() {
+            let _ = ch.close(200, "consumer stopped".into()).await;
             return Ok(());
         }
     }
     Err(unavailable("consumer stream ended"))
 }
 
-fn decode(role: &str, delivery: &lapin::message::Delivery) -> Message {
+/// The message as published: the routing key travels in the `type` property, because a
+/// retried message reaches its queue again through the default exchange.
+fn decode(delivery: &lapin::message::Delivery) -> Message {
     let props = &delivery.properties;
     let mut headers = BTreeMap::new();
     let mut attempt = 1;
@@ -288,9 +332,10 @@ fn decode(role: &str, delivery: &lapin::message::Delivery) -> Message {
             }
         }
     }
+    let routing_key = props.kind().as_ref().map_or_else(|| delivery.routing_key.to_string(), ShortString::to_string);
     Message {
         id: props.message_id().as_ref().map(ShortString::to_string).unwrap_or_default(),
-        routing_key: role.to_owned(),
+        routing_key,
         payload: delivery.data.clone(),
         headers,
         attempt,
@@ -311,7 +356,8 @@ pub struct AmqpDelivery {
     pub(crate) message: Message,
     acker: lapin::Acker,
     queue: AmqpQueue,
-    role: String,
+    /// The queue it came from, under the prefix.
+    name: String,
 }
 
 impl AmqpDelivery {
@@ -319,13 +365,14 @@ impl AmqpDelivery {
         self.acker.ack(BasicAckOptions::default()).await.map(|_| ()).map_err(unavailable)
     }
 
-    /// Parks a copy in the retry queue (expiring back to the work queue), then acks the original.
-    /// If the copy cannot be published the original is requeued instead, so nothing is lost.
-    pub(crate) async fn retry(self, delay: Duration) -> Result<()> {
+    /// Parks a copy in the retry queue of `tier` (expiring back to the work queue), then acks
+    /// the original. If the copy cannot be published the original is requeued instead, so
+    /// nothing is lost.
+    pub(crate) async fn retry(self, tier: Duration) -> Result<()> {
         let mut copy = self.message.clone();
         copy.attempt += 1;
-        let retry_queue = self.queue.name(&format!("{}.retry", self.role));
-        match self.queue.publish_to("", &retry_queue, &copy, Some(delay)).await {
+        let retry = retry_queue(&self.queue.name(&self.name), tier);
+        match self.queue.publish_to("", &retry, &copy).await {
             Ok(()) => self.ack().await,
             Err(e) => {
                 let _ = self.acker.nack(BasicNackOptions { requeue: true, ..Default::default() }).await;
@@ -337,8 +384,8 @@ impl AmqpDelivery {
     pub(crate) async fn dead_letter(self, reason: &str) -> Result<()> {
         let mut copy = self.message.clone();
         copy.headers.insert("x-cova-dead-reason".into(), reason.to_owned());
-        let dead_queue = self.queue.name(&format!("{}.dead", self.role));
-        match self.queue.publish_to("", &dead_queue, &copy, None).await {
+        let dead_queue = format!("{}.dead", self.queue.name(&self.name));
+        match self.queue.publish_to("", &dead_queue, &copy).await {
             Ok(()) => self.ack().await,
             Err(e) => {
                 let _ = self.acker.nack(BasicNackOptions { requeue: true, ..Default::default() }).await;
@@ -356,9 +403,6 @@ pub struct AmqpEvents {
 impl AmqpEvents {
     pub(crate) async fn next(&mut self) -> Option<Message> {
         let delivery = self.consumer.next().await?.ok()?;
-        let routing_key = delivery.routing_key.to_string();
-        let mut message = decode(&routing_key, &delivery);
-        message.routing_key = routing_key;
-        Some(message)
+        Some(decode(&delivery))
     }
 }

@@ -1,34 +1,78 @@
-//! The job queue: publish with confirmation, consume with ack / delayed retry / dead-letter.
+//! The queue: commands to worker roles and events for whoever listens, each consumed with
+//! manual acks, delayed retries and a dead-letter queue.
 //!
 //! Two implementations behind one interface, chosen by `queue.url`: an in-process queue for the
-//! single-process embedded mode (`memory://`) and RabbitMQ (`amqp://`). Each worker role has its
-//! own queue, `<prefix>.<role>`; commands are routed to it by the role name.
+//! single-process embedded mode (`memory://`) and RabbitMQ (`amqp://`).
+//!
+//! Names (all under `queue.prefix`):
+//! - exchange `<prefix>.commands` (direct): routing key = role; queue `<prefix>.<role>`.
+//! - exchange `<prefix>.events` (topic): routing key = event type. `subscribe_events` gives a
+//!   private stream of what is published from now on; `consume_events(name, bindings)` a
+//!   durable queue `<prefix>.<name>` that keeps what is published while its consumer is away.
+//! - every consumed queue `q` has retry queues `q.retry.<tier>` (one fixed TTL each, expiring
+//!   back into `q`) and a dead-letter queue `q.dead`.
 
 mod amqp;
 mod memory;
+mod topic;
 
 use cova_config::{QueueBackend, QueueConfig};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The worker roles that consume commands.
-pub const ROLES: [&str; 4] = ["scraper", "ai-worker", "scheduler", "notifier"];
+pub use topic::topic_matches;
+
+/// Retry delays are rounded up to one of these tiers. Each tier is its own queue with a fixed
+/// TTL: with a per-message TTL in one queue, a long delay at the head holds back short ones.
+pub const RETRY_TIERS: [Duration; 7] = [
+    Duration::from_millis(100),
+    Duration::from_secs(1),
+    Duration::from_secs(5),
+    Duration::from_secs(30),
+    Duration::from_secs(120),
+    Duration::from_secs(600),
+    Duration::from_secs(3_600),
+];
+
+/// The tier a delay is parked in: the shortest that is not shorter than it (the longest
+/// for anything beyond).
+pub fn retry_tier(delay: Duration) -> Duration {
+    RETRY_TIERS.into_iter().find(|t| *t >= delay).unwrap_or(RETRY_TIERS[RETRY_TIERS.len() - 1])
+}
+
+fn tier_label(tier: Duration) -> String {
+    match tier.as_millis() {
+        ms if ms < 1_000 => format!("{ms}ms"),
+        ms if ms < 60_000 => format!("{}s", ms / 1_000),
+        ms if ms < 3_600_000 => format!("{}m", ms / 60_000),
+        ms => format!("{}h", ms / 3_600_000),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     /// The broker is down or refused the message: callers answer 503 or retry later.
     #[error("queue unavailable: {0}")]
     Unavailable(String),
+    /// No queue is bound for this routing key: the message itself cannot be delivered.
     #[error("no queue is bound for routing key `{0}`")]
     Unroutable(String),
 }
 
+impl QueueError {
+    /// True when the broker (not the message) is the problem.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, QueueError::Unavailable(_))
+    }
+}
+
 pub type Result<T> = std::result::Result<T, QueueError>;
 
-/// A message as delivered to a consumer.
+/// A message as published or delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub id: String,
+    /// The role of a command, the type of an event.
     pub routing_key: String,
     pub payload: Vec<u8>,
     /// String headers, e.g. W3C `traceparent`.
@@ -49,6 +93,24 @@ impl Message {
     }
 }
 
+/// Which queue a consumer reads, by its name under the prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// `<prefix>.<role>`, bound to the commands exchange with the role as key.
+    Role(String),
+    /// `<prefix>.<name>`, bound to the events exchange with these topic patterns.
+    Events { name: String, patterns: Vec<String> },
+}
+
+impl Binding {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Binding::Role(role) => role,
+            Binding::Events { name, .. } => name,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub enum Queue {
     Memory(memory::MemoryQueue),
@@ -56,12 +118,16 @@ pub enum Queue {
 }
 
 impl Queue {
-    /// Connects and declares the topology. For RabbitMQ, a broker that is down only delays:
-    /// publishing fails with `Unavailable` until the connection comes back.
-    pub async fn connect(cfg: &QueueConfig) -> Result<Self> {
+    /// Connects lazily and declares the topology, with a queue for each of `roles` so that
+    /// commands are routable before their consumers start. For RabbitMQ, a broker that is down
+    /// only delays: publishing fails with `Unavailable` until the connection comes back.
+    pub async fn connect(cfg: &QueueConfig, roles: &[&str]) -> Result<Self> {
+        let roles: Vec<String> = roles.iter().map(|r| (*r).to_owned()).collect();
         match QueueBackend::parse(&cfg.url).map_err(|e| QueueError::Unavailable(e.to_string()))? {
-            QueueBackend::Memory => Ok(Queue::Memory(memory::MemoryQueue::new(&ROLES))),
-            QueueBackend::Amqp(url) => Ok(Queue::Amqp(amqp::AmqpQueue::new(url, cfg.prefix.clone(), cfg.prefetch))),
+            QueueBackend::Memory => Ok(Queue::Memory(memory::MemoryQueue::new(&roles))),
+            QueueBackend::Amqp(url) => {
+                Ok(Queue::Amqp(amqp::AmqpQueue::new(url, cfg.prefix.clone(), cfg.prefetch, roles)))
+            }
         }
     }
 
@@ -72,7 +138,8 @@ impl Queue {
         }
     }
 
-    /// Publishes and waits for the broker's confirmation; an unroutable message is an error.
+    /// Publishes a command to its role's queue and waits for the broker's confirmation; an
+    /// unroutable command is an error.
     pub async fn publish(&self, message: Message) -> Result<()> {
         match self {
             Queue::Memory(q) => q.publish(message),
@@ -91,7 +158,7 @@ impl Queue {
         }
     }
 
-    /// Receives every event published from now on (for outside consumers and tests).
+    /// Receives every event published from now on, without acks (tests and tools).
     pub async fn subscribe_events(&self) -> Result<EventStream> {
         match self {
             Queue::Memory(q) => Ok(EventStream::Memory(q.subscribe_events())),
@@ -99,11 +166,31 @@ impl Queue {
         }
     }
 
-    /// Starts consuming the role's queue.
+    /// Starts consuming the role's command queue.
     pub async fn consume(&self, role: &str) -> Result<Consumer> {
+        self.consume_binding(Binding::Role(role.to_owned())).await
+    }
+
+    /// Starts consuming the durable event queue `<prefix>.<name>`, bound to the events whose
+    /// routing key matches one of `patterns` (`*` one word, `#` any number). Events published
+    /// while its consumer is away wait in the queue.
+    pub async fn consume_events(&self, name: &str, patterns: &[&str]) -> Result<Consumer> {
+        let patterns = patterns.iter().map(|p| (*p).to_owned()).collect();
+        self.consume_binding(Binding::Events { name: name.to_owned(), patterns }).await
+    }
+
+    async fn consume_binding(&self, binding: Binding) -> Result<Consumer> {
         match self {
-            Queue::Memory(q) => q.consume(role).map(Consumer::Memory),
-            Queue::Amqp(q) => q.consume(role).await.map(Consumer::Amqp),
+            Queue::Memory(q) => Ok(Consumer::Memory(q.consume(&binding))),
+            Queue::Amqp(q) => q.consume(binding).await.map(Consumer::Amqp),
+        }
+    }
+
+    /// Messages parked in the dead-letter queue of a role or an event queue.
+    pub async fn dead_letter_count(&self, name: &str) -> Result<u64> {
+        match self {
+            Queue::Memory(q) => Ok(q.dead_letters(name).len() as u64),
+            Queue::Amqp(q) => q.dead_letter_count(name).await,
         }
     }
 
@@ -159,15 +246,17 @@ impl Delivery {
         }
     }
 
-    /// Transient failure: deliver again after `delay` with `attempt + 1`.
+    /// Transient failure: deliver again after `delay` (rounded up to its [`retry_tier`]) with
+    /// `attempt + 1`.
     pub async fn retry(self, delay: Duration) -> Result<()> {
+        let tier = retry_tier(delay);
         match self {
-            Delivery::Memory(d) => d.retry(delay),
-            Delivery::Amqp(d) => d.retry(delay).await,
+            Delivery::Memory(d) => d.retry(tier),
+            Delivery::Amqp(d) => d.retry(tier).await,
         }
     }
 
-    /// Poison or out of attempts: park it in the role's dead-letter queue.
+    /// Poison or out of attempts: park it in the queue's dead-letter queue.
     pub async fn dead_letter(self, reason: &str) -> Result<()> {
         match self {
             Delivery::Memory(d) => d.dead_letter(reason),
@@ -194,5 +283,20 @@ impl EventStream {
             },
             EventStream::Amqp(e) => e.next().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_round_up_to_their_tier() {
+        assert_eq!(retry_tier(Duration::from_millis(20)), Duration::from_millis(100));
+        assert_eq!(retry_tier(Duration::from_secs(1)), Duration::from_secs(1));
+        assert_eq!(retry_tier(Duration::from_secs(2)), Duration::from_secs(5));
+        assert_eq!(retry_tier(Duration::from_secs(86_400)), Duration::from_secs(3_600));
+        let labels: Vec<String> = RETRY_TIERS.iter().map(|t| tier_label(*t)).collect();
+        assert_eq!(labels, ["100ms", "1s", "5s", "30s", "2m", "10m", "1h"]);
     }
 }

@@ -1,92 +1,135 @@
-//! In-process queue for the single-process embedded mode: one unbounded channel per role.
+//! In-process queue for the single-process embedded mode: one unbounded channel per consumed
+//! queue, commands routed by role, events by topic pattern, retries as timers, dead letters
+//! kept in memory. Queues live as long as the process.
 
-use crate::{Message, QueueError, Result};
+use crate::{Binding, Message, QueueError, Result, topic_matches};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-struct RoleQueue {
+struct NamedQueue {
+    binding: Binding,
     tx: mpsc::UnboundedSender<Message>,
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>,
 }
 
+#[derive(Default)]
+struct State {
+    queues: HashMap<String, NamedQueue>,
+    dead: HashMap<String, Vec<(Message, String)>>,
+}
+
 #[derive(Clone)]
 pub struct MemoryQueue {
-    roles: Arc<HashMap<String, RoleQueue>>,
-    dead: Arc<Mutex<Vec<(Message, String)>>>,
+    state: Arc<Mutex<State>>,
     events: tokio::sync::broadcast::Sender<Message>,
 }
 
 impl MemoryQueue {
-    pub(crate) fn new(roles: &[&str]) -> Self {
-        let roles = roles
-            .iter()
-            .map(|r| {
-                let (tx, rx) = mpsc::unbounded_channel();
-                ((*r).to_owned(), RoleQueue { tx, rx: Arc::new(tokio::sync::Mutex::new(rx)) })
-            })
-            .collect();
+    pub(crate) fn new(roles: &[String]) -> Self {
         let (events, _) = tokio::sync::broadcast::channel(1024);
-        Self { roles: Arc::new(roles), dead: Arc::default(), events }
+        let q = Self { state: Arc::default(), events };
+        for role in roles {
+            q.declare(&Binding::Role(role.clone()));
+        }
+        q
     }
 
-    fn role(&self, key: &str) -> Result<&RoleQueue> {
-        self.roles.get(key).ok_or_else(|| QueueError::Unroutable(key.to_owned()))
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Plain data: a panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn declare(&self, binding: &Binding) -> Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>> {
+        let mut state = self.lock();
+        let queue = state.queues.entry(binding.name().to_owned()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            NamedQueue { binding: binding.clone(), tx, rx: Arc::new(tokio::sync::Mutex::new(rx)) }
+        });
+        // Declaring again with other patterns adds them, as a broker's extra bindings would.
+        if let (Binding::Events { patterns, .. }, Binding::Events { patterns: more, .. }) =
+            (&mut queue.binding, binding)
+        {
+            for p in more {
+                if !patterns.contains(p) {
+                    patterns.push(p.clone());
+                }
+            }
+        }
+        queue.rx.clone()
+    }
+
+    fn send_to(&self, name: &str, message: Message) -> Result<()> {
+        let state = self.lock();
+        let queue = state.queues.get(name).ok_or_else(|| QueueError::Unroutable(name.to_owned()))?;
+        queue.tx.send(message).map_err(|_| QueueError::Unavailable("in-process queue closed".into()))
     }
 
     pub(crate) fn publish(&self, message: Message) -> Result<()> {
-        self.role(&message.routing_key)?
-            .tx
-            .send(message)
-            .map_err(|_| QueueError::Unavailable("in-process queue closed".into()))
+        let name = message.routing_key.clone();
+        let is_role = matches!(self.lock().queues.get(&name).map(|q| &q.binding), Some(Binding::Role(_)));
+        if !is_role {
+            return Err(QueueError::Unroutable(name));
+        }
+        self.send_to(&name, message)
     }
 
     pub(crate) fn publish_event(&self, message: Message) {
         // No subscriber is not an error: events are for whoever listens.
-        let _ = self.events.send(message);
+        let _ = self.events.send(message.clone());
+        let state = self.lock();
+        for queue in state.queues.values() {
+            if let Binding::Events { patterns, .. } = &queue.binding
+                && patterns.iter().any(|p| topic_matches(p, &message.routing_key))
+            {
+                let _ = queue.tx.send(message.clone());
+            }
+        }
     }
 
     pub(crate) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<Message> {
         self.events.subscribe()
     }
 
-    pub(crate) fn consume(&self, role: &str) -> Result<MemoryConsumer> {
-        let q = self.role(role)?;
-        Ok(MemoryConsumer { rx: q.rx.clone(), queue: self.clone() })
+    pub(crate) fn consume(&self, binding: &Binding) -> MemoryConsumer {
+        let rx = self.declare(binding);
+        MemoryConsumer { rx, queue: self.clone(), name: binding.name().to_owned() }
     }
 
-    /// Messages parked in dead-letter queues, with the reason (for operators and tests).
-    pub fn dead_letters(&self) -> Vec<(Message, String)> {
-        self.dead.lock().map(|d| d.clone()).unwrap_or_default()
+    /// Messages parked in a queue's dead-letter queue, with the reason.
+    pub fn dead_letters(&self, name: &str) -> Vec<(Message, String)> {
+        self.lock().dead.get(name).cloned().unwrap_or_default()
     }
 }
 
 pub struct MemoryConsumer {
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>,
     queue: MemoryQueue,
+    name: String,
 }
 
 impl MemoryConsumer {
     pub(crate) async fn next(&mut self) -> Option<MemoryDelivery> {
         let message = self.rx.lock().await.recv().await?;
-        Some(MemoryDelivery { message, queue: self.queue.clone() })
+        Some(MemoryDelivery { message, queue: self.queue.clone(), name: self.name.clone() })
     }
 }
 
 pub struct MemoryDelivery {
     pub(crate) message: Message,
     queue: MemoryQueue,
+    name: String,
 }
 
 impl MemoryDelivery {
     pub(crate) fn retry(self, delay: Duration) -> Result<()> {
         let mut message = self.message;
         message.attempt += 1;
-        let queue = self.queue;
+        let (queue, name) = (self.queue, self.name);
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            if let Err(e) = queue.publish(message) {
+            if let Err(e) = queue.send_to(&name, message) {
                 tracing::error!(error = %e, "re-queueing a retried message failed");
             }
         });
@@ -94,10 +137,8 @@ impl MemoryDelivery {
     }
 
     pub(crate) fn dead_letter(self, reason: &str) -> Result<()> {
-        tracing::warn!(message.id = %self.message.id, reason, "message dead-lettered");
-        if let Ok(mut dead) = self.queue.dead.lock() {
-            dead.push((self.message, reason.to_owned()));
-        }
+        tracing::warn!(message.id = %self.message.id, queue = %self.name, reason, "message dead-lettered");
+        self.queue.lock().dead.entry(self.name).or_default().push((self.message, reason.to_owned()));
         Ok(())
     }
 }
@@ -108,16 +149,29 @@ mod tests {
 
     #[tokio::test]
     async fn publish_consume_retry_dead_letter() {
-        let q = MemoryQueue::new(&["scraper"]);
+        let q = MemoryQueue::new(&["scraper".to_owned()]);
         assert!(matches!(q.publish(Message::new("nobody", vec![])), Err(QueueError::Unroutable(_))));
         q.publish(Message::new("scraper", b"one".to_vec())).expect("publish");
-        let mut c = q.consume("scraper").expect("consumer");
+        let mut c = q.consume(&Binding::Role("scraper".into()));
         let d = c.next().await.expect("delivery");
         assert_eq!(d.message.payload, b"one");
         d.retry(Duration::from_millis(5)).expect("retry");
         let d = c.next().await.expect("redelivery");
         assert_eq!(d.message.attempt, 2);
         d.dead_letter("gave up").expect("dead letter");
-        assert_eq!(q.dead_letters().len(), 1);
+        assert_eq!(q.dead_letters("scraper").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn event_queues_keep_what_arrives_while_nobody_consumes() {
+        let q = MemoryQueue::new(&[]);
+        let binding = Binding::Events { name: "notifier.events".into(), patterns: vec!["job.*".into()] };
+        drop(q.consume(&binding));
+        q.publish_event(Message::new("job.complete", b"kept".to_vec()));
+        q.publish_event(Message::new("keyword.alert", b"not bound".to_vec()));
+        let mut c = q.consume(&binding);
+        let d = c.next().await.expect("kept event");
+        assert_eq!(d.message.payload, b"kept");
+        assert!(tokio::time::timeout(Duration::from_millis(50), c.next()).await.is_err());
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 async fn queue() -> Queue {
     let url = std::env::var("COVA_TEST_QUEUE_URL").unwrap_or_else(|_| "memory://".into());
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    let q = Queue::connect(&QueueConfig { url, prefix, prefetch: 4 }).await.expect("queue");
+    let q = Queue::connect(&QueueConfig { url, prefix, prefetch: 4 }, &["scraper", "notifier"]).await.expect("queue");
     q.ping().await.expect("configured queue reachable");
     q
 }
@@ -51,14 +51,63 @@ async fn retry_redelivers_later_with_the_next_attempt_number() {
     let started = std::time::Instant::now();
     d.retry(Duration::from_millis(200)).await.expect("retry");
     let d = next(&mut c).await;
-    assert!(started.elapsed() >= Duration::from_millis(150), "redelivered after the delay");
+    assert!(started.elapsed() >= Duration::from_millis(900), "redelivered after its tier (1 s)");
     assert_eq!(d.message().attempt, 2);
     assert_eq!(d.message().payload, b"x");
+    assert_eq!(d.message().routing_key, "notifier", "the routing key survives the retry queue");
     d.dead_letter("gave up").await.expect("dead letter");
     assert!(
         tokio::time::timeout(Duration::from_millis(300), c.next()).await.is_err(),
         "dead letters are not redelivered"
     );
+    assert_eq!(q.dead_letter_count("notifier").await.expect("count"), 1);
+    q.teardown().await.expect("teardown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_retry_is_not_held_back_by_a_long_one() {
+    let q = queue().await;
+    let mut c = q.consume("scraper").await.expect("consume");
+    q.publish(Message::new("scraper", b"long".to_vec())).await.expect("publish");
+    q.publish(Message::new("scraper", b"short".to_vec())).await.expect("publish");
+    let first = next(&mut c).await;
+    let second = next(&mut c).await;
+    let (long, short) = if first.message().payload == b"long" { (first, second) } else { (second, first) };
+    long.retry(Duration::from_secs(30)).await.expect("retry long");
+    let started = std::time::Instant::now();
+    short.retry(Duration::from_millis(50)).await.expect("retry short");
+    let d = next(&mut c).await;
+    assert_eq!(d.message().payload, b"short");
+    assert!(started.elapsed() < Duration::from_secs(5), "the short retry came back first");
+    d.ack().await.expect("ack");
+    q.teardown().await.expect("teardown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_published_while_no_consumer_is_connected_are_delivered_once_one_binds() {
+    let q = queue().await;
+    // The durable queue exists once a consumer has declared it...
+    let consumer = q.consume_events("audit.events", &["job.*"]).await.expect("consume events");
+    drop(consumer);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...and keeps what is published while nobody consumes.
+    for n in 0..3 {
+        let mut m = Message::new("job.complete", format!("{{\"n\":{n}}}").into_bytes());
+        m.id = format!("event-{n}");
+        q.publish_event(m).await.expect("publish");
+    }
+    q.publish_event(Message::new("keyword.alert", b"{}".to_vec())).await.expect("publish unbound");
+    let mut c = q.consume_events("audit.events", &["job.*"]).await.expect("consume again");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let d = next(&mut c).await;
+        assert_eq!(d.message().routing_key, "job.complete");
+        seen.push(d.message().id.clone());
+        d.ack().await.expect("ack");
+    }
+    seen.sort();
+    assert_eq!(seen, ["event-0", "event-1", "event-2"]);
+    assert!(tokio::time::timeout(Duration::from_millis(300), c.next()).await.is_err(), "nothing else, once each");
     q.teardown().await.expect("teardown");
 }
 

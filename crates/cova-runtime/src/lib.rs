@@ -1,10 +1,15 @@
-//! The backends every cova role shares, connected from the configuration by URL scheme,
-//! and the outbox relay that connects their writes to the queue.
+//! What every cova role runs on: the backends (database, cache, queue) connected from the
+//! configuration by URL scheme, the worker runtime that every queue-consuming role is a
+//! handler of, and the outbox relay that connects database writes to the queue.
 
 pub mod outbox;
+pub mod worker;
+
+pub use worker::{Delivered, Handler, Outcome, Source};
 
 use cova_cache::Cache;
 use cova_config::{Config, redact_url};
+use cova_domain::Clock;
 use cova_queue::Queue;
 use cova_storage::Db;
 use std::time::Duration;
@@ -19,12 +24,14 @@ pub enum StartError {
     Queue { url: String, source: cova_queue::QueueError },
 }
 
-/// Handles on the database, cache and queue; cheap to clone.
+/// Handles on the database, cache and queue, and the clock the product rules run on; cheap
+/// to clone.
 #[derive(Clone)]
 pub struct Backends {
     pub db: Db,
     pub cache: Cache,
     pub queue: Queue,
+    pub clock: Clock,
 }
 
 /// Result of one readiness probe per backend.
@@ -47,10 +54,16 @@ impl Backends {
             .map_err(|source| StartError::Database { url: redact_url(&cfg.database.url), source })?;
         let cache = Cache::connect(&cfg.cache)
             .map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
-        let queue = Queue::connect(&cfg.queue)
+        let queue = Queue::connect(&cfg.queue, cova_messages::roles::ALL)
             .await
             .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;
-        Ok(Self { db, cache, queue })
+        Ok(Self { db, cache, queue, clock: Clock::system() })
+    }
+
+    /// The same backends on another clock (tests move time by hand).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Probes every backend at once, each bounded by `timeout`.

@@ -1,10 +1,16 @@
 //! The outbox relay: publishes what transactions wrote to the outbox, then marks it sent.
+//!
 //! Delivery is at least once (a crash between publish and mark repeats it); every consumer is
-//! idempotent, and the message id is the outbox row id so duplicates are recognisable.
+//! idempotent, and the message id is the outbox row id so duplicates are recognisable. Relays
+//! of several replicas claim disjoint batches. A row the broker refuses (unroutable, say) is
+//! retried with backoff and parked after `outbox::MAX_ATTEMPTS`, while the relay goes on with
+//! the rows behind it; a broker that is down stops the batch without counting against rows.
 
 use crate::Backends;
+use crate::worker::backoff;
+use cova_domain::time::now_ms;
+use cova_messages::Destination;
 use cova_queue::Message;
-use cova_storage::clock::now_ms;
 use cova_storage::repo::outbox::{self, OutboxMessage};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,17 +22,19 @@ const BATCH: i64 = 100;
 const POLL: Duration = Duration::from_millis(500);
 /// Sent rows are kept a day for inspection, then deleted.
 const KEEP_SENT_MS: i64 = 24 * 60 * 60 * 1000;
+const ROW_RETRY_BASE: Duration = Duration::from_secs(1);
+const ROW_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// Runs until `stop` is cancelled. `wake` lets writers skip the poll delay.
 pub async fn relay(backends: Backends, wake: Arc<Notify>, stop: CancellationToken) {
-    let mut backoff = POLL;
+    let mut backoff_delay = POLL;
     let mut rounds: u64 = 0;
     loop {
         match drain(&backends).await {
-            Ok(()) => backoff = POLL,
+            Ok(()) => backoff_delay = POLL,
             Err(e) => {
-                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "outbox relay: publishing failed; will retry");
-                backoff = (backoff * 2).min(Duration::from_secs(10));
+                tracing::warn!(error = %e, backoff_ms = backoff_delay.as_millis() as u64, "outbox relay: cannot publish now; will retry");
+                backoff_delay = (backoff_delay * 2).min(Duration::from_secs(10));
             }
         }
         rounds += 1;
@@ -36,25 +44,41 @@ pub async fn relay(backends: Backends, wake: Arc<Notify>, stop: CancellationToke
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = wake.notified() => {}
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff_delay) => {}
         }
     }
 }
 
+/// Publishes every due row; `Err` when the broker or the database is unavailable.
 async fn drain(backends: &Backends) -> Result<(), String> {
     loop {
-        let batch = outbox::pending(&backends.db, BATCH).await.map_err(|e| e.to_string())?;
+        let batch = outbox::claim(&backends.db, BATCH, now_ms()).await.map_err(|e| e.to_string())?;
         if batch.is_empty() {
             return Ok(());
         }
-        for row in &batch {
-            let message = to_message(row);
-            let published = match row.destination.as_str() {
-                "event" => backends.queue.publish_event(message).await,
-                _ => backends.queue.publish(message).await,
-            };
-            published.map_err(|e| format!("{} {}: {e}", row.destination, row.routing_key))?;
-            outbox::mark_sent(&backends.db, &row.id, now_ms()).await.map_err(|e| e.to_string())?;
+        for (i, row) in batch.iter().enumerate() {
+            match publish(backends, row).await {
+                Ok(()) => outbox::mark_sent(&backends.db, &row.id, now_ms()).await.map_err(|e| e.to_string())?,
+                Err(e) if e.is_unavailable() => {
+                    let unsent: Vec<String> = batch[i..].iter().map(|r| r.id.clone()).collect();
+                    if let Err(release) = outbox::release(&backends.db, &unsent).await {
+                        tracing::debug!(error = %release, "releasing the claim failed; it expires by itself");
+                    }
+                    return Err(format!("{} {}: {e}", row.destination, row.routing_key));
+                }
+                Err(e) => {
+                    let attempt = u32::try_from(row.attempts).unwrap_or(0) + 1;
+                    let retry_in = backoff(ROW_RETRY_BASE, attempt, ROW_RETRY_MAX).as_millis() as i64;
+                    let parked = outbox::record_failure(&backends.db, &row.id, &e.to_string(), retry_in, now_ms())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if parked {
+                        tracing::error!(outbox.id = %row.id, routing_key = %row.routing_key, attempt, error = %e, "outbox row parked after repeated failures; the relay goes on without it");
+                    } else {
+                        tracing::warn!(outbox.id = %row.id, routing_key = %row.routing_key, attempt, retry_in_ms = retry_in, error = %e, "outbox row not published; retrying later");
+                    }
+                }
+            }
         }
         if (batch.len() as i64) < BATCH {
             return Ok(());
@@ -62,13 +86,18 @@ async fn drain(backends: &Backends) -> Result<(), String> {
     }
 }
 
-fn to_message(row: &OutboxMessage) -> Message {
+async fn publish(backends: &Backends, row: &OutboxMessage) -> cova_queue::Result<()> {
     let headers: BTreeMap<String, String> = serde_json::from_str(&row.headers).unwrap_or_default();
-    Message {
+    let message = Message {
         id: row.id.clone(),
         routing_key: row.routing_key.clone(),
         payload: row.payload.clone().into_bytes(),
         headers,
         attempt: 1,
+    };
+    match Destination::parse(&row.destination) {
+        Some(Destination::Event) => backends.queue.publish_event(message).await,
+        Some(Destination::Command) => backends.queue.publish(message).await,
+        None => Err(cova_queue::QueueError::Unroutable(format!("destination `{}`", row.destination))),
     }
 }

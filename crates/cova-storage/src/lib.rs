@@ -2,16 +2,15 @@
 //! (diesel-async + deadpool) and SQLite (diesel-async's sync wrapper, bundled SQLite).
 //!
 //! Each repository function is written once; [`with_conn!`] and [`in_transaction!`] expand
-//! its body once per backend. Times are unix milliseconds, months are `YYYY-MM` in UTC.
+//! its body once per backend. Times are unix milliseconds, months are `YYYY-MM` in UTC; the
+//! callers pass `now`, so rules that depend on time run on the clock they choose.
 
-pub mod clock;
 mod error;
 pub mod pool;
 pub mod repo;
 pub mod schema;
 pub mod testing;
 
-pub use clock::month_of;
 pub use error::StorageError;
 pub use pool::{Db, DbConn};
 pub use repo::accounts::Account;

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 
-const PG_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
-const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+/// One set of migrations in portable SQL, run on either database.
+const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// The same pool settings for both connection types (a macro: the generic bounds are unwieldy).
 macro_rules! build_pool {
@@ -139,6 +139,10 @@ impl Db {
         Ok(Self { inner, url: cfg.url.clone() })
     }
 
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.inner, Inner::Pg(_))
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self.inner {
             Inner::Pg(_) => "postgres",
@@ -170,12 +174,12 @@ impl Db {
                 let mut conn = <SqliteConnection as diesel::Connection>::establish(path)
                     .map_err(|e| StorageError::Unavailable(e.to_string()))?;
                 diesel::connection::SimpleConnection::batch_execute(&mut conn, "PRAGMA busy_timeout = 10000;")?;
-                conn.run_pending_migrations(SQLITE_MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+                conn.run_pending_migrations(MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
             } else {
                 type Wrapped = diesel_async::async_connection_wrapper::AsyncConnectionWrapper<AsyncPgConnection>;
                 let mut conn = <Wrapped as diesel::Connection>::establish(&url)
                     .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-                conn.run_pending_migrations(PG_MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+                conn.run_pending_migrations(MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
             }
             Ok(())
         })

@@ -71,7 +71,6 @@ diesel::table! {
         ref_ -> Text,
         url -> Text,
         status -> Text,
-        idempotency_key -> Nullable<Text>,
         created_at -> BigInt,
         started_at -> Nullable<BigInt>,
         finished_at -> Nullable<BigInt>,
@@ -116,6 +115,22 @@ diesel::table! {
         headers -> Text,
         created_at -> BigInt,
         sent_at -> Nullable<BigInt>,
+        attempts -> Integer,
+        last_error -> Nullable<Text>,
+        next_attempt_at -> BigInt,
+        claimed_until -> BigInt,
+        parked_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (account_id, key) {
+        account_id -> Text,
+        key -> Text,
+        job_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        created_at -> BigInt,
     }
 }
 
@@ -138,5 +153,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     job_comments,
     library,
     outbox,
-    job_leases
+    job_leases,
+    idempotency_keys
 );

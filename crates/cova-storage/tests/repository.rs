@@ -218,18 +218,80 @@ async fn the_check_constraint_refuses_overdraft_written_directly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hold_can_only_shrink_and_returns_the_difference() {
+async fn a_hold_shrinks_at_once_and_grows_only_as_far_as_the_balance_allows() {
     let t = TestDatabase::create().await;
     let db = t.db().await;
-    let a = accounts::create(&db, "shrink@example.com", true, 0, NOW).await.expect("account");
+    let a = accounts::create(&db, "hold@example.com", true, 0, NOW).await.expect("account");
     balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
     assert_eq!(balances::reserve(&db, &a.id, "j", 800, NOW).await.expect("reserve"), 800);
-    assert_eq!(balances::shrink(&db, "j", 120).await.expect("shrink"), Some(120));
-    assert_eq!(balances::shrink(&db, "j", 500).await.expect("never grows"), Some(120));
+    assert_eq!(balances::adjust_hold(&db, "j", 120).await.expect("shrink"), Some(120));
     assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 880);
-    assert_eq!(balances::settle(&db, "j", 150, NOW).await.expect("settle"), Some(120), "charge capped by the hold");
-    assert_eq!(balances::shrink(&db, "j", 10).await.expect("closed"), None);
+    assert_eq!(balances::reserve(&db, &a.id, "k", 700, NOW).await.expect("reserve k"), 700);
+    // 180 are left: the raise of j to 500 gets only those.
+    assert_eq!(balances::adjust_hold(&db, "j", 500).await.expect("grow"), Some(300));
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 0);
+    assert_eq!(balances::adjust_hold(&db, "j", 900).await.expect("nothing left"), Some(300));
+    assert_eq!(balances::settle(&db, "j", 350, NOW).await.expect("settle"), Some(300), "charge capped by the hold");
+    assert_eq!(balances::adjust_hold(&db, "j", 10).await.expect("closed"), None);
+    assert_eq!(balances::release(&db, "k", NOW).await.expect("release"), Some(0));
     let b = balances::current(&db, &a.id, NOW).await.expect("balance");
-    assert_eq!((b.reserved, b.spent, b.available), (0, 120, 880));
+    assert_eq!((b.reserved, b.spent, b.available), (0, 300, 700));
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_raises_never_overdraw() {
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "raise@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
+    for n in 0..10 {
+        assert_eq!(balances::reserve(&db, &a.id, &format!("j{n}"), 1, NOW).await.expect("reserve"), 1);
+    }
+    let mut tasks = Vec::new();
+    for n in 0..10 {
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move { balances::adjust_hold(&db, &format!("j{n}"), 400).await }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("join").expect("adjust").expect("held");
+    }
+    assert_eq!(total, 1_000, "the holds add up to the balance, never more");
+    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
+    assert_eq!((b.reserved, b.available), (1_000, 0));
+    t.drop_database().await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outbox_claims_are_disjoint_and_a_failing_row_is_parked() {
+    use cova_messages::{AnalyzeCommand, Outgoing};
+    use cova_storage::repo::outbox;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    for n in 0..40 {
+        let command = Outgoing::command(&AnalyzeCommand { job_id: format!("j{n}") });
+        outbox::insert(&db, &command, "{}", NOW + n).await.expect("insert");
+    }
+    // Two relays claiming at once never get the same row.
+    let (a, b) = tokio::join!(outbox::claim(&db, 25, NOW + 100), outbox::claim(&db, 25, NOW + 100));
+    let (a, b) = (a.expect("claim a"), b.expect("claim b"));
+    assert_eq!(a.len() + b.len(), 40);
+    let ids: std::collections::HashSet<_> = a.iter().chain(b.iter()).map(|r| r.id.clone()).collect();
+    assert_eq!(ids.len(), 40, "disjoint claims");
+    assert!(
+        outbox::claim(&db, 100, NOW + 100).await.expect("claim").is_empty(),
+        "claimed rows are not handed out again"
+    );
+    // A claim that was never settled expires.
+    assert_eq!(outbox::claim(&db, 100, NOW + 100 + outbox::CLAIM_MS).await.expect("claim").len(), 40);
+    // A row that keeps failing is parked after MAX_ATTEMPTS; the others stay due.
+    let bad = a[0].id.clone();
+    for attempt in 1..=outbox::MAX_ATTEMPTS {
+        let parked = outbox::record_failure(&db, &bad, "unroutable", 10, NOW).await.expect("record");
+        assert_eq!(parked, attempt == outbox::MAX_ATTEMPTS);
+    }
+    assert_eq!(outbox::parked(&db, 10).await.expect("parked").len(), 1);
+    assert_eq!(outbox::backlog(&db).await.expect("backlog"), 39);
     t.drop_database().await.expect("drop");
 }

@@ -9,8 +9,11 @@ use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::collections::BTreeMap;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Metadata};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::filter::FilterExt;
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -104,6 +107,50 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
             .with_writer(std::io::stderr)
             .boxed()
     };
-    let _ = tracing_subscriber::registry().with(fmt.with_filter(filter)).with(otel).try_init();
+    let _ = tracing_subscriber::registry().with(fmt.with_filter(filter.and(ClientFaults))).with(otel).try_init();
     Ok(TelemetryGuard { provider })
+}
+
+/// actix-http logs a request head it cannot parse at ERROR ("stream error: request parse
+/// error: …"), although that is the client's fault and any client can trigger it. The gateway
+/// answers such requests itself and logs them as warnings, so these lines are dropped.
+struct ClientFaults;
+
+impl ClientFaults {
+    const TARGET: &'static str = "actix_http::h1::dispatcher";
+
+    fn is_client_fault(message: &str) -> bool {
+        message.starts_with("stream error: request parse error") || message.contains("message head is too large")
+    }
+}
+
+impl<S> Filter<S> for ClientFaults {
+    fn enabled(&self, _meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+        true
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, _cx: &Context<'_, S>) -> bool {
+        if event.metadata().target() != Self::TARGET {
+            return true;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        !Self::is_client_fault(&message.0)
+    }
+}
+
+struct Message(String);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = value.to_owned();
+        }
+    }
 }

@@ -3,7 +3,7 @@
 use crate::cli::{AccountsCommand, AdminCommand, PacksCommand, TokensCommand};
 use anyhow::{Context, anyhow, bail};
 use cova_config::{Config, DatabaseBackend};
-use cova_storage::clock::{now_ms, rfc3339};
+use cova_domain::time::{now_ms, rfc3339};
 use cova_storage::repo::tokens::{NewToken, TokenRefusal};
 use cova_storage::repo::{accounts, balances, tokens};
 use cova_storage::{Account, Db, StorageError};

@@ -1,6 +1,7 @@
 use crate::{admin, serve};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use cova_app::Role;
 use cova_config::Config;
 use std::path::PathBuf;
 
@@ -104,9 +105,9 @@ fn parse_scopes(raw: &str) -> Result<cova_auth::ScopeSet, String> {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref()).context("loading the configuration")?;
     match cli.command {
-        Command::Serve => serve::run(config, serve::Roles::All).await,
-        Command::Gateway => serve::run(config, serve::Roles::Gateway).await,
-        Command::Scraper => serve::run(config, serve::Roles::Scraper).await,
+        Command::Serve => serve::run(config, &Role::ALL).await,
+        Command::Gateway => serve::run(config, &[Role::Gateway]).await,
+        Command::Scraper => serve::run(config, &[Role::Scraper]).await,
         Command::Migrate => serve::migrate(config).await,
         Command::Admin(args) => admin::run(config, args.command).await,
     }

@@ -148,3 +148,45 @@ async fn configuration_errors_name_the_key_and_exit_1() {
     assert!(stderr(&out).contains("memory://"), "{}", stderr(&out));
     let _ = db.drop_database().await;
 }
+
+/// Sends raw bytes on a new connection and returns the first line of the answer.
+fn raw_http(base: &str, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let _ = stream.write_all(request);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_faults_log_no_error_and_tokens_in_paths_are_redacted() {
+    let db = TestDatabase::create().await;
+    let env = env(&db).await;
+    assert!(env.run(&["migrate"]).status.success());
+    let (mut child, base, log) = env.start_logging("serve");
+    let status = raw_http(&base, b"GET /api/v1/usage HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n");
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    let status = raw_http(
+        &base,
+        b"POST /api/v1/analyze HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}",
+    );
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    let token = "cova_7Hq2Lx9Rk3Vb5Nz1Pc8Wd4Ym6Ts0Gf2Ja5Ke9Uh";
+    let status = raw_http(
+        &base,
+        format!("GET /api/v1/analyze/{token} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines = log.lines();
+    let errors: Vec<&String> = lines.iter().filter(|l| l.contains("\"level\":\"ERROR\"")).collect();
+    assert!(errors.is_empty(), "a client's fault is not an error: {errors:?}");
+    assert!(lines.iter().any(|l| l.contains("malformed request refused") && l.contains("WARN")), "{lines:?}");
+    assert!(lines.iter().all(|l| !l.contains(&token[5..])), "the token never reaches the log");
+    assert!(lines.iter().any(|l| l.contains("/api/v1/analyze/cova_[redacted]")), "{lines:?}");
+    let _ = db.drop_database().await;
+}

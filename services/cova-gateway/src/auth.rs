@@ -6,7 +6,6 @@ use actix_web::HttpRequest;
 use actix_web::http::header::AUTHORIZATION;
 use cova_auth::{Scope, ScopeSet, hash_token, looks_like_token};
 use cova_errors::{ApiError, ErrorCode};
-use cova_storage::clock::now_ms;
 use cova_storage::repo::tokens;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -119,8 +118,9 @@ pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Princip
 fn touch_in_background(state: &AppState, token_id: &str) {
     let db = state.backends.db.clone();
     let id = token_id.to_owned();
+    let now = state.now();
     tokio::spawn(async move {
-        if let Err(e) = tokens::touch_last_used(&db, &id, now_ms()).await {
+        if let Err(e) = tokens::touch_last_used(&db, &id, now).await {
             tracing::debug!(error = %e, "recording token use failed");
         }
     });

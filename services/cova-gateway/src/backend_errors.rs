@@ -1,7 +1,8 @@
 //! Turning backend failures and framework rejections into catalogue errors.
 
-use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
-use actix_web::{HttpRequest, HttpResponse, web};
+use crate::error::{HttpError, HttpResult};
+use actix_web::error::{PathError, QueryPayloadError};
+use actix_web::{HttpRequest, web};
 use cova_errors::{ApiError, ErrorCode};
 
 /// A database failure: 503 when it is down or slow, else a logged 500 without internals.
@@ -20,29 +21,14 @@ pub fn cache(e: cova_cache::CacheError) -> ApiError {
     ApiError::unavailable()
 }
 
-pub fn json_config(limit: usize) -> web::JsonConfig {
-    web::JsonConfig::default().limit(limit).error_handler(|err, _req| {
-        let api = match &err {
-            JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
-                ApiError::new(ErrorCode::PayloadTooLarge, format!("The JSON body is larger than {limit} bytes."))
-            }
-            JsonPayloadError::ContentType => {
-                ApiError::validation("The body must be JSON with Content-Type: application/json.")
-            }
-            JsonPayloadError::Deserialize(e) => ApiError::validation(format!("Invalid JSON body: {e}")),
-            other => ApiError::validation(format!("Invalid JSON body: {other}")),
-        };
-        api.into()
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err: PathError, _req| {
+        HttpError(ApiError::validation(format!("Invalid path parameter: {err}"))).into()
     })
 }
 
-pub fn path_config() -> web::PathConfig {
-    web::PathConfig::default()
-        .error_handler(|err: PathError, _req| ApiError::validation(format!("Invalid path parameter: {err}")).into())
-}
-
 pub fn query_config() -> web::QueryConfig {
-    web::QueryConfig::default().error_handler(|err, _req| query(err).into())
+    web::QueryConfig::default().error_handler(|err, _req| HttpError(query(err)).into())
 }
 
 /// A query string that does not parse.
@@ -50,10 +36,12 @@ pub fn query(err: QueryPayloadError) -> ApiError {
     ApiError::validation(format!("Invalid query parameters: {err}"))
 }
 
-pub async fn route_not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::not_found(format!("No endpoint at {} {}.", req.method(), req.path())))
+pub async fn route_not_found(req: HttpRequest) -> HttpResult {
+    let path = crate::loggable_path(req.path());
+    Err(ApiError::not_found(format!("No endpoint at {} {path}.", req.method())).into())
 }
 
-pub async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{} is not allowed on {}.", req.method(), req.path())))
+pub async fn method_not_allowed(req: HttpRequest) -> HttpResult {
+    let path = crate::loggable_path(req.path());
+    Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{} is not allowed on {path}.", req.method())).into())
 }

@@ -1,20 +1,26 @@
-//! The gateway: cova's HTTP API. Authentication, scopes, rate limits, CORS and the error
-//! catalogue live here; work is handed to the worker roles through the queue.
+//! The gateway: cova's HTTP API. Authentication, scopes, rate limits, CORS and the rendering
+//! of the error catalogue live here; work is handed to the worker roles through the outbox.
 
 mod auth;
 mod backend_errors;
+mod error;
+mod http_server;
+mod input;
+mod lookup;
 mod metering;
 mod middleware;
 mod routes;
 
 pub use auth::Principal;
+pub use middleware::loggable_path;
 
 use actix_web::dev::Server;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use cova_config::Config;
 use cova_runtime::Backends;
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Everything a request handler needs; shared by all HTTP workers.
 pub struct AppState {
@@ -26,6 +32,7 @@ pub struct AppState {
     /// Peers whose `X-Forwarded-For` is believed (`http.trusted_proxies`).
     pub trusted_proxies: Vec<std::net::IpAddr>,
     tokens: auth::TokenCache,
+    inflight: lookup::InFlight,
 }
 
 impl AppState {
@@ -35,39 +42,39 @@ impl AppState {
         platforms: cova_platforms::Platforms,
         outbox: Arc<tokio::sync::Notify>,
     ) -> Arc<Self> {
-        let tokens = auth::TokenCache::new(std::time::Duration::from_millis(config.auth.token_cache_ms));
+        let tokens = auth::TokenCache::new(Duration::from_millis(config.auth.token_cache_ms));
         // Validated at load; an entry that does not parse cannot reach here.
         let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
-        Arc::new(Self { config, backends, platforms, outbox, trusted_proxies, tokens })
+        Arc::new(Self { config, backends, platforms, outbox, trusted_proxies, tokens, inflight: Default::default() })
+    }
+
+    /// Now, on the clock the product rules run on.
+    pub fn now(&self) -> i64 {
+        self.backends.clock.now_ms()
     }
 }
 
 /// Builds the HTTP server on an already bound listener (tests bind port 0).
 /// Signals are not handled here: the caller stops the server through its handle.
 pub fn server(state: Arc<AppState>, listener: TcpListener) -> std::io::Result<Server> {
-    let workers = state.config.http.workers;
-    let shutdown = state.config.http.shutdown_timeout_s;
+    let settings = http_server::Settings {
+        workers: state.config.http.workers,
+        shutdown_timeout_s: state.config.http.shutdown_timeout_s,
+        head_timeout: Duration::from_millis(state.config.http.body_timeout_ms),
+        keep_alive: Duration::from_secs(5),
+    };
     let data = web::Data::from(state);
-    let mut server = HttpServer::new(move || {
+    http_server::serve(listener, settings, move || {
         App::new()
             .app_data(data.clone())
-            .app_data(backend_errors::json_config(data.config.http.body_limit_bytes))
             .app_data(backend_errors::path_config())
             .app_data(backend_errors::query_config())
-            .app_data(web::PayloadConfig::new(data.config.http.body_limit_bytes))
-            // Outermost last: request context → CORS → token-in-URL refusal → routes, so that
-            // even the refusal carries CORS headers a browser can read.
-            .wrap(actix_web::middleware::from_fn(middleware::refuse_token_in_url))
+            // Outermost last: request context → CORS → URL guard → routes, so that even the
+            // URL guard's refusal carries CORS headers a browser can read.
+            .wrap(actix_web::middleware::from_fn(middleware::guard_url))
             .wrap(middleware::cors())
             .wrap(actix_web::middleware::from_fn(middleware::request_context))
             .configure(routes::configure)
             .default_service(web::to(backend_errors::route_not_found))
     })
-    .disable_signals()
-    .shutdown_timeout(shutdown)
-    .listen(listener)?;
-    if workers > 0 {
-        server = server.workers(workers);
-    }
-    Ok(server.run())
 }

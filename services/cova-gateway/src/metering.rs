@@ -1,36 +1,71 @@
-//! Request limits and the `X-RateLimit-*` / `X-Quota-*` headers every authenticated answer carries.
+//! Request limits and the `X-RateLimit-*` / `X-Quota-*` headers every authenticated answer
+//! carries. The specification's "N per window" limits are sliding windows (no more than N in
+//! any window); the general per-account request limit is a smoothing GCRA.
 
 use crate::auth::Principal;
 use crate::{AppState, backend_errors};
 use actix_web::HttpResponse;
-use cova_cache::{Decision, Rate};
+use cova_cache::{Decision, Op, Rate, Window};
+use cova_domain::limits;
 use cova_errors::{ApiError, ErrorCode};
 use cova_storage::Balance;
-use cova_storage::clock::now_ms;
 use cova_storage::repo::balances;
 use serde::Serialize;
 
-/// The general per-account limit on authenticated endpoints without a limit of their own.
-pub fn api_rate(state: &AppState) -> Rate {
-    Rate::per_minute(state.config.limits.api_requests_per_minute)
+/// How a limit counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Limiter {
+    /// Smoothing: a steady rate with bursts (the general requests per minute).
+    Smooth(Rate),
+    /// At most `limit` in any window of `period` (the specification's limits).
+    Window(Window),
 }
 
-pub fn api_key(account_id: &str) -> String {
-    format!("api:{account_id}")
+impl Limiter {
+    fn describe(&self) -> String {
+        match self {
+            Limiter::Smooth(r) => format!("{} per {} seconds", r.limit, r.period.as_secs()),
+            Limiter::Window(w) => format!("{} per {} seconds", w.limit, w.period.as_secs()),
+        }
+    }
 }
 
-/// The request limit an endpoint spends from: its cache key and rate.
+/// The limit an endpoint spends from: its cache key and how it counts.
 #[derive(Debug, Clone)]
 pub struct Limit {
     pub key: String,
-    pub rate: Rate,
+    pub limiter: Limiter,
 }
 
 impl Limit {
     /// The general limit, for endpoints without one of their own.
     pub fn api(state: &AppState, account_id: &str) -> Self {
-        Self { key: api_key(account_id), rate: api_rate(state) }
+        Self { key: format!("api:{account_id}"), limiter: Limiter::Smooth(api_rate(state)) }
     }
+
+    /// Metadata lookups: 10 per rolling 2 hours per account (tokens and the session share it).
+    pub fn metadata(account_id: &str) -> Self {
+        Self { key: format!("meta:{account_id}"), limiter: Limiter::Window(limits::METADATA) }
+    }
+
+    /// Applies `op`: `Hit(member)` spends one (the member names the entry a later `Undo`
+    /// gives back), `Peek` only reads.
+    pub async fn apply(&self, state: &AppState, op: Op<'_>) -> Result<Decision, cova_cache::CacheError> {
+        let cache = &state.backends.cache;
+        match self.limiter {
+            Limiter::Window(w) => cache.window(&self.key, w, op).await,
+            Limiter::Smooth(r) => match op {
+                Op::Hit(_) => cache.rate_limit(&self.key, r, 1).await,
+                Op::Peek => cache.rate_limit(&self.key, r, 0).await,
+                Op::Undo(_) => cache.refund(&self.key, r, 1).await,
+            },
+        }
+    }
+}
+
+/// The general per-account request rate.
+pub fn api_rate(state: &AppState) -> Rate {
+    Rate::per_minute(state.config.limits.api_requests_per_minute)
 }
 
 /// Runs an endpoint's checks that come before its limit is spent (scope, then request
@@ -56,11 +91,13 @@ pub struct Meter {
 
 impl Meter {
     pub fn rate(&mut self, d: &Decision) {
+        self.headers.retain(|(n, _)| !n.starts_with("x-ratelimit-"));
         self.headers.push(("x-ratelimit-limit", d.limit.to_string()));
         self.headers.push(("x-ratelimit-remaining", d.remaining.to_string()));
     }
 
     pub fn quota(&mut self, b: &Balance) {
+        self.headers.retain(|(n, _)| !n.starts_with("x-quota-"));
         self.headers.push(("x-quota-limit", b.granted.to_string()));
         self.headers.push(("x-quota-remaining", b.available.max(0).to_string()));
     }
@@ -78,27 +115,41 @@ impl Meter {
         builder.json(body)
     }
 
-    /// Spends one unit of `rate` on `key`; a refusal is 429 `rate_limited` with `Retry-After`.
-    pub async fn spend(&mut self, state: &AppState, key: &str, rate: Rate) -> Result<Decision, ApiError> {
-        let decision =
-            state.backends.cache.rate_limit(key, rate, 1).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
+    /// Spends one unit of `limit` under `member`; a refusal is 429 `rate_limited` with
+    /// `Retry-After`.
+    pub async fn spend(&mut self, state: &AppState, limit: &Limit, member: &str) -> Result<Decision, ApiError> {
+        let decision = limit.apply(state, Op::Hit(member)).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
         self.rate(&decision);
-        if decision.allowed {
-            Ok(decision)
-        } else {
-            Err(self.fail(
-                ApiError::new(
-                    ErrorCode::RateLimited,
-                    format!("Request limit of {} per {} seconds exceeded.", rate.limit, rate.period.as_secs()),
-                )
-                .with_retry_after(decision.retry_after_secs()),
-            ))
+        if decision.allowed { Ok(decision) } else { Err(self.fail(Self::limited(limit, &decision))) }
+    }
+
+    /// Gives back the unit spent under `member` (a request that turned out to be free).
+    pub async fn refund(&mut self, state: &AppState, limit: &Limit, member: &str) {
+        match limit.apply(state, Op::Undo(member)).await {
+            Ok(d) => self.rate(&d),
+            Err(e) => tracing::warn!(error = %e, "giving back a spent request failed"),
         }
+    }
+
+    /// Reads the limit without spending; refuses with 429 when nothing is left, so that work
+    /// which would have to spend (a platform request) is not even started.
+    pub async fn check(&mut self, state: &AppState, limit: &Limit) -> Result<Decision, ApiError> {
+        let decision = limit.apply(state, Op::Peek).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
+        self.rate(&decision);
+        if decision.remaining == 0 {
+            return Err(self.fail(Self::limited(limit, &decision)));
+        }
+        Ok(decision)
+    }
+
+    fn limited(limit: &Limit, decision: &Decision) -> ApiError {
+        ApiError::new(ErrorCode::RateLimited, format!("Request limit of {} exceeded.", limit.limiter.describe()))
+            .with_retry_after(decision.retry_after_secs())
     }
 
     /// Reads this month's comment balance and records the quota headers.
     pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Balance, ApiError> {
-        let balance = balances::current(&state.backends.db, &principal.account_id, now_ms())
+        let balance = balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms())
             .await
             .map_err(|e| self.fail(backend_errors::storage(e)))?;
         self.quota(&balance);
@@ -111,18 +162,18 @@ impl Meter {
         let mut meter = Meter::default();
         let balance = meter.balance(state, principal).await?;
         let limit = Limit::api(state, &principal.account_id);
-        meter.spend(state, &limit.key, limit.rate).await?;
+        meter.spend(state, &limit, "").await?;
         Ok((meter, balance))
     }
 
     /// The headers of an answer refused before its limit is spent: the limit's state, read
     /// without spending, and the balance. Best effort: a backend failing here leaves headers
     /// out rather than turning a 400 into a 503.
-    async fn peek(state: &AppState, principal: &Principal, limit: &Limit) -> Self {
+    pub async fn peek(state: &AppState, principal: &Principal, limit: &Limit) -> Self {
         let mut meter = Meter::default();
         let (balance, decision) = tokio::join!(
-            balances::current(&state.backends.db, &principal.account_id, now_ms()),
-            state.backends.cache.rate_limit(&limit.key, limit.rate, 0),
+            balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()),
+            limit.apply(state, Op::Peek),
         );
         if let Ok(b) = balance {
             meter.quota(&b);

@@ -1,14 +1,16 @@
 //! Request-wide concerns: request ids, access logs, the request time bound, CORS, and the
-//! refusal of tokens placed in the URL.
+//! refusal of URLs that carry a token or a control character.
 
 use crate::AppState;
+use crate::error::{HttpError, render};
 use actix_cors::Cors;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{Error, ResponseError, web};
+use actix_web::{Error, web};
 use cova_errors::{ApiError, ErrorCode};
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -17,7 +19,33 @@ pub const REQUEST_ID: &str = "x-request-id";
 const CREDENTIAL_PARAMS: &[&str] = &["token", "access_token", "api_key", "apikey", "auth", "authorization", "bearer"];
 
 fn respond(req: ServiceRequest, err: &ApiError) -> ServiceResponse<BoxBody> {
-    req.into_response(err.error_response())
+    req.into_response(render(err))
+}
+
+/// The path as it may be logged: percent-decoded, with anything that looks like a token
+/// (`cova_…`) replaced, so a token pasted into a URL never reaches the logs.
+pub fn loggable_path(path: &str) -> Cow<'_, str> {
+    let decoded = percent_decode(path);
+    let prefix = cova_auth::TOKEN_PREFIX;
+    if !decoded.contains(prefix) {
+        return decoded;
+    }
+    let mut out = String::with_capacity(decoded.len());
+    let mut rest: &str = &decoded;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        out.push_str(prefix);
+        out.push_str("[redacted]");
+        let tail = &rest[at + prefix.len()..];
+        let end = tail.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+fn percent_decode(s: &str) -> Cow<'_, str> {
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy()
 }
 
 /// Error answers produced by the framework or its middleware (CORS refusals, malformed
@@ -36,7 +64,9 @@ async fn normalise_error_body(res: ServiceResponse<BoxBody>) -> ServiceResponse<
         401 => ErrorCode::Unauthorized,
         404 => ErrorCode::NotFound,
         405 => ErrorCode::MethodNotAllowed,
+        408 => ErrorCode::RequestTimeout,
         413 => ErrorCode::PayloadTooLarge,
+        431 => ErrorCode::HeadersTooLarge,
         429 => ErrorCode::RateLimited,
         503 => ErrorCode::Unavailable,
         s if s >= 500 => ErrorCode::InternalError,
@@ -52,7 +82,7 @@ async fn normalise_error_body(res: ServiceResponse<BoxBody>) -> ServiceResponse<
     } else {
         text.trim().to_owned()
     };
-    let mut rebuilt = ApiError::new(code, detail).error_response();
+    let mut rebuilt = render(&ApiError::new(code, detail));
     *rebuilt.status_mut() = status;
     for (name, value) in headers.iter().filter(|(n, _)| *n != header::CONTENT_TYPE && *n != header::CONTENT_LENGTH) {
         rebuilt.headers_mut().insert(name.clone(), value.clone());
@@ -80,7 +110,7 @@ pub async fn request_context(
         .app_data::<web::Data<AppState>>()
         .map_or(Duration::from_secs(30), |s| Duration::from_millis(s.config.http.request_timeout_ms));
     let method = req.method().clone();
-    let path = req.path().to_owned();
+    let path = loggable_path(req.path()).into_owned();
     let span = tracing::info_span!("request", request.id = %request_id, http.method = %method, http.path = %path);
     // The handler runs as its own task: when the time bound (or a client hang-up) abandons the
     // request, the work underneath still finishes instead of being dropped mid-transaction.
@@ -88,7 +118,7 @@ pub async fn request_context(
     // The answers the handler never gave (time bound, panic) still carry the request id.
     let with_id = |mut e: ApiError| {
         e.headers.push((REQUEST_ID, request_id.clone()));
-        Error::from(e)
+        Error::from(HttpError(e))
     };
     let mut res = match tokio::time::timeout(timeout, task).await {
         Ok(Ok(Ok(res))) => normalise_error_body(res.map_into_boxed_body()).await,
@@ -118,9 +148,10 @@ pub async fn request_context(
     Ok(res)
 }
 
-/// A token in the URL leaks into logs, proxies and browser history: refuse it with 401 before
-/// anything else looks at the request (and never log the query string).
-pub async fn refuse_token_in_url(
+/// Refuses URLs before anything else looks at the request: a token in the query leaks into
+/// logs, proxies and browser history (401, and the query string is never logged); a control
+/// character in the path or the query (a NUL byte, say) is never valid input (400).
+pub async fn guard_url(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
@@ -129,6 +160,12 @@ pub async fn refuse_token_in_url(
             ErrorCode::Unauthorized,
             "Tokens are accepted only in the Authorization header, never in the URL. Revoke a token that was sent in a URL.",
         );
+        return Ok(respond(req, &err));
+    }
+    let query_has_control = url::form_urlencoded::parse(req.query_string().as_bytes())
+        .any(|(k, v)| crate::input::has_control(&k) || crate::input::has_control(&v));
+    if crate::input::has_control(&percent_decode(req.path())) || query_has_control {
+        let err = ApiError::validation("The URL must not contain control characters.");
         return Ok(respond(req, &err));
     }
     Ok(next.call(req).await?.map_into_boxed_body())
@@ -173,7 +210,15 @@ pub fn cors() -> Cors {
 
 #[cfg(test)]
 mod tests {
-    use super::query_carries_token;
+    use super::{loggable_path, query_carries_token};
+
+    #[test]
+    fn tokens_in_paths_are_redacted_for_the_log() {
+        let token = "cova_4bN0q8cZk1m2n3p4r5s6t7u8v9w0x1y2z3A4B5Cd";
+        assert_eq!(loggable_path(&format!("/api/v1/analyze/{token}")), "/api/v1/analyze/cova_[redacted]");
+        assert_eq!(loggable_path(&format!("/x/%63ova_abc/{token}/y")), "/x/cova_[redacted]/cova_[redacted]/y");
+        assert_eq!(loggable_path("/api/v1/analyze/0198-abc"), "/api/v1/analyze/0198-abc");
+    }
 
     #[test]
     fn tokens_in_queries_are_spotted() {

@@ -4,8 +4,8 @@ mod challenge;
 mod comments;
 mod page;
 
+use crate::TikTokConfig;
 use crate::collect::{CommentSource, ReplyJob, ReplyPage, TopPage};
-use crate::config::TikTokConfig;
 use crate::http::{Attempt, Http, HttpSettings, Request, Response, json_body};
 use crate::urls::{ParsedUrl, PostRef, ShortLink, is_tiktok_host, parse_tiktok_path};
 use crate::{Metadata, PlatformError};

@@ -341,7 +341,7 @@ mod tests {
             (12345, "parse_error"),
         ];
         for (code, api) in expect {
-            assert_eq!(status_error(code, "").expect("an error").code(), api, "{code}");
+            assert_eq!(status_error(code, "").expect("an error").code().as_str(), api, "{code}");
         }
         assert!(status_error(STATUS_CAPTCHA, "").is_none());
         assert!(status_error(10241, "").expect("error").to_string().contains("deleted"));
@@ -350,14 +350,17 @@ mod tests {
     #[test]
     fn classified_item_without_video_is_audience_restricted() {
         let html = include_str!("../../tests/fixtures/tiktok_post_classified.html");
-        assert_eq!(item_meta(html, "7200000000000000003").expect_err("restricted").code(), "audience_restricted");
+        assert_eq!(
+            item_meta(html, "7200000000000000003").expect_err("restricted").code().as_str(),
+            "audience_restricted"
+        );
     }
 
     #[test]
     fn pages_without_data() {
         assert!(matches!(extract("<html>Log in</html>", "1"), Ok(PageData::Missing)));
         let broken = r#"<script id="__UNIVERSAL_DATA_FOR_REHYDRATION__" type="application/json">{oops</script>"#;
-        assert_eq!(extract(broken, "1").expect_err("bad json").code(), "parse_error");
+        assert_eq!(extract(broken, "1").expect_err("bad json").code().as_str(), "parse_error");
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! succeeds while enough is available, and a CHECK constraint refuses any row where
 //! `reserved + spent > granted`.
 
-use crate::clock::{month_end_ms, month_of};
 use crate::schema::{balances, ledger, reservations};
 use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use cova_domain::time::{month_end_ms, month_of};
 use diesel::prelude::*;
 use diesel::upsert::excluded;
 use diesel_async::RunQueryDsl;
@@ -246,34 +246,55 @@ async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Resul
     in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))
 }
 
-/// Lowers a job's hold to `amount` (never raises it), returning the difference to the
-/// balance; used once the platform reports how many comments a post has. Returns the hold.
-pub async fn shrink(db: &Db, job_id: &str, amount: i64) -> Result<Option<i64>> {
-    let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
-        let held = reservations::table
-            .find(job_id)
-            .filter(reservations::state.eq("held"))
-            .select(Reservation::as_select())
-            .first(c)
-            .await
-            .optional()?;
-        let Some(held) = held else { return Ok(None) };
-        let target = amount.max(1);
-        if target >= held.amount {
-            return Ok(Some(held.amount));
+/// Moves a job's hold towards `target` once the post has reported its size: lowers it
+/// (returning the difference to the balance at once) or raises it by as much as the balance
+/// still has available, never more. Returns the hold now in place, `None` when the
+/// reservation is already closed.
+pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i64>> {
+    let target = target.max(1);
+    for _ in 0..RESERVE_ATTEMPTS {
+        let mut conn = db.conn().await?;
+        let outcome: Option<Option<i64>> = in_transaction!(&mut conn, |c| {
+            let held = reservations::table
+                .find(job_id)
+                .filter(reservations::state.eq("held"))
+                .select(Reservation::as_select())
+                .first(c)
+                .await
+                .optional()?;
+            let Some(held) = held else { return Ok(Some(None)) };
+            let balance = balances::table.find((&held.account_id, &held.month));
+            let change = if target <= held.amount {
+                target - held.amount
+            } else {
+                let available =
+                    balance.select(balances::granted - balances::reserved - balances::spent).first::<i64>(c).await?;
+                (target - held.amount).min(available.max(0))
+            };
+            if change == 0 {
+                return Ok(Some(Some(held.amount)));
+            }
+            // Conditional on what is available now, so a raise can never overdraw.
+            let moved = diesel::update(balance)
+                .filter((balances::granted - balances::reserved - balances::spent).ge(change.max(0)))
+                .set(balances::reserved.eq(balances::reserved + change))
+                .execute(c)
+                .await?;
+            if moved == 0 {
+                return Ok(None);
+            }
+            diesel::update(reservations::table.find(job_id))
+                .filter(reservations::state.eq("held"))
+                .set(reservations::amount.eq(held.amount + change))
+                .execute(c)
+                .await?;
+            Ok(Some(Some(held.amount + change)))
+        })?;
+        if let Some(hold) = outcome {
+            return Ok(hold);
         }
-        diesel::update(reservations::table.find(job_id))
-            .filter(reservations::state.eq("held"))
-            .set(reservations::amount.eq(target))
-            .execute(c)
-            .await?;
-        diesel::update(balances::table.find((&held.account_id, &held.month)))
-            .set(balances::reserved.eq(balances::reserved - (held.amount - target)))
-            .execute(c)
-            .await?;
-        Ok(Some(target))
-    })
+    }
+    Err(StorageError::Unavailable("the balance is too contended; retry".into()))
 }
 
 pub async fn reservation(db: &Db, job_id: &str) -> Result<Option<Reservation>> {

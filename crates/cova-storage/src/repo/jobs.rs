@@ -3,40 +3,28 @@
 //! start → progress → complete / fail transitions, each happening at most once.
 
 use super::balances::{close_in, reserve_in};
-use super::outbox::{Destination, insert_in as outbox_in};
+use super::outbox::insert_in as outbox_in;
 use crate::StorageError;
-use crate::clock::month_of;
-use crate::schema::{accounts, balances, job_comments, job_leases, jobs, library};
+use crate::schema::{accounts, balances, idempotency_keys, job_comments, job_leases, jobs, library};
 use crate::{Db, Result, in_transaction, with_conn};
+use cova_domain::limits::{self, MAX_RUNNING_ANALYSES, hold};
+use cova_domain::time::month_of;
+use cova_domain::{Dedup, JobKind, JobStatus};
+use cova_messages::{AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use serde::Serialize;
 
-/// Job states in which a job counts against the per-account concurrency limit.
-pub const RUNNING_STATES: [&str; 2] = ["queued", "in_progress"];
-/// Analyses running at once per account (the specification's limit).
-pub const MAX_RUNNING: i64 = 3;
-/// Comments collected per post at most.
-pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
-/// A completed job is returned instead of a new one for this long.
-pub const RECENT_RESULT_MS: i64 = 5 * 60 * 1000;
-/// An Idempotency-Key is remembered this long.
-pub const IDEMPOTENCY_MS: i64 = 24 * 60 * 60 * 1000;
-/// The worker role that collects comments.
-pub const SCRAPER_ROLE: &str = "scraper";
-
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
-#[diesel(table_name = jobs)]
+/// A job as the rest of cova sees it: typed status and kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     pub id: String,
     pub account_id: String,
+    /// The token that created it (`None` for jobs of a browser session or the scheduler).
     pub token_id: Option<String>,
-    pub kind: String,
-    #[diesel(column_name = ref_)]
+    pub kind: JobKind,
     pub r#ref: String,
     pub url: String,
-    pub status: String,
-    pub idempotency_key: Option<String>,
+    pub status: JobStatus,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
@@ -47,29 +35,93 @@ pub struct Job {
     pub error_detail: Option<String>,
 }
 
+/// The stored row; [`Job`] is what leaves this module.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = jobs)]
+struct JobRow {
+    id: String,
+    account_id: String,
+    token_id: Option<String>,
+    kind: String,
+    #[diesel(column_name = ref_)]
+    r#ref: String,
+    url: String,
+    status: String,
+    created_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    comments_collected: i64,
+    comments_expected: Option<i64>,
+    truncated: bool,
+    error_code: Option<String>,
+    error_detail: Option<String>,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = StorageError;
+
+    fn try_from(row: JobRow) -> Result<Self> {
+        let status = JobStatus::parse(&row.status)
+            .ok_or_else(|| StorageError::Database(format!("job {} has unknown status `{}`", row.id, row.status)))?;
+        let kind = JobKind::parse(&row.kind)
+            .ok_or_else(|| StorageError::Database(format!("job {} has unknown kind `{}`", row.id, row.kind)))?;
+        Ok(Job {
+            id: row.id,
+            account_id: row.account_id,
+            token_id: row.token_id,
+            kind,
+            r#ref: row.r#ref,
+            url: row.url,
+            status,
+            created_at: row.created_at,
+            started_at: row.started_at,
+            finished_at: row.finished_at,
+            comments_collected: row.comments_collected,
+            comments_expected: row.comments_expected,
+            truncated: row.truncated,
+            error_code: row.error_code,
+            error_detail: row.error_detail,
+        })
+    }
+}
+
+/// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.
+macro_rules! find_job {
+    ($c:ident, $job_id:expr) => {
+        jobs::table.find($job_id).select(JobRow::as_select()).first($c).await.optional()?.map(Job::try_from).transpose()
+    };
+}
+
+/// The `job.complete` / `job.failed` event of a finished job: the job webhook's fields.
+fn end_event(job: &Job) -> Outgoing {
+    let (event_type, error) = match job.status {
+        JobStatus::Complete => (JobEventType::Complete, None),
+        _ => (
+            JobEventType::Failed,
+            Some(JobError {
+                code: job.error_code.clone().unwrap_or_default(),
+                detail: job.error_detail.clone().unwrap_or_default(),
+            }),
+        ),
+    };
+    Outgoing::event(&JobEvent {
+        event_type,
+        kind: job.kind.as_str().to_owned(),
+        job_id: job.id.clone(),
+        r#ref: job.r#ref.clone(),
+        url: job.url.clone(),
+        error,
+    })
+}
+
 pub struct NewAnalyze<'a> {
     pub account_id: &'a str,
     pub token_id: Option<&'a str>,
     pub r#ref: &'a str,
     pub url: &'a str,
     pub idempotency_key: Option<&'a str>,
-    /// The most this job can need when the post's comment count is already known.
-    pub max_hold: Option<i64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dedup {
-    InFlight,
-    RecentResult,
-}
-
-impl Dedup {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dedup::InFlight => "in_flight",
-            Dedup::RecentResult => "recent_result",
-        }
-    }
+    /// The post's comment count when already known (cached metadata); sizes the opening hold.
+    pub known_comments: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -89,16 +141,33 @@ pub enum CreateOutcome {
     ConcurrencyLimit,
 }
 
+/// Inside a transaction: remembers that `key` answered with `job_id`.
+macro_rules! remember_key {
+    ($c:ident, $new:expr, $job_id:expr, $now:expr) => {
+        if let Some(key) = $new.idempotency_key {
+            diesel::insert_into(idempotency_keys::table)
+                .values((
+                    idempotency_keys::account_id.eq($new.account_id),
+                    idempotency_keys::key.eq(key),
+                    idempotency_keys::job_id.eq($job_id),
+                    idempotency_keys::ref_.eq($new.r#ref),
+                    idempotency_keys::created_at.eq($now),
+                ))
+                .on_conflict_do_nothing()
+                .execute($c)
+                .await?;
+        }
+    };
+}
+
 /// Creates an analyze job, or answers why not. Every check and the writes share one
 /// transaction that first locks the account row, so concurrent requests of one account are
 /// serialised: exact dedup, idempotency, balance and concurrency under any parallelism.
-pub async fn create_analyze(
-    db: &Db,
-    new: NewAnalyze<'_>,
-    command: &(dyn Fn(&str) -> String + Sync),
-    headers: &str,
-    now: i64,
-) -> Result<CreateOutcome> {
+///
+/// The new job holds only its opening hold ([`hold::opening`]): the scraper raises it to what
+/// the post needs once the post reports its size, so one job never blocks the account's
+/// other analyses while it waits for a scraper.
+pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
     let month = month_of(now);
     let job_id = super::new_id();
     let mut conn = db.conn().await?;
@@ -110,45 +179,44 @@ pub async fn create_analyze(
             .await?;
 
         if let Some(key) = new.idempotency_key {
-            diesel::update(jobs::table)
-                .filter(jobs::account_id.eq(new.account_id))
-                .filter(jobs::idempotency_key.eq(key))
-                .filter(jobs::created_at.lt(now - IDEMPOTENCY_MS))
-                .set(jobs::idempotency_key.eq(None::<String>))
+            diesel::delete(idempotency_keys::table)
+                .filter(idempotency_keys::account_id.eq(new.account_id))
+                .filter(idempotency_keys::created_at.le(now - limits::ms(limits::IDEMPOTENCY)))
                 .execute(c)
                 .await?;
-            let earlier = jobs::table
-                .filter(jobs::account_id.eq(new.account_id))
-                .filter(jobs::idempotency_key.eq(key))
-                .select(Job::as_select())
-                .first(c)
+            let earlier = idempotency_keys::table
+                .find((new.account_id, key))
+                .select((idempotency_keys::job_id, idempotency_keys::ref_))
+                .first::<(String, String)>(c)
                 .await
                 .optional()?;
-            if let Some(job) = earlier {
-                return Ok(if job.r#ref == new.r#ref {
-                    CreateOutcome::Repeated(job)
-                } else {
-                    CreateOutcome::IdempotencyConflict
-                });
+            if let Some((earlier_job, earlier_ref)) = earlier {
+                if earlier_ref != new.r#ref {
+                    return Ok(CreateOutcome::IdempotencyConflict);
+                }
+                if let Some(job) = find_job!(c, &earlier_job)? {
+                    return Ok(CreateOutcome::Repeated(job));
+                }
             }
         }
 
         let latest = jobs::table
             .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
             .filter(jobs::ref_.eq(new.r#ref))
-            .filter(jobs::status.ne("failed"))
+            .filter(jobs::status.ne(JobStatus::Failed.as_str()))
             .order(jobs::created_at.desc())
-            .select(Job::as_select())
+            .select(JobRow::as_select())
             .first(c)
             .await
-            .optional()?;
-        if let Some(job) = latest {
-            if RUNNING_STATES.contains(&job.status.as_str()) {
-                return Ok(CreateOutcome::Deduplicated(job, Dedup::InFlight));
-            }
-            if job.status == "complete" && job.finished_at.is_some_and(|t| t > now - RECENT_RESULT_MS) {
-                return Ok(CreateOutcome::Deduplicated(job, Dedup::RecentResult));
-            }
+            .optional()?
+            .map(Job::try_from)
+            .transpose()?;
+        if let Some(job) = latest
+            && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
+        {
+            remember_key!(c, new, &job.id, now);
+            return Ok(CreateOutcome::Deduplicated(job, dedup));
         }
 
         let available = balances::table
@@ -163,16 +231,17 @@ pub async fn create_analyze(
         }
         let running = jobs::table
             .filter(jobs::account_id.eq(new.account_id))
-            .filter(jobs::status.eq_any(RUNNING_STATES))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
             .count()
             .get_result::<i64>(c)
             .await?;
-        if running >= MAX_RUNNING {
+        if running >= MAX_RUNNING_ANALYSES {
             return Ok(CreateOutcome::ConcurrencyLimit);
         }
 
-        let reserved = available.min(MAX_COMMENTS_PER_POST).min(new.max_hold.unwrap_or(i64::MAX).max(1));
-        if !reserve_in!(c, new.account_id, &job_id, &month, reserved, now) {
+        let reserved = hold::opening(new.known_comments, available);
+        if reserved <= 0 || !reserve_in!(c, new.account_id, &job_id, &month, reserved, now) {
             return Ok(CreateOutcome::QuotaExceeded);
         }
         diesel::insert_into(jobs::table)
@@ -180,49 +249,42 @@ pub async fn create_analyze(
                 jobs::id.eq(&job_id),
                 jobs::account_id.eq(new.account_id),
                 jobs::token_id.eq(new.token_id),
-                jobs::kind.eq("analyze"),
+                jobs::kind.eq(JobKind::Analyze.as_str()),
                 jobs::ref_.eq(new.r#ref),
                 jobs::url.eq(new.url),
-                jobs::status.eq("queued"),
-                jobs::idempotency_key.eq(new.idempotency_key),
+                jobs::status.eq(JobStatus::Queued.as_str()),
                 jobs::created_at.eq(now),
                 jobs::comments_collected.eq(0),
                 jobs::truncated.eq(false),
             ))
             .execute(c)
             .await?;
-        outbox_in!(c, Destination::Command, SCRAPER_ROLE, &command(&job_id), headers, now);
-        let job = jobs::table.find(&job_id).select(Job::as_select()).first(c).await?;
+        remember_key!(c, new, &job_id, now);
+        let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() });
+        outbox_in!(c, &command, trace_headers, now);
+        let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
         Ok(CreateOutcome::Created { job, reserved })
     })
 }
 
 /// The job if it exists and belongs to the account (another account's job is "absent").
 pub async fn get_for_account(db: &Db, job_id: &str, account_id: &str) -> Result<Option<Job>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        jobs::table
-            .find(job_id)
-            .filter(jobs::account_id.eq(account_id))
-            .select(Job::as_select())
-            .first(c)
-            .await
-            .optional()
-    })?)
+    Ok(get(db, job_id).await?.filter(|job| job.account_id == account_id))
 }
 
 pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| jobs::table.find(job_id).select(Job::as_select()).first(c).await.optional())?)
+    with_conn!(&mut conn, |c| find_job!(c, job_id))
 }
 
-/// Jobs of the account that are queued or in progress.
+/// Analyses of the account that are queued or in progress.
 pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
     let mut conn = db.conn().await?;
     Ok(with_conn!(&mut conn, |c| {
         jobs::table
             .filter(jobs::account_id.eq(account_id))
-            .filter(jobs::status.eq_any(RUNNING_STATES))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
             .count()
             .get_result::<i64>(c)
             .await
@@ -248,10 +310,10 @@ pub enum Start {
 pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<Start> {
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
-        let Some(job) = jobs::table.find(job_id).select(Job::as_select()).first(c).await.optional()? else {
+        let Some(job) = find_job!(c, job_id)? else {
             return Ok(Start::Missing);
         };
-        if !RUNNING_STATES.contains(&job.status.as_str()) {
+        if job.status.is_finished() {
             return Ok(Start::Finished(job));
         }
         let holder = job_leases::table
@@ -278,7 +340,7 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
         diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
         diesel::update(jobs::table.find(job_id))
             .set((
-                jobs::status.eq("in_progress"),
+                jobs::status.eq(JobStatus::InProgress.as_str()),
                 jobs::started_at.eq(job.started_at.unwrap_or(now)),
                 jobs::comments_collected.eq(0),
             ))
@@ -292,7 +354,7 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .await
             .optional()?
             .unwrap_or(0);
-        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         Ok(Start::Collect { job, max })
     })
 }
@@ -365,7 +427,7 @@ pub async fn append_comments(
         }
         let total = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
         diesel::update(jobs::table.find(job_id))
-            .filter(jobs::status.eq("in_progress"))
+            .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
             .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected)))
             .execute(c)
             .await?;
@@ -376,14 +438,7 @@ pub async fn append_comments(
 /// Completes the job once: charges what was collected and releases the rest, bookmarks the
 /// ref in the account's library, and queues the `job.complete` event — one transaction.
 /// Returns false when the job was not in progress (a duplicate delivery).
-pub async fn complete(
-    db: &Db,
-    job_id: &str,
-    owner: &str,
-    truncated: bool,
-    event: &(dyn Fn(&Job) -> String + Sync),
-    now: i64,
-) -> Result<bool> {
+pub async fn complete(db: &Db, job_id: &str, owner: &str, truncated: bool, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
@@ -392,9 +447,9 @@ pub async fn complete(
         let collected =
             job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
         let done = diesel::update(jobs::table.find(job_id))
-            .filter(jobs::status.eq("in_progress"))
+            .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
             .set((
-                jobs::status.eq("complete"),
+                jobs::status.eq(JobStatus::Complete.as_str()),
                 jobs::finished_at.eq(now),
                 jobs::comments_collected.eq(collected),
                 jobs::truncated.eq(truncated),
@@ -405,7 +460,7 @@ pub async fn complete(
             return Ok(false);
         }
         let _charged: Option<i64> = close_in!(c, job_id, Some(collected), now)?;
-        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         if job.token_id.is_some() {
             let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
             diesel::insert_into(library::table)
@@ -429,31 +484,23 @@ pub async fn complete(
                 .execute(c)
                 .await?;
         }
-        outbox_in!(c, Destination::Event, "job.complete", &event(&job), "{}", now);
+        outbox_in!(c, &end_event(&job), "{}", now);
         Ok(true)
     })
 }
 
 /// Fails the job once with an API error code: releases the whole hold (nothing is charged),
 /// drops partial comments, and queues the `job.failed` event. False on a duplicate.
-pub async fn fail(
-    db: &Db,
-    job_id: &str,
-    owner: &str,
-    code: &str,
-    detail: &str,
-    event: &(dyn Fn(&Job) -> String + Sync),
-    now: i64,
-) -> Result<bool> {
+pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
             return Ok(false);
         }
         let done = diesel::update(jobs::table.find(job_id))
-            .filter(jobs::status.eq_any(RUNNING_STATES))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
             .set((
-                jobs::status.eq("failed"),
+                jobs::status.eq(JobStatus::Failed.as_str()),
                 jobs::finished_at.eq(now),
                 jobs::comments_collected.eq(0),
                 jobs::error_code.eq(code),
@@ -466,8 +513,8 @@ pub async fn fail(
         }
         let _released: Option<i64> = close_in!(c, job_id, None, now)?;
         diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
-        let job = jobs::table.find(job_id).select(Job::as_select()).first(c).await?;
-        outbox_in!(c, Destination::Event, "job.failed", &event(&job), "{}", now);
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
+        outbox_in!(c, &end_event(&job), "{}", now);
         Ok(true)
     })
 }
@@ -507,11 +554,16 @@ pub async fn result_page(db: &Db, job_id: &str, after: Option<i64>, limit: i64) 
     })
 }
 
-/// Jobs that were queued or in progress (used at start by the embedded single process, whose
-/// in-process queue does not survive a restart).
-pub async fn unfinished(db: &Db) -> Result<Vec<String>> {
+/// Jobs of `kind` that are queued or in progress (used at start by the embedded single
+/// process, whose in-process queue does not survive a restart).
+pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
     let mut conn = db.conn().await?;
     Ok(with_conn!(&mut conn, |c| {
-        jobs::table.filter(jobs::status.eq_any(RUNNING_STATES)).select(jobs::id).load::<String>(c).await
+        jobs::table
+            .filter(jobs::kind.eq(kind.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .select(jobs::id)
+            .load::<String>(c)
+            .await
     })?)
 }

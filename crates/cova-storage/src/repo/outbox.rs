@@ -1,38 +1,33 @@
 //! The transactional outbox: messages written with the state they announce, published by a
 //! relay afterwards, so no job waits forever because a publish was lost.
+//!
+//! Relays of several replicas share the table: each claims a batch for a while (on PostgreSQL
+//! with `FOR UPDATE SKIP LOCKED`, so two relays never claim the same row), publishes it, and
+//! marks each row sent. A row that fails is retried later with backoff; after
+//! [`MAX_ATTEMPTS`] failures it is parked for an operator and the relay goes on with the rest.
 
 use crate::schema::outbox;
-use crate::{Db, Result, with_conn};
+use crate::{Db, DbConn, Result, with_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Destination {
-    /// A command for a worker role (routing key = role).
-    Command,
-    /// An event on the events exchange (routing key = event type).
-    Event,
-}
+/// Failures of one row before it is parked.
+pub const MAX_ATTEMPTS: i32 = 10;
+/// How long a claim keeps other relays off a batch (a relay that dies mid-batch frees it then).
+pub const CLAIM_MS: i64 = 30_000;
 
-impl Destination {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Destination::Command => "command",
-            Destination::Event => "event",
-        }
-    }
-}
-
-/// Inside a transaction: queues one message. Evaluates to `()` (errors propagate with `?`).
+/// Inside a transaction: queues one message (its destination and routing key come from the
+/// message). Evaluates to `()`; errors propagate with `?`.
 macro_rules! insert_in {
-    ($c:ident, $destination:expr, $routing_key:expr, $payload:expr, $headers:expr, $now:expr) => {{
+    ($c:ident, $message:expr, $headers:expr, $now:expr) => {{
         use $crate::schema::outbox;
+        let message: &::cova_messages::Outgoing = $message;
         diesel::insert_into(outbox::table)
             .values((
                 outbox::id.eq($crate::repo::new_id()),
-                outbox::destination.eq($destination.as_str()),
-                outbox::routing_key.eq($routing_key),
-                outbox::payload.eq($payload),
+                outbox::destination.eq(message.destination.as_str()),
+                outbox::routing_key.eq(message.routing_key),
+                outbox::payload.eq(&message.payload),
                 outbox::headers.eq($headers),
                 outbox::created_at.eq($now),
             ))
@@ -53,16 +48,80 @@ pub struct OutboxMessage {
     pub headers: String,
     pub created_at: i64,
     pub sent_at: Option<i64>,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub next_attempt_at: i64,
+    pub claimed_until: i64,
+    pub parked_at: Option<i64>,
 }
 
-/// The oldest unsent messages.
-pub async fn pending(db: &Db, limit: i64) -> Result<Vec<OutboxMessage>> {
+/// Queues a message outside any other write (e.g. a command re-issued at start).
+pub async fn insert(db: &Db, message: &cova_messages::Outgoing, headers: &str, now: i64) -> Result<()> {
     let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        insert_in!(c, message, headers, now);
+    });
+    Ok(())
+}
+
+/// Claims up to `limit` due rows, oldest first, for [`CLAIM_MS`]: unsent, not parked, not
+/// waiting for a retry and not claimed by another relay.
+pub async fn claim(db: &Db, limit: i64, now: i64) -> Result<Vec<OutboxMessage>> {
+    let mut conn = db.conn().await?;
+    let due = outbox::sent_at
+        .is_null()
+        .and(outbox::parked_at.is_null())
+        .and(outbox::next_attempt_at.le(now))
+        .and(outbox::claimed_until.le(now));
+    let ids: Vec<String> = match &mut conn {
+        // Rows locked by a concurrent claimer are skipped: each relay gets its own rows.
+        DbConn::Pg(obj) => {
+            let c: &mut diesel_async::AsyncPgConnection = &mut *obj;
+            diesel_async::AsyncConnection::transaction(c, async |c| -> Result<Vec<String>> {
+                let ids: Vec<String> = outbox::table
+                    .filter(due)
+                    .order(outbox::created_at.asc())
+                    .limit(limit)
+                    .select(outbox::id)
+                    .for_update()
+                    .skip_locked()
+                    .load(c)
+                    .await?;
+                diesel::update(outbox::table.filter(outbox::id.eq_any(&ids)))
+                    .set(outbox::claimed_until.eq(now + CLAIM_MS))
+                    .execute(c)
+                    .await?;
+                Ok(ids)
+            })
+            .await?
+        }
+        // SQLite serialises writers (BEGIN IMMEDIATE): select-then-claim is already exclusive.
+        DbConn::Sqlite(obj) => {
+            let c: &mut crate::pool::SqliteConn = &mut *obj;
+            c.immediate_transaction(async |c| -> Result<Vec<String>> {
+                let ids: Vec<String> = outbox::table
+                    .filter(due)
+                    .order(outbox::created_at.asc())
+                    .limit(limit)
+                    .select(outbox::id)
+                    .load(c)
+                    .await?;
+                diesel::update(outbox::table.filter(outbox::id.eq_any(&ids)))
+                    .set(outbox::claimed_until.eq(now + CLAIM_MS))
+                    .execute(c)
+                    .await?;
+                Ok(ids)
+            })
+            .await?
+        }
+    };
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     Ok(with_conn!(&mut conn, |c| {
         outbox::table
-            .filter(outbox::sent_at.is_null())
+            .filter(outbox::id.eq_any(&ids))
             .order(outbox::created_at.asc())
-            .limit(limit)
             .select(OutboxMessage::as_select())
             .load(c)
             .await
@@ -71,8 +130,73 @@ pub async fn pending(db: &Db, limit: i64) -> Result<Vec<OutboxMessage>> {
 
 pub async fn mark_sent(db: &Db, id: &str, now: i64) -> Result<()> {
     let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| diesel::update(outbox::table.find(id)).set(outbox::sent_at.eq(now)).execute(c).await)?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(outbox::table.find(id))
+            .set((outbox::sent_at.eq(now), outbox::claimed_until.eq(0)))
+            .execute(c)
+            .await
+    })?;
     Ok(())
+}
+
+/// Gives a claimed row back without counting a failure (the broker was down, not the row).
+pub async fn release(db: &Db, ids: &[String]) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(outbox::table.filter(outbox::id.eq_any(ids))).set(outbox::claimed_until.eq(0)).execute(c).await
+    })?;
+    Ok(())
+}
+
+/// Records a failed publish of this row: tried again after `retry_in_ms`, or parked once it
+/// has failed [`MAX_ATTEMPTS`] times. Returns true when it was parked.
+pub async fn record_failure(db: &Db, id: &str, error: &str, retry_in_ms: i64, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    let error: String = error.chars().take(500).collect();
+    with_conn!(&mut conn, |c| {
+        let attempts: i32 = diesel::update(outbox::table.find(id))
+            .set((
+                outbox::attempts.eq(outbox::attempts + 1),
+                outbox::last_error.eq(&error),
+                outbox::next_attempt_at.eq(now + retry_in_ms),
+                outbox::claimed_until.eq(0),
+            ))
+            .returning(outbox::attempts)
+            .get_result(c)
+            .await?;
+        if attempts >= MAX_ATTEMPTS {
+            diesel::update(outbox::table.find(id)).set(outbox::parked_at.eq(now)).execute(c).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    })
+}
+
+/// Parked rows, oldest first (for operators).
+pub async fn parked(db: &Db, limit: i64) -> Result<Vec<OutboxMessage>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        outbox::table
+            .filter(outbox::parked_at.is_not_null())
+            .order(outbox::created_at.asc())
+            .limit(limit)
+            .select(OutboxMessage::as_select())
+            .load(c)
+            .await
+    })?)
+}
+
+/// Rows waiting to be published (not parked): the relay's backlog.
+pub async fn backlog(db: &Db) -> Result<i64> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        outbox::table
+            .filter(outbox::sent_at.is_null())
+            .filter(outbox::parked_at.is_null())
+            .count()
+            .get_result::<i64>(c)
+            .await
+    })?)
 }
 
 /// Sent messages older than `before` are deleted (the outbox is not an archive).

@@ -5,7 +5,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 /// The spec's cap on active tokens per account (also a CHECK in the schema).
-pub const MAX_ACTIVE_TOKENS: i32 = 5;
+pub use cova_domain::limits::MAX_ACTIVE_TOKENS;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = api_tokens)]

@@ -45,9 +45,21 @@ impl Cova {
         child
     }
 
+    /// Starts an HTTP role and keeps every line it logs; returns the base URL too.
+    pub fn start_logging(&self, role: &str) -> (Child, String, Log) {
+        let log = Log::default();
+        let (child, lines) = self.spawn_logging(role, "cova listening on ", Some(log.clone()));
+        let rest = lines.recv_timeout(Duration::from_secs(30)).expect("cova logs its address");
+        (child, rest.chars().take_while(|c| *c != '"').collect(), log)
+    }
+
     /// Spawns a role whose log is drained (so it never blocks on a full pipe); the text after
     /// `marker` on each line that holds it is sent to the receiver.
     fn spawn_watching(&self, role: &str, marker: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
+        self.spawn_logging(role, marker, None)
+    }
+
+    fn spawn_logging(&self, role: &str, marker: &str, keep: Option<Log>) -> (Child, std::sync::mpsc::Receiver<String>) {
         let mut child = self.command(&[role]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
         let stderr = child.stderr.take().expect("stderr piped");
         let (tx, rx) = std::sync::mpsc::channel();
@@ -57,9 +69,28 @@ impl Cova {
                 if let Some(rest) = line.split(marker.as_str()).nth(1) {
                     let _ = tx.send(rest.to_owned());
                 }
+                if let Some(log) = &keep {
+                    log.push(line);
+                }
             }
         });
         (child, rx)
+    }
+}
+
+/// Every line a process logged so far.
+#[derive(Clone, Default)]
+pub struct Log(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Log {
+    fn push(&self, line: String) {
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(line);
+        }
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
 

@@ -1,17 +1,19 @@
 //! `POST /api/v1/analyze` and `GET /api/v1/analyze/{job_id}`.
 
-use super::body::{platform_error, url_body};
 use super::views;
 use crate::auth::authenticate;
+use crate::error::HttpResult;
+use crate::input::{read_body, url_body};
+use crate::lookup;
 use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
-use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
+use cova_domain::JobStatus;
+use cova_domain::limits::MAX_COMMENTS_PER_POST;
 use cova_errors::{ApiError, ErrorCode};
-use cova_messages::AnalyzeCommand;
-use cova_storage::clock::now_ms;
-use cova_storage::repo::jobs::{self, CreateOutcome, MAX_COMMENTS_PER_POST, NewAnalyze};
+use cova_platforms::parse_url;
+use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -27,20 +29,21 @@ fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
 }
 
 /// Starts a comment collection, or returns the job that already covers the request.
-pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: Bytes) -> Result<HttpResponse, ApiError> {
+pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
-    let (url, key, post) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
+    let (url, key, parsed) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
         principal.require(Scope::AnalyzeWrite)?;
-        let url = url_body(&body)?;
+        let url = url_body(&read_body(&state, payload).await?)?;
         let key = idempotency_key(&req)?;
-        let post = state.platforms.resolve(&url).await.map_err(platform_error)?;
-        Ok((url, key, post))
+        let parsed = parse_url(&url).map_err(|e| e.to_api_error())?;
+        Ok((url, key, parsed))
     })
     .await?;
-    let (meter, _) = Meter::api(&state, &principal).await?;
+    // The request limit is spent before a short link makes cova contact the platform.
+    let (mut meter, _) = Meter::api(&state, &principal).await?;
+    let post = lookup::resolve(&state, parsed, &mut meter, None).await?;
     let r#ref = post.to_string();
-    let max_hold = known_comment_count(&state, &r#ref).await.map(|n| n.saturating_add((n / 10).max(50)));
-    let command = |job_id: &str| AnalyzeCommand { job_id: job_id.to_owned() }.to_json();
+    let known_comments = known_comment_count(&state, &r#ref).await;
     // The scraper's work joins this request's trace.
     let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
     let outcome = jobs::create_analyze(
@@ -51,11 +54,10 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
             r#ref: &r#ref,
             url: &url,
             idempotency_key: key.as_deref(),
-            max_hold,
+            known_comments,
         },
-        &command,
         &trace,
-        now_ms(),
+        state.now(),
     )
     .await
     .map_err(|e| meter.fail(backend_errors::storage(e)))?;
@@ -64,24 +66,23 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, body: By
             state.outbox.notify_one();
             tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, reserved, "analyze job queued");
             // The balance changed: show what is left now.
-            let mut meter = meter;
             let _ = meter.balance(&state, &principal).await;
             Ok(meter.json(HttpResponse::Accepted(), &views::job(&job, None)))
         }
         CreateOutcome::Deduplicated(job, dedup) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, Some(dedup)))),
         CreateOutcome::Repeated(job) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, None))),
-        CreateOutcome::IdempotencyConflict => Err(meter.fail(ApiError::of(ErrorCode::IdempotencyConflict))),
-        CreateOutcome::QuotaExceeded => Err(meter.fail(ApiError::of(ErrorCode::QuotaExceeded))),
+        CreateOutcome::IdempotencyConflict => Err(meter.fail(ApiError::of(ErrorCode::IdempotencyConflict)).into()),
+        CreateOutcome::QuotaExceeded => Err(meter.fail(ApiError::of(ErrorCode::QuotaExceeded)).into()),
         CreateOutcome::ConcurrencyLimit => {
-            Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)))
+            Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)).into())
         }
     }
 }
 
 /// The comment count of the post when fresh metadata is cached (no platform request): the
-/// hold is then min(5,000, balance, that count plus room for new comments).
+/// job then holds what the post needs from the start.
 async fn known_comment_count(state: &AppState, r#ref: &str) -> Option<i64> {
-    let bytes = state.backends.cache.get(&super::metadata::cache_key(r#ref)).await.ok()??;
+    let bytes = state.backends.cache.get(&lookup::metadata_key(r#ref)).await.ok()??;
     let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     metadata["metrics"]["comments"].as_i64()
 }
@@ -95,11 +96,7 @@ pub struct ResultQuery {
 
 /// The job; when complete, the result with comments and nested replies. `?limit=&cursor=`
 /// page over top-level comments (each with all its replies); the default is everything.
-pub async fn get_job(
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
     let (limit, after) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
         principal.require(Scope::AnalyzeWrite)?;
@@ -129,7 +126,7 @@ pub async fn get_job(
         .map_err(|e| meter.fail(backend_errors::storage(e)))?
         .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
     let mut body = views::job(&job, None);
-    if job.status == "complete" {
+    if job.status == JobStatus::Complete {
         let page =
             jobs::result_page(db, &job.id, after, limit).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
         let full_page = page.top.len() as i64 == limit;

@@ -1,4 +1,5 @@
 use crate::AppState;
+use crate::error::HttpResult;
 use actix_web::{HttpResponse, web};
 use cova_errors::ApiError;
 use serde_json::json;
@@ -10,7 +11,7 @@ pub async fn healthz() -> HttpResponse {
 }
 
 /// Readiness: every configured backend answers; otherwise 503 naming the ones that do not.
-pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn readyz(state: web::Data<AppState>) -> HttpResult {
     let readiness = state.backends.readiness(Duration::from_secs(2)).await;
     if readiness.ready() {
         let checks: serde_json::Map<_, _> =
@@ -27,5 +28,5 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             })
         })
         .collect();
-    Err(ApiError::new(cova_errors::ErrorCode::Unavailable, down.join(", ")).with_retry_after(5))
+    Err(ApiError::new(cova_errors::ErrorCode::Unavailable, down.join(", ")).with_retry_after(5).into())
 }

@@ -1,7 +1,6 @@
 //! Route table. Every resource answers 405 `method_not_allowed` for methods it does not serve.
 
 mod analyze;
-mod body;
 mod health;
 mod metadata;
 mod sandbox;

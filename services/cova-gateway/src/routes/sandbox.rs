@@ -2,24 +2,21 @@
 //! shapes (they are the same types, serialised the same way), no token, no quota, no platform
 //! access; limited per client IP to 5 per minute and 30 per hour.
 
-use super::body::{platform_error, url_body};
 use super::views;
+use crate::error::HttpResult;
+use crate::input::{read_body, url_body};
 use crate::metering::Meter;
 use crate::{AppState, backend_errors};
-use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
-use cova_cache::Rate;
+use cova_cache::{Op, Window};
+use cova_domain::limits::{SANDBOX_PER_HOUR, SANDBOX_PER_MINUTE};
+use cova_domain::{JobKind, JobStatus};
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::{Comment, Metadata, ParsedUrl, parse_url};
-use cova_storage::clock::now_ms;
 use cova_storage::repo::jobs::Job;
 use serde_json::{Value, json};
 use std::net::IpAddr;
 use std::sync::OnceLock;
-use std::time::Duration;
-
-const PER_MINUTE: Rate = Rate::new(5, Duration::from_secs(60));
-const PER_HOUR: Rate = Rate::new(30, Duration::from_secs(3_600));
 
 struct Fixtures {
     metadata: Metadata,
@@ -54,43 +51,49 @@ pub fn client_ip(req: &HttpRequest, trusted: &[IpAddr]) -> Option<IpAddr> {
         .or(Some(peer))
 }
 
-/// Spends one request of both per-IP limits; the headers show the tighter one.
+/// Spends one request of both per-IP windows (5 in any minute, 30 in any hour); the headers
+/// show the tighter one.
 async fn limit(req: &HttpRequest, state: &AppState) -> Result<Meter, ApiError> {
     let ip = client_ip(req, &state.trusted_proxies).map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
     let cache = &state.backends.cache;
     let (minute_key, hour_key) = (format!("sandbox:m:{ip}"), format!("sandbox:h:{ip}"));
-    let minute = cache.rate_limit(&minute_key, PER_MINUTE, 1).await.map_err(backend_errors::cache)?;
+    let member = uuid::Uuid::new_v4().to_string();
+    let minute =
+        cache.window(&minute_key, SANDBOX_PER_MINUTE, Op::Hit(&member)).await.map_err(backend_errors::cache)?;
     let mut meter = Meter::default();
     if !minute.allowed {
         meter.rate(&minute);
-        return Err(meter.fail(rate_limited(&minute, "5 per minute")));
+        return Err(meter.fail(rate_limited(&minute, SANDBOX_PER_MINUTE)));
     }
-    let hour = cache.rate_limit(&hour_key, PER_HOUR, 1).await.map_err(backend_errors::cache)?;
+    let hour = cache.window(&hour_key, SANDBOX_PER_HOUR, Op::Hit(&member)).await.map_err(backend_errors::cache)?;
     if !hour.allowed {
-        // The minute unit was not used after all.
-        let _ = cache.refund(&minute_key, PER_MINUTE, 1).await;
+        // The minute entry was not used after all.
+        let _ = cache.window(&minute_key, SANDBOX_PER_MINUTE, Op::Undo(&member)).await;
         meter.rate(&hour);
-        return Err(meter.fail(rate_limited(&hour, "30 per hour")));
+        return Err(meter.fail(rate_limited(&hour, SANDBOX_PER_HOUR)));
     }
     meter.rate(if hour.remaining < minute.remaining { &hour } else { &minute });
     Ok(meter)
 }
 
-fn rate_limited(d: &cova_cache::Decision, which: &str) -> ApiError {
-    ApiError::new(ErrorCode::RateLimited, format!("The sandbox allows {which} per IP address."))
-        .with_retry_after(d.retry_after_secs())
+fn rate_limited(d: &cova_cache::Decision, window: Window) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!("The sandbox allows {} requests per {} seconds per IP address.", window.limit, window.period.as_secs()),
+    )
+    .with_retry_after(d.retry_after_secs())
 }
 
 /// The ref and URL the caller asked about (no network: short links keep the fixture's).
 fn requested(url: &str, fixture: &Metadata) -> Result<(String, String), ApiError> {
-    match parse_url(url).map_err(platform_error)? {
+    match parse_url(url).map_err(|e| e.to_api_error())? {
         ParsedUrl::Post(post) => Ok((post.to_string(), post.canonical_url())),
         ParsedUrl::ShortLink(_) => Ok((fixture.post_ref.to_string(), fixture.url.clone())),
     }
 }
 
-pub async fn metadata(req: HttpRequest, state: web::Data<AppState>, body: Bytes) -> Result<HttpResponse, ApiError> {
-    let url = url_body(&body)?;
+pub async fn metadata(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let url = url_body(&read_body(&state, payload).await?)?;
     let fx = fixtures().ok_or_else(ApiError::internal)?;
     let (r#ref, canonical) = requested(&url, &fx.metadata)?;
     let meter = limit(&req, &state).await?;
@@ -104,22 +107,21 @@ pub async fn metadata(req: HttpRequest, state: web::Data<AppState>, body: Bytes)
     Ok(meter.json(HttpResponse::Ok(), &body))
 }
 
-pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, body: Bytes) -> Result<HttpResponse, ApiError> {
-    let url = url_body(&body)?;
+pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let url = url_body(&read_body(&state, payload).await?)?;
     let fx = fixtures().ok_or_else(ApiError::internal)?;
     let (r#ref, _) = requested(&url, &fx.metadata)?;
     let meter = limit(&req, &state).await?;
     let total: usize = fx.comments.iter().map(|c| 1 + c.replies.len()).sum();
-    let now = now_ms();
+    let now = state.now();
     let job = Job {
         id: format!("sandbox-{}", r#ref.replace(':', "-")),
         account_id: String::new(),
         token_id: None,
-        kind: "analyze".into(),
+        kind: JobKind::Analyze,
         r#ref: r#ref.clone(),
         url,
-        status: "complete".into(),
-        idempotency_key: None,
+        status: JobStatus::Complete,
         created_at: now,
         started_at: Some(now),
         finished_at: Some(now),

@@ -1,14 +1,15 @@
 //! The public JSON of a job, as `POST /analyze` and `GET /analyze/{job_id}` show it.
 
-use cova_storage::clock::rfc3339;
-use cova_storage::repo::jobs::{Dedup, Job};
+use cova_domain::Dedup;
+use cova_domain::time::rfc3339;
+use cova_storage::repo::jobs::Job;
 use serde_json::{Value, json};
 
 pub fn job(job: &Job, dedup: Option<Dedup>) -> Value {
     let mut v = json!({
         "job_id": job.id,
-        "status": job.status,
-        "kind": job.kind,
+        "status": job.status.as_str(),
+        "kind": job.kind.as_str(),
         "ref": job.r#ref,
         "url": job.url,
         "created_at": rfc3339(job.created_at),

@@ -1,4 +1,4 @@
-//! Configuration of the platform adapters (`platforms.*` / `COVA_PLATFORMS__*`).
+//! Settings of the platform adapters (`platforms.*` / `COVA_PLATFORMS__*`), read by cova-platforms.
 
 use secrecy::SecretString;
 use serde::Deserialize;

@@ -1,0 +1,232 @@
+//! The composition root: which roles run, on which backends. `cova serve` and the split roles,
+//! the test harness and the benchmarks all start cova through [`Stack`], so a role is added in
+//! one place: a queue-consuming role is a handler on the worker runtime plus one line in
+//! [`StackBuilder::start`].
+
+use anyhow::{Context, bail};
+use cova_config::{Config, DatabaseBackend};
+use cova_domain::{Clock, JobKind};
+use cova_messages::{AnalyzeCommand, Outgoing};
+use cova_platforms::Platforms;
+use cova_runtime::{Backends, Handler, worker};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A role of the `cova` binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The HTTP API.
+    Gateway,
+    /// Collects comments for analyze jobs.
+    Scraper,
+}
+
+impl Role {
+    /// Every role: what `cova serve` runs in one process.
+    pub const ALL: [Role; 2] = [Role::Gateway, Role::Scraper];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Role::Gateway => "gateway",
+            Role::Scraper => "scraper",
+        }
+    }
+}
+
+type ExtraWorker = Box<dyn FnOnce(&Backends, CancellationToken, &mut JoinSet<()>) + Send>;
+
+/// Chooses what a [`Stack`] runs.
+pub struct StackBuilder {
+    config: Config,
+    roles: Vec<Role>,
+    listener: Option<TcpListener>,
+    backends: Option<Backends>,
+    clock: Option<Clock>,
+    extra: Vec<ExtraWorker>,
+}
+
+impl StackBuilder {
+    pub fn roles(mut self, roles: impl IntoIterator<Item = Role>) -> Self {
+        for role in roles {
+            if !self.roles.contains(&role) {
+                self.roles.push(role);
+            }
+        }
+        self
+    }
+
+    /// Serves HTTP on this listener instead of binding `http.addr` (tests bind port 0).
+    pub fn listener(mut self, listener: TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// Runs on these backends instead of connecting from the configuration.
+    pub fn backends(mut self, backends: Backends) -> Self {
+        self.backends = Some(backends);
+        self
+    }
+
+    /// Runs the product rules on this clock (tests move time by hand).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Runs one more queue-consuming role on the worker runtime.
+    pub fn worker<H: Handler>(mut self, handler: H) -> Self {
+        self.extra.push(Box::new(move |backends, stop, tasks| {
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(handler), stop));
+        }));
+        self
+    }
+
+    /// Connects, binds the HTTP port (before any worker starts, so a busy port stops the start
+    /// at once), and starts the roles, each with the outbox relay of the process.
+    pub async fn start(self) -> anyhow::Result<Stack> {
+        let config = self.config;
+        let has = |r: Role| self.roles.contains(&r);
+        if !Role::ALL.iter().all(|r| self.roles.contains(r)) && config.is_embedded() {
+            bail!(
+                "queue.url is memory://: the in-process queue only connects roles inside one `cova serve`; \
+                 set COVA_QUEUE__URL=amqp://… to run roles as separate processes"
+            );
+        }
+        let mut backends = match self.backends {
+            Some(b) => b,
+            None => Backends::connect(&config).await?,
+        };
+        if let Some(clock) = self.clock {
+            backends = backends.with_clock(clock);
+        }
+        if matches!(DatabaseBackend::parse(&config.database.url), Ok(DatabaseBackend::Sqlite(_))) {
+            backends.db.migrate().await.context("migrating the embedded database")?;
+        }
+        let listener = match (has(Role::Gateway), self.listener) {
+            (false, _) => None,
+            (true, Some(l)) => Some(l),
+            (true, None) => Some(
+                TcpListener::bind(&config.http.addr)
+                    .with_context(|| format!("binding http.addr {} (COVA_HTTP__ADDR)", config.http.addr))?,
+            ),
+        };
+        let platforms = Platforms::new(&config.platforms).context("configuring the platform adapters")?;
+        let stop = CancellationToken::new();
+        let outbox = Arc::new(Notify::new());
+        let mut tasks = JoinSet::new();
+        tasks.spawn(cova_runtime::outbox::relay(backends.clone(), outbox.clone(), stop.clone()));
+
+        // The queue-consuming roles, one line each.
+        if has(Role::Scraper) {
+            let scraper =
+                cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(scraper), stop.clone()));
+        }
+        for extra in self.extra {
+            extra(&backends, stop.clone(), &mut tasks);
+        }
+
+        if config.is_embedded() {
+            requeue_unfinished(&backends).await;
+            outbox.notify_one();
+        }
+        let http = match listener {
+            Some(listener) => {
+                let addr = listener.local_addr().context("reading the bound address")?;
+                let state = cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox.clone());
+                let server = cova_gateway::server(state, listener).context("starting the HTTP server")?;
+                let handle = server.handle();
+                let running = tokio::spawn(async move {
+                    if let Err(e) = server.await {
+                        tracing::error!(error = %e, "the HTTP server stopped with an error");
+                    }
+                });
+                Some(Http { addr, handle, running })
+            }
+            None => None,
+        };
+        Ok(Stack { backends, http, tasks, stop, outbox })
+    }
+}
+
+struct Http {
+    addr: SocketAddr,
+    handle: actix_web::dev::ServerHandle,
+    running: tokio::task::JoinHandle<()>,
+}
+
+/// cova running: its roles, its relay and (with the gateway) its HTTP server.
+pub struct Stack {
+    backends: Backends,
+    http: Option<Http>,
+    tasks: JoinSet<()>,
+    stop: CancellationToken,
+    outbox: Arc<Notify>,
+}
+
+impl Stack {
+    pub fn builder(config: Config) -> StackBuilder {
+        StackBuilder { config, roles: Vec::new(), listener: None, backends: None, clock: None, extra: Vec::new() }
+    }
+
+    /// Where the HTTP API listens, when the gateway runs.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|h| h.addr)
+    }
+
+    pub fn backends(&self) -> &Backends {
+        &self.backends
+    }
+
+    /// Wakes the outbox relay (after writing to the outbox from outside the roles).
+    pub fn wake_outbox(&self) {
+        self.outbox.notify_one();
+    }
+
+    /// Stops: the HTTP server first (in-flight requests finish), then the workers, which stop
+    /// taking messages and get `drain` to reach a commit. False when some did not.
+    pub async fn stop(mut self, drain: Duration) -> bool {
+        if let Some(http) = self.http.take() {
+            http.handle.stop(true).await;
+            let _ = http.running.await;
+        }
+        self.stop.cancel();
+        let drained =
+            tokio::time::timeout(drain, async { while self.tasks.join_next().await.is_some() {} }).await.is_ok();
+        if !drained {
+            tracing::warn!("workers did not stop in time; unacknowledged messages will be redelivered");
+            self.tasks.abort_all();
+        }
+        drained
+    }
+}
+
+/// The in-process queue starts empty: re-issue, through the outbox, the command of every job a
+/// previous run left unfinished, each to the role of its kind (collection is idempotent, so a
+/// job that was mid-way simply starts over).
+async fn requeue_unfinished(backends: &Backends) {
+    for kind in [JobKind::Analyze] {
+        let ids = match cova_storage::repo::jobs::unfinished(&backends.db, kind).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::error!(job.kind = %kind, error = %e, "listing unfinished jobs failed");
+                continue;
+            }
+        };
+        for job_id in ids {
+            let command = match kind {
+                JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }),
+                JobKind::Ai => continue,
+            };
+            if let Err(e) =
+                cova_storage::repo::outbox::insert(&backends.db, &command, "{}", backends.clock.now_ms()).await
+            {
+                tracing::error!(job.id = %job_id, error = %e, "re-issuing an unfinished job failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! cova's product rules, declared once: the limits of the interface specification (and of the
+//! product decisions where it says "not shown"), the job states and kinds, the hold rule, and
+//! time (calendar months, RFC 3339, a clock tests can move).
+//!
+//! Pure: no I/O and no backend. Every layer imports these rules instead of restating them.
+
+pub mod job;
+pub mod limits;
+pub mod time;
+
+pub use job::{Dedup, JobKind, JobStatus};
+pub use time::{Clock, ManualClock};

@@ -1,0 +1,107 @@
+//! The numbers of the specification's "Limits" table and of the product decisions.
+
+use std::time::Duration;
+
+/// A limit stated as "N per window": no more than `limit` in ANY window of `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub limit: u32,
+    pub period: Duration,
+}
+
+impl Window {
+    pub const fn new(limit: u32, period: Duration) -> Self {
+        Self { limit, period }
+    }
+}
+
+const MINUTE: u64 = 60;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+
+/// Metadata with a token or a session: 10 per rolling 2 hours per account.
+pub const METADATA: Window = Window::new(10, Duration::from_secs(2 * HOUR));
+/// Metadata from the service's own page without sign-in: 10 per day per client IP.
+pub const METADATA_ANONYMOUS: Window = Window::new(10, Duration::from_secs(DAY));
+/// Sandbox, per client IP: 5 per minute and 30 per hour.
+pub const SANDBOX_PER_MINUTE: Window = Window::new(5, Duration::from_secs(MINUTE));
+pub const SANDBOX_PER_HOUR: Window = Window::new(30, Duration::from_secs(HOUR));
+
+/// A metadata answer is reused this long per post.
+pub const METADATA_CACHE: Duration = Duration::from_secs(5 * MINUTE);
+
+/// Comments collected per post at most (top-level and replies count one each).
+pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
+/// Analyses queued or in progress at once per account; the next is 429 `concurrency_limit`.
+pub const MAX_RUNNING_ANALYSES: i64 = 3;
+/// A completed job is returned instead of a new one for this long (`recent_result`).
+pub const RECENT_RESULT: Duration = Duration::from_secs(5 * MINUTE);
+/// An `Idempotency-Key` is remembered this long.
+pub const IDEMPOTENCY: Duration = Duration::from_secs(DAY);
+/// Active tokens per account; the next creation is 409 `token_limit`.
+pub const MAX_ACTIVE_TOKENS: i32 = 5;
+
+/// A saved breakdown and its comment media live this long after the last full scrape.
+pub const LIBRARY_LIFETIME: Duration = Duration::from_secs(14 * DAY);
+/// Allowed watch intervals in minutes, and the default.
+pub const WATCH_INTERVAL_MIN: std::ops::RangeInclusive<i64> = 30..=10_080;
+pub const WATCH_INTERVAL_DEFAULT_MIN: i64 = 360;
+/// Watch phrases per analysis.
+pub const MAX_WATCH_PHRASES: usize = 3;
+
+/// Milliseconds of a duration, for the storage layer's unix-millisecond columns.
+pub const fn ms(d: Duration) -> i64 {
+    d.as_millis() as i64
+}
+
+/// The hold rule. A job holds comments on the balance while it runs, so that the balance can
+/// never be overdrawn; it is charged what it collected at the end and the rest returns.
+pub mod hold {
+    use super::MAX_COMMENTS_PER_POST;
+
+    /// What a job holds when it is accepted and the post's size is not known yet: one
+    /// comment, which proves the balance is not empty without blocking the account's other
+    /// analyses. The scraper raises it once the post reports its size ([`needed`]).
+    pub const OPENING: i64 = 1;
+
+    /// What collecting a post needs: its reported comment count plus room for comments added
+    /// meanwhile and for rounded counts, at most the per-post cap. Unknown size: the cap.
+    pub fn needed(reported: Option<i64>) -> i64 {
+        match reported {
+            Some(n) => n.max(0).saturating_add((n.max(0) / 10).max(50)).min(MAX_COMMENTS_PER_POST),
+            None => MAX_COMMENTS_PER_POST,
+        }
+    }
+
+    /// What a new job holds: [`needed`] when the size is already known (cached metadata),
+    /// else [`OPENING`]; never more than is available.
+    pub fn opening(reported: Option<i64>, available: i64) -> i64 {
+        let wanted = if reported.is_some() { needed(reported) } else { OPENING };
+        wanted.min(available).max(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hold_rule() {
+        assert_eq!(hold::needed(Some(12)), 62);
+        assert_eq!(hold::needed(Some(1_000)), 1_100);
+        assert_eq!(hold::needed(Some(4_990)), 5_000);
+        assert_eq!(hold::needed(None), 5_000);
+        assert_eq!(hold::opening(None, 5_000), 1);
+        assert_eq!(hold::opening(Some(12), 5_000), 62);
+        assert_eq!(hold::opening(Some(12), 30), 30);
+        assert_eq!(hold::opening(None, 0), 0);
+    }
+
+    #[test]
+    fn the_specification_table() {
+        assert_eq!((METADATA.limit, METADATA.period.as_secs()), (10, 7_200));
+        assert_eq!((SANDBOX_PER_MINUTE.limit, SANDBOX_PER_HOUR.limit), (5, 30));
+        assert_eq!(ms(IDEMPOTENCY), 86_400_000);
+        assert_eq!(ms(LIBRARY_LIFETIME), 14 * 86_400_000);
+    }
+}

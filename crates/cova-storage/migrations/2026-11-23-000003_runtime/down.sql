@@ -1,0 +1,11 @@
+DROP INDEX outbox_sent_idx;
+DROP INDEX outbox_due_idx;
+CREATE INDEX outbox_pending_idx ON outbox (sent_at, created_at);
+ALTER TABLE outbox DROP COLUMN parked_at;
+ALTER TABLE outbox DROP COLUMN claimed_until;
+ALTER TABLE outbox DROP COLUMN next_attempt_at;
+ALTER TABLE outbox DROP COLUMN last_error;
+ALTER TABLE outbox DROP COLUMN attempts;
+ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
+CREATE UNIQUE INDEX jobs_idempotency_idx ON jobs (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+DROP TABLE idempotency_keys;

@@ -1,0 +1,190 @@
+//! Reading a post on behalf of a request, shared by every endpoint that does it.
+//!
+//! - Short links are resolved only after the caller's limit has been checked (a refused
+//!   caller never makes cova contact the platform), and their targets are remembered a day.
+//! - Metadata is fetched once per post for every request that wants it at the same time, in
+//!   this process or another replica: the first request takes a lock in the cache, spends the
+//!   limit and fetches; the others wait for its answer, which they get free (`cached: true`).
+//!   A success is kept 5 minutes; a failure a few seconds, so that concurrent callers share it.
+
+use crate::metering::{Limit, Meter};
+use crate::{AppState, backend_errors};
+use cova_cache::Op;
+use cova_domain::limits::METADATA_CACHE;
+use cova_errors::{ApiError, ErrorCode};
+use cova_platforms::{ParsedUrl, PostRef};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How long a short link's target is remembered.
+const SHORT_LINK_CACHE: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a failed lookup answers for the post (long enough for concurrent callers).
+const FAILURE_CACHE: Duration = Duration::from_secs(5);
+/// A fetching request holds the lock at most this long (a crashed holder frees it then).
+const LOCK_TTL: Duration = Duration::from_secs(30);
+/// How often a request waiting for another replica's fetch looks at the cache.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// Where a post's metadata is cached (also read by `POST /analyze` for the comment count).
+pub fn metadata_key(r#ref: &str) -> String {
+    format!("metadata:{ref}")
+}
+
+/// The post a parsed URL names; a short link is resolved over HTTP only when `limit` still
+/// has room (checked, not spent) or its target is already known.
+pub async fn resolve(
+    state: &AppState,
+    parsed: ParsedUrl,
+    meter: &mut Meter,
+    limit: Option<&Limit>,
+) -> Result<PostRef, ApiError> {
+    let link = match parsed {
+        ParsedUrl::Post(post) => return Ok(post),
+        ParsedUrl::ShortLink(link) => link,
+    };
+    let cache = &state.backends.cache;
+    let key = format!("shortlink:{}", link.public_url());
+    let known = cache.get(&key).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+    if let Some(post) = known.and_then(|b| String::from_utf8(b).ok()).and_then(|r| r.parse::<PostRef>().ok()) {
+        return Ok(post);
+    }
+    if let Some(limit) = limit {
+        meter.check(state, limit).await?;
+    }
+    let post = state.platforms.resolve_short_link(&link).await.map_err(|e| meter.fail(e.to_api_error()))?;
+    if let Err(e) = cache.set(&key, post.to_string().as_bytes(), SHORT_LINK_CACHE).await {
+        tracing::warn!(error = %e, "remembering a short link failed");
+    }
+    Ok(post)
+}
+
+/// The post's metadata as the API shows it, with `cached` set. Spends one unit of `limit`
+/// under `member` only when this request is the one that fetches; a failed fetch gives it back.
+pub async fn metadata(
+    state: &AppState,
+    post: &PostRef,
+    meter: &mut Meter,
+    limit: &Limit,
+    member: &str,
+) -> Result<Value, ApiError> {
+    let cache = &state.backends.cache;
+    let key = metadata_key(&post.to_string());
+    let (lock, failed) = (format!("{key}:lock"), format!("{key}:failed"));
+    let wait_bound = Duration::from_millis(state.config.http.request_timeout_ms.saturating_sub(2_000).max(1_000));
+    let deadline = Instant::now() + wait_bound;
+    let local = state.inflight(&key);
+    loop {
+        // Registered before looking, so a fetch that ends in between still wakes this request.
+        let woken = local.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Some(mut body) = cached_json(state, &key, meter).await? {
+            let peek = limit.apply(state, Op::Peek).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+            meter.rate(&peek);
+            set_cached(&mut body, true);
+            return Ok(body);
+        }
+        if let Some(failure) = cached_json(state, &failed, meter).await? {
+            if let Ok(peek) = limit.apply(state, Op::Peek).await {
+                meter.rate(&peek);
+            }
+            return Err(meter.fail(stored_error(&failure)));
+        }
+        let leader =
+            cache.set_nx(&lock, member.as_bytes(), LOCK_TTL).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+        if leader {
+            let outcome = fetch(state, post, meter, limit, member, &key, &failed).await;
+            if let Err(e) = cache.delete(&lock).await {
+                tracing::warn!(error = %e, "releasing a metadata lock failed; it expires by itself");
+            }
+            state.done_inflight(&key, &local);
+            return outcome;
+        }
+        if Instant::now() >= deadline {
+            return Err(meter.fail(ApiError::unavailable()));
+        }
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(WAIT_POLL) => {}
+        }
+    }
+}
+
+/// The fetch of the request holding the lock.
+async fn fetch(
+    state: &AppState,
+    post: &PostRef,
+    meter: &mut Meter,
+    limit: &Limit,
+    member: &str,
+    key: &str,
+    failed: &str,
+) -> Result<Value, ApiError> {
+    let cache = &state.backends.cache;
+    meter.spend(state, limit, member).await?;
+    match state.platforms.metadata(post).await {
+        Ok(metadata) => {
+            let mut body = serde_json::to_value(&metadata).map_err(|_| meter.fail(ApiError::internal()))?;
+            if let Ok(bytes) = serde_json::to_vec(&body) {
+                // A cache that fails here only costs a later lookup.
+                if let Err(e) = cache.set(key, &bytes, METADATA_CACHE).await {
+                    tracing::warn!(error = %e, "caching metadata failed");
+                }
+            }
+            set_cached(&mut body, false);
+            Ok(body)
+        }
+        Err(e) => {
+            // A failed lookup is free.
+            meter.refund(state, limit, member).await;
+            let error = e.to_api_error();
+            let stored = json!({"code": error.code.as_str(), "detail": error.detail});
+            if let Err(e) = cache.set(failed, stored.to_string().as_bytes(), FAILURE_CACHE).await {
+                tracing::warn!(error = %e, "caching a failed lookup failed");
+            }
+            Err(meter.fail(error))
+        }
+    }
+}
+
+async fn cached_json(state: &AppState, key: &str, meter: &Meter) -> Result<Option<Value>, ApiError> {
+    let bytes = state.backends.cache.get(key).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+    Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+}
+
+fn stored_error(failure: &Value) -> ApiError {
+    let code = failure["code"].as_str().and_then(ErrorCode::parse).unwrap_or(ErrorCode::ParseError);
+    let detail = failure["detail"].as_str().unwrap_or(code.default_message());
+    let error = ApiError::new(code, detail);
+    if code == ErrorCode::Unavailable { error.with_retry_after(30) } else { error }
+}
+
+fn set_cached(body: &mut Value, cached: bool) {
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("cached".into(), Value::Bool(cached));
+    }
+}
+
+/// Requests of this process waiting for a fetch, by cache key: woken as soon as it ends
+/// (requests of other replicas look at the cache every [`WAIT_POLL`]).
+#[derive(Default)]
+pub struct InFlight {
+    waiting: std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>,
+}
+
+impl AppState {
+    fn inflight(&self, key: &str) -> Arc<Notify> {
+        let mut waiting = self.inflight.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        waiting.entry(key.to_owned()).or_default().clone()
+    }
+
+    fn done_inflight(&self, key: &str, notify: &Arc<Notify>) {
+        notify.notify_waiters();
+        let mut waiting = self.inflight.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if waiting.get(key).is_some_and(|n| Arc::ptr_eq(n, notify)) {
+            waiting.remove(key);
+        }
+    }
+}
