@@ -137,6 +137,14 @@ impl Client {
         self.send(self.request(Method::GET, path)).await
     }
 
+    /// Sends and returns the status, headers and raw body, whatever they are (downloads, 204).
+    pub async fn raw(&self, req: reqwest::RequestBuilder) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let res = req.send().await.expect("request sent");
+        let status = res.status();
+        let headers = res.headers().clone();
+        (status, headers, res.bytes().await.expect("body read").to_vec())
+    }
+
     pub async fn usage(&self) -> Reply<Usage> {
         self.get("/api/v1/usage").await
     }
@@ -153,6 +161,23 @@ impl Client {
 
     pub async fn job(&self, job_id: &str) -> Reply<serde_json::Value> {
         self.get(&format!("/api/v1/analyze/{job_id}")).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: serde_json::Value) -> Reply<serde_json::Value> {
+        self.send(self.request(Method::POST, path).json(&body)).await
+    }
+
+    pub async fn put_json(&self, path: &str, body: serde_json::Value) -> Reply<serde_json::Value> {
+        self.send(self.request(Method::PUT, path).json(&body)).await
+    }
+
+    /// `GET /api/v1/analyses/{ref}` with a query string (may be empty).
+    pub async fn entry(&self, r#ref: &str, query: &str) -> Reply<serde_json::Value> {
+        self.get(&format!("/api/v1/analyses/{ref}{query}")).await
+    }
+
+    pub async fn refresh(&self, r#ref: &str) -> Reply<serde_json::Value> {
+        self.send(self.request(Method::POST, &format!("/api/v1/analyses/{ref}/refresh"))).await
     }
 
     pub async fn metadata(&self, url: &str) -> Reply<serde_json::Value> {

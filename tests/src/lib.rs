@@ -59,6 +59,7 @@ pub async fn test_config(database: &TestDatabase) -> Config {
     let name = unique();
     config.cache.prefix = name.clone();
     config.queue.prefix = name;
+    config.scheduler.tick_ms = 100;
     config
 }
 
@@ -209,12 +210,17 @@ impl TestApp {
 
     /// The refs bookmarked in the account's library.
     pub async fn library(&self, account_id: &str) -> Vec<String> {
-        use cova_storage::schema::library;
+        use cova_storage::schema::analyses;
         use diesel::prelude::*;
         use diesel_async::RunQueryDsl;
         let mut conn = self.db().conn().await.expect("conn");
         cova_storage::with_conn!(&mut conn, |c| {
-            library::table.filter(library::account_id.eq(account_id)).select(library::ref_).load::<String>(c).await
+            analyses::table
+                .filter(analyses::account_id.eq(account_id))
+                .filter(analyses::saved_at.is_not_null())
+                .select(analyses::ref_)
+                .load::<String>(c)
+                .await
         })
         .expect("library")
     }

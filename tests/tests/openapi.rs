@@ -1,6 +1,7 @@
 //! `docs/openapi.json` describes the API as built: every answer the scenarios below receive,
-//! success or error, has a documented status, validates against the documented schema and
-//! carries the documented required headers; every documented operation is routed.
+//! success or error, has a documented status, validates against the documented schema (a
+//! download has a documented content type, an answer documented without content has no
+//! body) and carries the documented required headers; every documented operation is routed.
 
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::{TestApp, spawn_app, spawn_app_with_sim};
@@ -25,7 +26,21 @@ fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
 struct Answer {
     status: u16,
     headers: reqwest::header::HeaderMap,
+    /// The body as JSON; `Value::Null` when it is not JSON (a download, an empty answer).
     body: Value,
+    bytes: Vec<u8>,
+}
+
+/// The media type of an answer, lower-cased and without parameters (`text/csv` of
+/// `text/csv; charset=utf-8`); empty when there is no `Content-Type`.
+fn media_type(headers: &reqwest::header::HeaderMap) -> String {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// Checks what the service answered against what the document says of `method template`.
@@ -33,27 +48,55 @@ fn conforms(doc: &Value, method: &str, template: &str, answer: &Answer) {
     let op = &doc["paths"][template][method.to_ascii_lowercase()];
     assert!(op.is_object(), "{method} {template} is not documented");
     let status = answer.status.to_string();
+    let text = String::from_utf8_lossy(&answer.bytes);
     let response = op["responses"]
         .get(&status)
         .or_else(|| op["responses"].get("default"))
-        .unwrap_or_else(|| panic!("{method} {template}: status {status} is not documented ({})", answer.body));
+        .unwrap_or_else(|| panic!("{method} {template}: status {status} is not documented ({text})"));
     let response = resolve(doc, response);
-    let schema = &response["content"]["application/json"]["schema"];
-    assert!(schema.is_object(), "{method} {template} {status}: no application/json schema");
-    // Local references resolve against the document's components.
-    let wrapper = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "components": doc["components"],
-        "allOf": [schema],
-    });
-    let validator = jsonschema::validator_for(&wrapper).expect("the documented schema compiles");
-    let errors: Vec<String> =
-        validator.iter_errors(&answer.body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(
-        errors.is_empty(),
-        "{method} {template} {status} does not match the document: {errors:#?}\n{}",
-        answer.body
-    );
+    match response.get("content").and_then(Value::as_object) {
+        // Documented without content (a 204): nothing may come.
+        None => assert!(
+            answer.bytes.is_empty(),
+            "{method} {template} {status}: documented without a body, answered {} bytes",
+            answer.bytes.len()
+        ),
+        Some(content) => match content.get("application/json") {
+            Some(json_content) => {
+                let schema = &json_content["schema"];
+                assert!(schema.is_object(), "{method} {template} {status}: no application/json schema");
+                assert_eq!(
+                    media_type(&answer.headers),
+                    "application/json",
+                    "{method} {template} {status}: not answered as JSON"
+                );
+                let body: Value = serde_json::from_slice(&answer.bytes)
+                    .unwrap_or_else(|_| panic!("{method} {template} {status}: body is not JSON ({text})"));
+                // Local references resolve against the document's components.
+                let wrapper = json!({
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "components": doc["components"],
+                    "allOf": [schema],
+                });
+                let validator = jsonschema::validator_for(&wrapper).expect("the documented schema compiles");
+                let errors: Vec<String> =
+                    validator.iter_errors(&body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+                assert!(
+                    errors.is_empty(),
+                    "{method} {template} {status} does not match the document: {errors:#?}\n{body}"
+                );
+            }
+            // A download: its type is one the document lists; its bytes are not checked.
+            None => {
+                let media = media_type(&answer.headers);
+                assert!(
+                    content.contains_key(&media),
+                    "{method} {template} {status}: Content-Type `{media}` is not documented ({:?})",
+                    content.keys().collect::<Vec<_>>()
+                );
+            }
+        },
+    }
     if let Some(headers) = response["headers"].as_object() {
         for (name, header) in headers {
             if resolve(doc, header)["required"] == true {
@@ -96,9 +139,10 @@ impl Caller<'_> {
         let res = req.send().await.expect("request sent");
         let status = res.status().as_u16();
         let headers = res.headers().clone();
-        let bytes = res.bytes().await.expect("body");
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("{method} {path}: body is not JSON"));
-        let answer = Answer { status, headers, body };
+        let bytes = res.bytes().await.expect("body").to_vec();
+        // Whether the body must be JSON is the document's to say: `conforms` checks it.
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let answer = Answer { status, headers, body, bytes };
         conforms(self.doc, method.as_str(), template, &answer);
         if let Ok(mut seen) = self.seen.lock() {
             seen.insert((method.as_str().to_ascii_lowercase(), template.to_owned()));
@@ -121,11 +165,27 @@ async fn the_document_is_openapi_3_1_with_unique_operation_ids() {
             let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path}: no operationId"));
             assert!(ids.insert(id.to_owned()), "operationId {id} twice");
             for (status, response) in op["responses"].as_object().expect("responses") {
-                let schema = &resolve(&doc, response)["content"]["application/json"]["schema"];
-                assert!(schema.is_object(), "{method} {path} {status}: no JSON schema");
-                let wrapper = json!({"components": doc["components"], "allOf": [schema]});
-                jsonschema::validator_for(&wrapper)
-                    .unwrap_or_else(|e| panic!("{method} {path} {status}: schema does not compile: {e}"));
+                let content = resolve(&doc, response).get("content").and_then(Value::as_object);
+                match content.and_then(|c| c.get("application/json")) {
+                    Some(json_content) => {
+                        let schema = &json_content["schema"];
+                        assert!(schema.is_object(), "{method} {path} {status}: no JSON schema");
+                        let wrapper = json!({"components": doc["components"], "allOf": [schema]});
+                        jsonschema::validator_for(&wrapper)
+                            .unwrap_or_else(|e| panic!("{method} {path} {status}: schema does not compile: {e}"));
+                    }
+                    // Only a success may be something else: a download, or a 204 without content.
+                    None => {
+                        assert!(status.starts_with('2'), "{method} {path} {status}: an error without a JSON schema");
+                        match content {
+                            None => assert_eq!(status, "204", "{method} {path} {status}: no content documented"),
+                            Some(c) => assert!(
+                                !c.is_empty() && c.values().all(|m| m["schema"].is_object()),
+                                "{method} {path} {status}: a content type without a schema"
+                            ),
+                        }
+                    }
+                }
             }
         }
     }
@@ -166,6 +226,7 @@ async fn real_answers_match_the_document() {
         caller.call(post.clone(), analyze, analyze, t, Some(json!({"url": url})), &[("idempotency-key", "k-1")]).await;
     assert_eq!(created.status, 202);
     let id = created.body["job_id"].as_str().expect("job_id").to_owned();
+    let r#ref = created.body["ref"].as_str().expect("ref").to_owned();
     let job_path = format!("/api/v1/analyze/{id}");
     let job_template = "/api/v1/analyze/{job_id}";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -215,6 +276,9 @@ async fn real_answers_match_the_document() {
         assert_eq!(bad.status, 400);
     }
 
+    // The library, now that the first job is complete and nothing runs.
+    library(&caller, &token, &narrow, &broke, &r#ref).await;
+
     // Every documented operation was exercised, so none is documented but missing.
     let documented: BTreeSet<(String, String)> = doc["paths"]
         .as_object()
@@ -226,6 +290,153 @@ async fn real_answers_match_the_document() {
     let seen = caller.seen.lock().map(|s| s.clone()).unwrap_or_default();
     assert_eq!(documented, seen, "documented operations vs those the scenarios reached");
     app.stop().await;
+}
+
+/// Polls `GET /analyze/{job_id}` (every answer checked) until the job has `status`.
+async fn poll_until(caller: &Caller<'_>, token: &str, job_id: &str, status: &str) -> Answer {
+    let path = format!("/api/v1/analyze/{job_id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let job = caller.call(Method::GET, "/api/v1/analyze/{job_id}", &path, Some(token), None, &[]).await;
+        if job.body["status"] == status {
+            return job;
+        }
+        assert_ne!(job.body["status"], "failed", "{}", job.body);
+        assert!(std::time::Instant::now() < deadline, "job {job_id} did not become {status}: {}", job.body);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Every `/analyses` operation, as a client uses them once `r#ref` was collected with `token`
+/// (whose last job failed): listed, opened, saved, watched, refreshed, exported, removed.
+/// `narrow` lacks `library:write`; `broke`'s account has no pack.
+async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#ref: &str) {
+    let t = Some(token);
+    let (get, post) = (Method::GET, Method::POST);
+
+    // The listing: filtered, paged, refused.
+    let saved = "/api/v1/analyses/saved";
+    let list = caller.call(get.clone(), saved, saved, t, None, &[]).await;
+    assert_eq!(list.status, 200);
+    assert!(list.body["items"].as_array().expect("items").iter().any(|i| i["ref"] == r#ref), "{}", list.body);
+    let first_page = format!("{saved}?limit=1&platform=tiktok&status=ready&watched=false");
+    let page = caller.call(get.clone(), saved, &first_page, t, None, &[]).await;
+    let cursor = page.body["next_cursor"].as_str().expect("a full page has a next cursor").to_owned();
+    let rest =
+        caller.call(get.clone(), saved, &format!("{saved}?limit=1&cursor={cursor}&q=sneakers"), t, None, &[]).await;
+    assert_eq!(rest.status, 200);
+    assert_eq!(caller.call(get.clone(), saved, &format!("{saved}?limit=0"), t, None, &[]).await.status, 400);
+    assert_eq!(caller.call(get.clone(), saved, saved, Some(narrow), None, &[]).await.status, 403);
+
+    // The last job of this token failed before there was an analysis: ref, url and job only.
+    let session = "/api/v1/analyses/session";
+    let latest = caller.call(get.clone(), session, session, t, None, &[]).await;
+    assert_eq!((latest.status, latest.body["job"]["status"].as_str()), (200, Some("failed")));
+
+    // The entry with its breakdown: sorted, paged, searched, only the new comments.
+    let entry_template = "/api/v1/analyses/{ref}";
+    let entry_path = format!("/api/v1/analyses/{ref}");
+    let entry = caller.call(get.clone(), entry_template, &entry_path, t, None, &[]).await;
+    assert_eq!((entry.status, entry.body["status"].as_str()), (200, Some("ready")));
+    let word = entry.body["comments"][0]["text"].as_str().and_then(|s| s.split_whitespace().next()).unwrap_or("a");
+    let q: String = url::form_urlencoded::byte_serialize(word.as_bytes()).collect();
+    let liked =
+        caller.call(get.clone(), entry_template, &format!("{entry_path}?sort=likes&limit=2"), t, None, &[]).await;
+    if let Some(c) = liked.body["next_cursor"].as_str() {
+        let next = format!("{entry_path}?sort=likes&limit=2&cursor={c}");
+        assert_eq!(caller.call(get.clone(), entry_template, &next, t, None, &[]).await.status, 200);
+    }
+    let found =
+        caller.call(get.clone(), entry_template, &format!("{entry_path}?sort=newest&q={q}"), t, None, &[]).await;
+    assert!(!found.body["comments"].as_array().expect("comments").is_empty(), "{}", found.body);
+    let new = caller.call(get.clone(), entry_template, &format!("{entry_path}?new=true"), t, None, &[]).await;
+    assert_eq!(new.status, 200);
+    let bad_sort = caller.call(get.clone(), entry_template, &format!("{entry_path}?sort=oldest"), t, None, &[]).await;
+    assert_eq!(bad_sort.status, 400);
+
+    // Saving an entry already in the library changes nothing.
+    let save_template = "/api/v1/analyses/{ref}/save";
+    let save_path = format!("{entry_path}/save");
+    let again = caller.call(post.clone(), save_template, &save_path, t, None, &[]).await;
+    assert_eq!((again.status, &again.body["saved_at"]), (200, &entry.body["saved_at"]));
+
+    // The watch: on every hour; five minutes is too often.
+    let watch_template = "/api/v1/analyses/{ref}/watch";
+    let watch_path = format!("{entry_path}/watch");
+    let on = json!({"enabled": true, "interval_min": 60});
+    let watch = caller.call(Method::PUT, watch_template, &watch_path, t, Some(on.clone()), &[]).await;
+    assert_eq!((watch.status, watch.body["interval_min"].as_i64()), (200, Some(60)));
+    let too_often = json!({"enabled": true, "interval_min": 5});
+    assert_eq!(caller.call(Method::PUT, watch_template, &watch_path, t, Some(too_often), &[]).await.status, 400);
+
+    // A refresh now: a new job, then the same one for the same key; polled to completion.
+    let refresh_template = "/api/v1/analyses/{ref}/refresh";
+    let refresh_path = format!("{entry_path}/refresh");
+    let key = [("idempotency-key", "r-1")];
+    let refresh = caller.call(post.clone(), refresh_template, &refresh_path, t, None, &key).await;
+    assert!(matches!(refresh.status, 200 | 202), "{}", refresh.body);
+    let repeated = caller.call(post.clone(), refresh_template, &refresh_path, t, None, &key).await;
+    assert_eq!((repeated.status, &repeated.body["job_id"]), (200, &refresh.body["job_id"]));
+    let refresh_id = refresh.body["job_id"].as_str().expect("job_id").to_owned();
+    poll_until(caller, token, &refresh_id, "complete").await;
+    let latest = caller.call(get.clone(), session, session, t, None, &[]).await;
+    assert_eq!(
+        (latest.body["ref"].as_str(), latest.body["job"]["job_id"].as_str()),
+        (Some(r#ref), Some(refresh_id.as_str()))
+    );
+
+    // A metadata-only entry: saved from a lookup, with nothing to export.
+    let save_metadata = "/api/v1/analyses/save-metadata";
+    let other = json!({"url": tiktok(14)});
+    let meta_only = caller.call(post.clone(), save_metadata, save_metadata, t, Some(other.clone()), &[]).await;
+    assert_eq!((meta_only.status, meta_only.body["status"].as_str()), (200, Some("metadata_only")));
+    let meta_ref = meta_only.body["ref"].as_str().expect("ref").to_owned();
+    let bad = caller.call(post.clone(), save_metadata, save_metadata, t, Some(json!({"url": "nope"})), &[]).await;
+    assert_eq!(bad.status, 400);
+    let export_template = "/api/v1/analyses/{ref}/export";
+    let nothing =
+        caller.call(get.clone(), export_template, &format!("/api/v1/analyses/{meta_ref}/export"), t, None, &[]).await;
+    assert_eq!(nothing.status, 404);
+
+    // An account without a pack: its own metadata-only entry can be neither watched nor refreshed.
+    let unpaid = Some(broke);
+    let own = caller.call(post.clone(), save_metadata, save_metadata, unpaid, Some(other), &[]).await;
+    assert_eq!(own.status, 200);
+    let own_path = format!("/api/v1/analyses/{meta_ref}");
+    let watch_unpaid =
+        caller.call(Method::PUT, watch_template, &format!("{own_path}/watch"), unpaid, Some(on), &[]).await;
+    assert_eq!((watch_unpaid.status, watch_unpaid.body["code"].as_str()), (402, Some("payment_required")));
+    let refresh_unpaid =
+        caller.call(post.clone(), refresh_template, &format!("{own_path}/refresh"), unpaid, None, &[]).await;
+    assert_eq!((refresh_unpaid.status, refresh_unpaid.body["code"].as_str()), (402, Some("payment_required")));
+
+    // Exports of the refreshed breakdown, in every format.
+    let export_path = format!("{entry_path}/export");
+    let csv = caller.call(get.clone(), export_template, &export_path, t, None, &[]).await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.bytes.starts_with(b"id,parent_id,"), "{}", String::from_utf8_lossy(&csv.bytes));
+    let jsonl = caller.call(get.clone(), export_template, &format!("{export_path}?format=jsonl"), t, None, &[]).await;
+    let text = String::from_utf8_lossy(&jsonl.bytes);
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("a JSON object per line")).collect();
+    assert!(!lines.is_empty() && lines.iter().all(|c| c["first_seen_at"].is_string()), "{text}");
+    let xlsx = caller.call(get.clone(), export_template, &format!("{export_path}?format=xlsx"), t, None, &[]).await;
+    assert_eq!(xlsx.status, 200);
+    let pdf = caller.call(get.clone(), export_template, &format!("{export_path}?format=pdf"), t, None, &[]).await;
+    assert_eq!(pdf.status, 400);
+
+    // Removed: 204 without a body, then absent; the refresh's result is released.
+    let removed = caller.call(Method::DELETE, entry_template, &entry_path, t, None, &[]).await;
+    assert_eq!((removed.status, removed.bytes.len()), (204, 0));
+    let gone = caller.call(get.clone(), entry_template, &entry_path, t, None, &[]).await;
+    assert_eq!(gone.status, 404);
+    assert_eq!(caller.call(Method::DELETE, entry_template, &entry_path, t, None, &[]).await.status, 404);
+    assert_eq!(caller.call(get.clone(), export_template, &export_path, t, None, &[]).await.status, 404);
+    let released = poll_until(caller, token, &refresh_id, "complete").await;
+    assert_eq!(released.body["result"]["released"], true, "{}", released.body);
+    let latest = caller.call(get.clone(), session, session, t, None, &[]).await;
+    assert!(latest.body["saved_at"].is_null(), "a removed entry is no longer saved: {}", latest.body);
+    let missing = format!("/api/v1/analyses/tiktok:{}/save", tiktok_post_id(TikTokScenario::Normal, 15));
+    assert_eq!(caller.call(post.clone(), save_template, &missing, t, None, &[]).await.status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

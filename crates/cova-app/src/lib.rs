@@ -23,16 +23,19 @@ pub enum Role {
     Gateway,
     /// Collects comments for analyze jobs.
     Scraper,
+    /// Starts due watch runs and purges expired breakdowns.
+    Scheduler,
 }
 
 impl Role {
     /// Every role: what `cova serve` runs in one process.
-    pub const ALL: [Role; 2] = [Role::Gateway, Role::Scraper];
+    pub const ALL: [Role; 3] = [Role::Gateway, Role::Scraper, Role::Scheduler];
 
     pub const fn name(self) -> &'static str {
         match self {
             Role::Gateway => "gateway",
             Role::Scraper => "scraper",
+            Role::Scheduler => "scheduler",
         }
     }
 }
@@ -125,6 +128,11 @@ impl StackBuilder {
             let scraper =
                 cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
             tasks.spawn(worker::run(backends.queue.clone(), Arc::new(scraper), stop.clone()));
+        }
+        // The periodic roles.
+        if has(Role::Scheduler) {
+            let scheduler = cova_scheduler::Scheduler::new(backends.clone(), config.scheduler.clone(), outbox.clone());
+            tasks.spawn(scheduler.run(stop.clone()));
         }
         for extra in self.extra {
             extra(&backends, stop.clone(), &mut tasks);

@@ -30,6 +30,8 @@ pub struct Config {
     pub billing: BillingConfig,
     pub auth: AuthConfig,
     pub scraper: ScraperConfig,
+    pub scheduler: SchedulerConfig,
+    pub notifier: NotifierConfig,
     /// Platform adapters (hosts, client hygiene, API keys); see the cova-platforms crate.
     /// Not serialised: it holds secrets, and its defaults come from its own `Default`.
     #[serde(skip_serializing)]
@@ -193,6 +195,78 @@ impl Default for ScraperConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// How often due watches and expired breakdowns are looked for.
+    pub tick_ms: u64,
+    /// Watches (and breakdowns) handled per claim.
+    pub batch: i64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self { tick_ms: 1_000, batch: 500 }
+    }
+}
+
+/// Deliveries to customers' channels (`notifier.*`).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifierConfig {
+    /// Deliveries sent at once by one notifier process.
+    pub concurrency: usize,
+    /// Deliveries sent at once to one receiver (host), so a slow one cannot hold up the rest.
+    pub per_receiver: usize,
+    pub timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// How often due deliveries are looked for.
+    pub tick_ms: u64,
+    /// Attempts of one delivery (backoff over about a day) before its channel is disabled.
+    pub max_attempts: u32,
+    /// Address ranges webhooks may reach although not public (tests, private deployments).
+    pub allow_private: Vec<String>,
+    /// Static host entries consulted before DNS, as `name = "address"`.
+    pub hosts: std::collections::BTreeMap<String, String>,
+    /// A PEM file of extra certificate authorities trusted for webhooks.
+    pub extra_ca_pem: Option<String>,
+    pub telegram_api_base_url: String,
+    #[serde(skip_serializing)]
+    pub telegram_bot_token: Option<secrecy::SecretString>,
+}
+
+impl Default for NotifierConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            per_receiver: 4,
+            timeout_ms: 10_000,
+            connect_timeout_ms: 5_000,
+            tick_ms: 500,
+            max_attempts: 12,
+            allow_private: Vec::new(),
+            hosts: Default::default(),
+            extra_ca_pem: None,
+            telegram_api_base_url: "https://api.telegram.org".into(),
+            telegram_bot_token: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for NotifierConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifierConfig")
+            .field("concurrency", &self.concurrency)
+            .field("per_receiver", &self.per_receiver)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_attempts", &self.max_attempts)
+            .field("allow_private", &self.allow_private)
+            .field("telegram_api_base_url", &self.telegram_api_base_url)
+            .field("telegram_bot_token", &self.telegram_bot_token.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// How long a gateway process trusts a token lookup; bounds how late a revocation bites.
     pub token_cache_ms: u64,
@@ -260,6 +334,7 @@ impl Config {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("http.trusted_proxies")
+                .with_list_parse_key("notifier.allow_private")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -318,6 +393,26 @@ impl Config {
         if self.scraper.lease_ms < 1_000 {
             return Err(invalid("scraper.lease_ms", "must be at least 1000"));
         }
+        if self.scheduler.tick_ms == 0 {
+            return Err(invalid("scheduler.tick_ms", "must be positive"));
+        }
+        if !(1..=10_000).contains(&self.scheduler.batch) {
+            return Err(invalid("scheduler.batch", "must be between 1 and 10000"));
+        }
+        if self.notifier.concurrency == 0 || self.notifier.per_receiver == 0 {
+            return Err(invalid(
+                "notifier.concurrency",
+                "notifier.concurrency and notifier.per_receiver must be at least 1",
+            ));
+        }
+        if !(1..=30).contains(&self.notifier.max_attempts) {
+            return Err(invalid("notifier.max_attempts", "must be between 1 and 30"));
+        }
+        if self.notifier.tick_ms == 0 || self.notifier.timeout_ms == 0 {
+            return Err(invalid("notifier.tick_ms", "notifier.tick_ms and notifier.timeout_ms must be positive"));
+        }
+        url::Url::parse(&self.notifier.telegram_api_base_url)
+            .map_err(|e| invalid("notifier.telegram_api_base_url", e.to_string()))?;
         if self.billing.free_allowance < 0 {
             return Err(invalid("billing.free_allowance", "must not be negative"));
         }

@@ -5,8 +5,11 @@
 //! Pure: no I/O and no backend. Every layer imports these rules instead of restating them.
 
 pub mod job;
+pub mod library;
 pub mod limits;
+pub mod text;
 pub mod time;
 
 pub use job::{Dedup, JobKind, JobStatus};
+pub use library::AnalysisStatus;
 pub use time::{Clock, ManualClock};

@@ -46,6 +46,11 @@ pub const LIBRARY_LIFETIME: Duration = Duration::from_secs(14 * DAY);
 /// Allowed watch intervals in minutes, and the default.
 pub const WATCH_INTERVAL_MIN: std::ops::RangeInclusive<i64> = 30..=10_080;
 pub const WATCH_INTERVAL_DEFAULT_MIN: i64 = 360;
+/// A watch run that finds three analyses of its account running tries again this much later.
+pub const WATCH_BUSY_RETRY: Duration = Duration::from_secs(5 * MINUTE);
+/// Library entries per page of `GET /analyses/saved`, by default and at most.
+pub const LIBRARY_PAGE_DEFAULT: i64 = 20;
+pub const LIBRARY_PAGE_MAX: i64 = 100;
 /// Watch phrases per analysis.
 pub const MAX_WATCH_PHRASES: usize = 3;
 
@@ -73,6 +78,15 @@ pub mod hold {
         }
     }
 
+    /// What re-scraping a post needs, when its analysis already holds `previous` comments:
+    /// only new comments are charged, so the hold covers the reported growth plus room.
+    pub fn needed_for_rescrape(reported: Option<i64>, previous: i64) -> i64 {
+        match reported {
+            Some(n) => needed(Some((n - previous).max(0))),
+            None => MAX_COMMENTS_PER_POST,
+        }
+    }
+
     /// What a new job holds: [`needed`] when the size is already known (cached metadata),
     /// else [`OPENING`]; never more than is available.
     pub fn opening(reported: Option<i64>, available: i64) -> i64 {
@@ -95,6 +109,8 @@ mod tests {
         assert_eq!(hold::opening(Some(12), 5_000), 62);
         assert_eq!(hold::opening(Some(12), 30), 30);
         assert_eq!(hold::opening(None, 0), 0);
+        assert_eq!(hold::needed_for_rescrape(Some(1_000), 990), 60);
+        assert_eq!(hold::needed_for_rescrape(Some(900), 990), 50);
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub use error::PlatformError;
 pub use keywords::description_keywords;
 pub use model::{
     CollectOutcome, Comment, CommentAuthor, Cover, DescriptionKeywords, Hashtag, Media, Metadata, MetadataAuthor,
-    Metrics, Sound,
+    Metrics, Sound, search_text,
 };
 pub use urls::{ParsedUrl, Platform, PostRef, ShortHost, ShortLink, parse_url};
 

@@ -139,3 +139,25 @@ pub(crate) fn rfc3339_from_unix(secs: i64) -> String {
         .unwrap_or(chrono::DateTime::UNIX_EPOCH)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// Text as it is searched: lower-cased (Unicode-aware), so a lower-cased query finds it.
+pub fn search_text<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+impl Comment {
+    /// What a search of the breakdown looks at: the text and the author.
+    pub fn search_text(&self) -> String {
+        let author = [self.author.handle.as_deref(), self.author.name.as_deref()];
+        search_text(std::iter::once(self.text.as_str()).chain(author.into_iter().flatten()))
+    }
+}
+
+impl Metadata {
+    /// What a search of the library looks at: the title (or description) and the author.
+    pub fn search_text(&self) -> String {
+        let title = self.title.as_deref().unwrap_or(&self.description);
+        let author = [self.author.handle.as_deref(), self.author.name.as_deref()];
+        search_text(std::iter::once(title).chain(author.into_iter().flatten()))
+    }
+}

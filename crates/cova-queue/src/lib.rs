@@ -24,13 +24,18 @@ pub use topic::topic_matches;
 
 /// Retry delays are rounded up to one of these tiers. Each tier is its own queue with a fixed
 /// TTL: with a per-message TTL in one queue, a long delay at the head holds back short ones.
-pub const RETRY_TIERS: [Duration; 7] = [
+pub const RETRY_TIERS: [Duration; 12] = [
     Duration::from_millis(100),
     Duration::from_secs(1),
+    Duration::from_secs(2),
     Duration::from_secs(5),
+    Duration::from_secs(10),
     Duration::from_secs(30),
+    Duration::from_secs(60),
     Duration::from_secs(120),
+    Duration::from_secs(300),
     Duration::from_secs(600),
+    Duration::from_secs(1_800),
     Duration::from_secs(3_600),
 ];
 
@@ -294,9 +299,13 @@ mod tests {
     fn delays_round_up_to_their_tier() {
         assert_eq!(retry_tier(Duration::from_millis(20)), Duration::from_millis(100));
         assert_eq!(retry_tier(Duration::from_secs(1)), Duration::from_secs(1));
-        assert_eq!(retry_tier(Duration::from_secs(2)), Duration::from_secs(5));
+        assert_eq!(retry_tier(Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(retry_tier(Duration::from_secs(3)), Duration::from_secs(5));
+        // The scraper's default backoff (2 s doubling) lands on 2, 5, 10, 30 s.
+        let scraper: Vec<u64> = [2, 4, 8, 16].iter().map(|s| retry_tier(Duration::from_secs(*s)).as_secs()).collect();
+        assert_eq!(scraper, [2, 5, 10, 30]);
         assert_eq!(retry_tier(Duration::from_secs(86_400)), Duration::from_secs(3_600));
         let labels: Vec<String> = RETRY_TIERS.iter().map(|t| tier_label(*t)).collect();
-        assert_eq!(labels, ["100ms", "1s", "5s", "30s", "2m", "10m", "1h"]);
+        assert_eq!(labels, ["100ms", "1s", "2s", "5s", "10s", "30s", "1m", "2m", "5m", "10m", "30m", "1h"]);
     }
 }

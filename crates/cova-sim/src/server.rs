@@ -42,6 +42,8 @@ pub(crate) struct State {
     requests: Mutex<Vec<RecordedRequest>>,
     counters: Mutex<HashMap<String, u32>>,
     posts: Mutex<HashMap<String, Arc<SimPost>>>,
+    /// Comments added to posts since they were generated, by post key.
+    grown: Mutex<HashMap<String, u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,6 +60,7 @@ impl State {
             requests: Mutex::new(Vec::new()),
             counters: Mutex::new(HashMap::new()),
             posts: Mutex::new(HashMap::new()),
+            grown: Mutex::new(HashMap::new()),
         }
     }
 
@@ -65,7 +68,11 @@ impl State {
         if let Some(p) = lock(&self.posts).get(&key) {
             return p.clone();
         }
-        let post = Arc::new(make(&Gen { seed: self.cfg.seed, base: &self.base }));
+        let generator = Gen { seed: self.cfg.seed, base: &self.base };
+        let mut post = make(&generator);
+        let extra = lock(&self.grown).get(&key).copied().unwrap_or(0);
+        generator.grow(&mut post, extra);
+        let post = Arc::new(post);
         let mut posts = lock(&self.posts);
         if posts.len() >= POST_CACHE {
             posts.clear();
@@ -252,6 +259,17 @@ impl SimHandle {
             Ok(n) => (*self.state.tiktok_post(n)).clone(),
             Err(_) => (*self.state.youtube_post(id)).clone(),
         }
+    }
+
+    /// Posts `extra` new top-level comments under a post (a decimal id is TikTok, anything else
+    /// YouTube); later requests see them, as a re-scrape would.
+    pub fn add_comments(&self, id: &str, extra: u64) {
+        let key = match id.parse::<u64>() {
+            Ok(_) => format!("tiktok:{id}"),
+            Err(_) => format!("youtube:{id}"),
+        };
+        *lock(&self.state.grown).entry(key.clone()).or_default() += extra;
+        lock(&self.state.posts).remove(&key);
     }
 
     pub fn set_latency_ms(&self, ms: u64) {

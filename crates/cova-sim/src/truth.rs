@@ -392,6 +392,30 @@ impl Gen<'_> {
         }
     }
 
+    /// New top-level comments posted after the post was first read: `extra` of them, appended
+    /// in platform order with ids unlike any generated before, and counted in the metadata.
+    pub fn grow(&self, post: &mut SimPost, extra: u64) {
+        if extra == 0 {
+            return;
+        }
+        let mut rng = Rng::new(self.seed, &format!("{}:{}:grown:{extra}", post.platform, post.id));
+        let last_time = post.comments.iter().map(|c| c.create_time).max().unwrap_or(post.metadata.create_time);
+        let base = post.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).count() as u64;
+        for k in 1..=extra {
+            let id = if post.platform == "tiktok" {
+                let first: u64 =
+                    post.comments.first().and_then(|c| c.id.parse().ok()).unwrap_or(7_300_000_000_000_000_000);
+                // Past every generated serial of this post (at most one per comment).
+                (first + 500_000 + base + k).to_string()
+            } else {
+                format!("Ugz{}n{k:06}", post.id)
+            };
+            let c = self.comment(&mut rng, &post.platform, id, last_time + 60 * k as i64, true);
+            post.comments.push(c);
+        }
+        post.metadata.comments += extra;
+    }
+
     pub fn youtube(&self, id: &str) -> SimPost {
         let (scenario, n) = decode_youtube_id(id);
         let create_time = 1_700_000_000 + (fnv(id.as_bytes()) % 30_000_000) as i64;

@@ -84,6 +84,51 @@ macro_rules! in_transaction {
     };
 }
 
+/// Claims rows for one worker among several replicas, in one transaction: selects the ids of
+/// up to `$limit` rows matching `$filter` in `$order` (on PostgreSQL `FOR UPDATE SKIP LOCKED`,
+/// so concurrent claimers get disjoint rows; SQLite's `BEGIN IMMEDIATE` already serialises
+/// them), applies `$set` to those rows, and evaluates to `Result<Vec<String>>` of the ids.
+#[macro_export]
+macro_rules! claim_rows {
+    ($conn:expr, $table:path, $id:expr, $filter:expr, $order:expr, $limit:expr, $set:expr) => {{
+        use ::diesel::prelude::*;
+        use ::diesel_async::RunQueryDsl;
+        match $conn {
+            $crate::DbConn::Pg(obj) => {
+                let conn: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
+                ::diesel_async::AsyncConnection::transaction(conn, async |c| -> $crate::Result<Vec<String>> {
+                    let ids: Vec<String> = $table
+                        .filter($filter)
+                        .order($order)
+                        .limit($limit)
+                        .select($id)
+                        .for_update()
+                        .skip_locked()
+                        .load(c)
+                        .await?;
+                    if !ids.is_empty() {
+                        ::diesel::update($table.filter($id.eq_any(&ids))).set($set).execute(c).await?;
+                    }
+                    Ok(ids)
+                })
+                .await
+            }
+            $crate::DbConn::Sqlite(obj) => {
+                let conn: &mut $crate::pool::SqliteConn = &mut *obj;
+                conn.immediate_transaction(async |c| -> $crate::Result<Vec<String>> {
+                    let ids: Vec<String> =
+                        $table.filter($filter).order($order).limit($limit).select($id).load(c).await?;
+                    if !ids.is_empty() {
+                        ::diesel::update($table.filter($id.eq_any(&ids))).set($set).execute(c).await?;
+                    }
+                    Ok(ids)
+                })
+                .await
+            }
+        }
+    }};
+}
+
 impl Db {
     /// Builds the pool; connections are opened lazily, so a database that is down now
     /// makes requests answer 503 until it returns, instead of stopping the process.
@@ -190,4 +235,32 @@ impl Db {
 
 fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>) -> StorageError {
     StorageError::Unavailable(e.to_string())
+}
+
+/// SQL written with `?` placeholders, numbered `$1, $2, …` for PostgreSQL (for the few
+/// statements the query builder cannot express).
+pub fn bind_params(postgres: bool, sql: &str) -> String {
+    if !postgres {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for ch in sql.chars() {
+        if ch == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholders_are_numbered_for_postgres() {
+        assert_eq!(super::bind_params(true, "a = ? AND b = ?"), "a = $1 AND b = $2");
+        assert_eq!(super::bind_params(false, "a = ?"), "a = ?");
+    }
 }

@@ -8,6 +8,7 @@ diesel::table! {
         active_tokens -> Integer,
         free_comments_left -> BigInt,
         created_at -> BigInt,
+        alert_seq -> BigInt,
     }
 }
 
@@ -89,20 +90,38 @@ diesel::table! {
         parent_id -> Nullable<Text>,
         position -> BigInt,
         body -> Text,
+        likes -> BigInt,
+        posted_at -> BigInt,
+        search -> Text,
+        first_seen_at -> Nullable<BigInt>,
     }
 }
 
 diesel::table! {
-    library (account_id, ref_) {
+    analyses (account_id, ref_) {
+        id -> Text,
         account_id -> Text,
         #[sql_name = "ref"]
         ref_ -> Text,
         url -> Text,
         platform -> Text,
-        saved_at -> BigInt,
+        status -> Text,
+        metadata -> Nullable<Text>,
+        search -> Text,
+        created_at -> BigInt,
+        saved_at -> Nullable<BigInt>,
         last_scraped_at -> Nullable<BigInt>,
+        expires_at -> Nullable<BigInt>,
         last_job_id -> Nullable<Text>,
         comment_count -> BigInt,
+        top_level_count -> BigInt,
+        new_count -> BigInt,
+        watch_enabled -> Bool,
+        watch_interval_min -> Integer,
+        watch_next_run_at -> Nullable<BigInt>,
+        watch_last_run_at -> Nullable<BigInt>,
+        watch_last_error -> Nullable<Text>,
+        watch_claimed_until -> BigInt,
     }
 }
 
@@ -142,6 +161,63 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    keywords (account_id, normalized) {
+        account_id -> Text,
+        keyword -> Text,
+        normalized -> Text,
+        position -> Integer,
+    }
+}
+
+diesel::table! {
+    channels (account_id) {
+        account_id -> Text,
+        telegram_chat_id -> Nullable<Text>,
+        telegram_enabled -> Bool,
+        telegram_disabled_reason -> Nullable<Text>,
+        webhook_url -> Nullable<Text>,
+        webhook_enabled -> Bool,
+        webhook_job_events -> Bool,
+        webhook_secret -> Nullable<Text>,
+        webhook_disabled_reason -> Nullable<Text>,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    keyword_alerts (id) {
+        id -> Text,
+        account_id -> Text,
+        seq -> BigInt,
+        keyword -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        comment_id -> Text,
+        comment -> Text,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    deliveries (id) {
+        id -> Text,
+        account_id -> Text,
+        event_id -> Text,
+        event_type -> Text,
+        channel -> Text,
+        payload -> Text,
+        state -> Text,
+        attempts -> Integer,
+        next_attempt_at -> BigInt,
+        claimed_until -> BigInt,
+        last_status -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<BigInt>,
+        created_at -> BigInt,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
 diesel::allow_tables_to_appear_in_same_query!(
     accounts,
@@ -151,8 +227,12 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger,
     jobs,
     job_comments,
-    library,
+    analyses,
     outbox,
     job_leases,
-    idempotency_keys
+    idempotency_keys,
+    keywords,
+    channels,
+    keyword_alerts,
+    deliveries
 );

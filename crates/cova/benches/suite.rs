@@ -443,6 +443,145 @@ async fn scraper_memory(report: &mut Report, real: &RealBackends) {
     app.stop().await;
 }
 
+/// Seeds `accounts` accounts with a pack and `per_account` watched library entries each, one
+/// of which per account is due at `due_at`; the others are due a day later.
+async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, due_at: i64) {
+    use diesel_async::SimpleAsyncConnection;
+    let month = cova_domain::time::month_of(due_at);
+    let later = due_at + 86_400_000;
+    let total = accounts * per_account;
+    // The row numbers 1..=n: generate_series on PostgreSQL, a recursive CTE on SQLite.
+    let numbers = |n: i64| {
+        if db.is_postgres() {
+            format!("SELECT g AS n FROM generate_series(1, {n}) g")
+        } else {
+            format!("WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {n}) SELECT n FROM s")
+        }
+    };
+    let sql = format!(
+        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+           SELECT 'acct-' || n, 'w' || n || '@example.com', 0, 0, 0, 0 FROM ({accounts_q}) a; \
+         INSERT INTO balances (account_id, month, granted, reserved, spent) \
+           SELECT 'acct-' || n, '{month}', 100000, 0, 0 FROM ({accounts_q}) a; \
+         INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, \
+                               watch_enabled, watch_interval_min, watch_next_run_at) \
+           SELECT 'an-' || n, 'acct-' || (n % {accounts} + 1), 'tiktok:' || (7000000000000000000 + n), \
+                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + n), 'tiktok', 'metadata_only', 0, 0, \
+                  TRUE, 60, CASE WHEN n <= {accounts} THEN {due_at} ELSE {later} END FROM ({watches_q}) w;",
+        accounts_q = numbers(accounts),
+        watches_q = numbers(total),
+    );
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed watches");
+}
+
+/// One scheduler tick over 100,000 watches: with 1,000 due (each run started through the
+/// outbox), then with none due (the scan alone). Only this scheduler runs on the database.
+async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase) {
+    let mut config = cova_config::Config::default();
+    config.database = database.config.clone();
+    let backends = cova_runtime::Backends::connect(&config).await.expect("backends");
+    backends.db.migrate().await.expect("migrate");
+    let now = cova_domain::time::now_ms();
+    seed_watches(&backends.db, 1_000, 100, now - 1_000).await;
+    let scheduler = cova_scheduler::Scheduler::new(
+        backends,
+        cova_config::SchedulerConfig::default(),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let started = Instant::now();
+    let tick = scheduler.tick().await.expect("tick");
+    let busy = started.elapsed();
+    assert_eq!(tick.started, 1_000, "{tick:?}");
+    let started = Instant::now();
+    let idle_tick = scheduler.tick().await.expect("tick");
+    let idle = started.elapsed();
+    assert_eq!(idle_tick.started, 0);
+    report.add(&format!("scheduler_tick_100k_watches_1000_due_{label}"), ms(busy));
+    report.add(&format!("scheduler_tick_100k_watches_none_due_{label}"), ms(idle));
+    let _ = database.drop_database().await;
+}
+
+/// A release `cova serve` process on the embedded backends: the time to export a
+/// 5,000-comment breakdown, and the process's peak memory around it (streamed, not buffered).
+async fn export_speed(report: &mut Report) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+    let vars = [
+        ("COVA_DATABASE__URL", format!("sqlite://{}/cova.db", dir.path().display())),
+        ("COVA_HTTP__ADDR", "127.0.0.1:0".to_owned()),
+        ("COVA_TELEMETRY__LOG_LEVEL", "warn,cova=info".to_owned()),
+        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", sim.base_url().to_owned()),
+        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", "0".to_owned()),
+    ];
+    let cova = common::Cova { vars: vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() };
+    let admin = |args: &[&str]| {
+        let out = cova.run(args);
+        assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+        common::stdout(&out)
+    };
+    admin(&["migrate"]);
+    admin(&["admin", "accounts", "create", "--email", "bench@example.com"]);
+    admin(&["admin", "packs", "grant", "--email", "bench@example.com", "--comments", "10000"]);
+    let token = admin(&[
+        "admin",
+        "tokens",
+        "create",
+        "--email",
+        "bench@example.com",
+        "--scopes",
+        "analyze:write,library:write",
+    ])
+    .lines()
+    .last()
+    .unwrap_or_default()
+    .to_owned();
+    let (mut child, base) = cova.start("serve", true);
+    let base = base.expect("base url");
+    let client = cova_tests::Client::new(&base, Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
+    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+    let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    let kib = |field: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()
+            })
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    let http = reqwest::Client::new();
+    for format in ["csv", "jsonl", "xlsx"] {
+        let before = kib("VmRSS");
+        let started = Instant::now();
+        let res = http
+            .get(format!("{base}/api/v1/analyses/tiktok:{id}/export?format={format}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("export");
+        assert_eq!(res.status(), 200);
+        let bytes = res.bytes().await.expect("body").len();
+        let took = started.elapsed();
+        report.add(
+            &format!("export_5000_comments_{format}"),
+            format!(
+                "{} ({:.2} MiB; process RSS {:.1} MiB before, peak {:.1} MiB)",
+                ms(took),
+                bytes as f64 / (1024.0 * 1024.0),
+                before,
+                kib("VmHWM")
+            ),
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    sim.stop().await;
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut report = Report { lines: Vec::new() };
@@ -452,12 +591,15 @@ fn main() {
         gateway_overhead(&mut report, "embedded", &app).await;
         job_overhead(&mut report, "embedded", &app).await;
         app.stop().await;
+        scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
+        export_speed(&mut report).await;
 
         if real.reachable() {
             let app = real.app(SimConfig::default(), Scraper::InProcess).await;
             gateway_overhead(&mut report, "real", &app).await;
             job_overhead(&mut report, "real", &app).await;
             app.stop().await;
+            scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await).await;
             throughput_and_scale(&mut report, &real).await;
             scraper_memory(&mut report, &real).await;
         } else {

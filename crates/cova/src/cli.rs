@@ -23,6 +23,8 @@ pub enum Command {
     Gateway,
     /// Only the scraper worker: collects comments for analyze jobs (needs amqp://).
     Scraper,
+    /// Only the scheduler: starts due watch runs and purges expired breakdowns (needs amqp://).
+    Scheduler,
     /// Creates or upgrades the database schema; safe to run again.
     Migrate,
     /// Operator commands: accounts, packs, tokens.
@@ -108,6 +110,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => serve::run(config, &Role::ALL).await,
         Command::Gateway => serve::run(config, &[Role::Gateway]).await,
         Command::Scraper => serve::run(config, &[Role::Scraper]).await,
+        Command::Scheduler => serve::run(config, &[Role::Scheduler]).await,
         Command::Migrate => serve::migrate(config).await,
         Command::Admin(args) => admin::run(config, args.command).await,
     }

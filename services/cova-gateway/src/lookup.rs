@@ -94,6 +94,16 @@ pub async fn metadata(
         }
         let leader =
             cache.set_nx(&lock, member.as_bytes(), LOCK_TTL).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+        // A fetch may have ended between the look above and taking the lock: look again.
+        let ended = leader
+            && (cached_json(state, &key, meter).await?.is_some()
+                || cached_json(state, &failed, meter).await?.is_some());
+        if ended {
+            if let Err(e) = cache.delete(&lock).await {
+                tracing::warn!(error = %e, "releasing a metadata lock failed; it expires by itself");
+            }
+            continue;
+        }
         if leader {
             let outcome = fetch(state, post, meter, limit, member, &key, &failed).await;
             if let Err(e) = cache.delete(&lock).await {

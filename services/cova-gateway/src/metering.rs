@@ -184,3 +184,24 @@ impl Meter {
         meter
     }
 }
+
+impl Meter {
+    /// An answer without a body (204), with the gathered headers.
+    pub fn empty(&self, mut builder: actix_web::HttpResponseBuilder) -> HttpResponse {
+        for (name, value) in &self.headers {
+            builder.insert_header((*name, value.as_str()));
+        }
+        builder.finish()
+    }
+
+    /// A streamed answer, with the gathered headers.
+    pub fn stream<S>(&self, mut builder: actix_web::HttpResponseBuilder, body: S) -> HttpResponse
+    where
+        S: futures::Stream<Item = Result<actix_web::web::Bytes, actix_web::Error>> + 'static,
+    {
+        for (name, value) in &self.headers {
+            builder.insert_header((*name, value.as_str()));
+        }
+        builder.streaming(body)
+    }
+}

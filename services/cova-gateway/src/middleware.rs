@@ -203,6 +203,7 @@ pub fn cors() -> Cors {
             "x-quota-limit",
             "x-quota-remaining",
             "retry-after",
+            "content-disposition",
             REQUEST_ID,
         ])
         .max_age(600)

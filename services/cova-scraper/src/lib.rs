@@ -5,12 +5,12 @@
 //! it (charge nothing, event). Transient failures retry with backoff, then fail the job.
 
 use cova_config::ScraperConfig;
-use cova_domain::limits::hold;
+use cova_domain::limits::{MAX_COMMENTS_PER_POST, hold};
 use cova_messages::AnalyzeCommand;
 use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
-use cova_storage::repo::jobs::{self, Job, Start, StoredComment};
+use cova_storage::repo::jobs::{self, Job, Scraped, Start, StoredComment};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -63,17 +63,17 @@ impl Scraper {
         let db = &self.backends.db;
         let owner = uuid::Uuid::new_v4().to_string();
         let lease_ms = self.config.lease_ms as i64;
-        let (job, held) = match jobs::start(db, job_id, &owner, lease_ms, self.now()).await {
-            Ok(Start::Collect { job, max }) => (job, max),
+        let (job, held, previous) = match jobs::start(db, job_id, &owner, lease_ms, self.now()).await {
+            Ok(Start::Collect { job, max, previous }) => (job, max, previous),
             Ok(Start::Finished(_)) => return Outcome::Done,
             Ok(Start::Busy) => return Outcome::Retry("another worker holds the job".into()),
             Ok(Start::Missing) => return Outcome::Poison(format!("no job {job_id}")),
             Err(e) => return Outcome::Retry(format!("database: {e}")),
         };
         let span = tracing::info_span!("job", job.id = %job.id, job.r#ref = %job.r#ref);
-        let result = tracing::Instrument::instrument(self.collect(&job, &owner, held), span).await;
+        let result = tracing::Instrument::instrument(self.collect(&job, &owner, held, previous), span).await;
         match result {
-            Ok(truncated) => match jobs::complete(db, &job.id, &owner, truncated, self.now()).await {
+            Ok(scraped) => match jobs::complete(db, &job.id, &owner, &scraped, self.now()).await {
                 Ok(_) => {
                     self.outbox.notify_one();
                     Outcome::Done
@@ -107,28 +107,32 @@ impl Scraper {
         }
     }
 
-    /// Collects the post; `Ok(truncated)`.
-    async fn collect(&self, job: &Job, owner: &str, held: i64) -> Result<bool, Failure> {
+    /// Collects the post. `previous` comments are already in the account's analysis of it: a
+    /// re-scrape holds (and is charged) only for new ones.
+    async fn collect(&self, job: &Job, owner: &str, held: i64, previous: i64) -> Result<Scraped, Failure> {
         let post: PostRef = job.r#ref.parse().map_err(Failure::Platform)?;
         // The post page first: it tells private, restricted and deleted posts apart (the
         // comment list alone may still answer for them) and how many comments to expect.
         let metadata = self.platforms.metadata(&post).await.map_err(Failure::Platform)?;
         let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
-        // Size the hold to the post: lower it (the rest is free for the account's other jobs
-        // at once) or raise it as far as the balance allows; what it cannot cover is truncated.
-        let max =
-            match cova_storage::repo::balances::adjust_hold(&self.backends.db, &job.id, hold::needed(reported)).await {
-                Ok(Some(hold)) => hold,
-                Ok(None) => held,
-                Err(e) => {
-                    tracing::warn!(error = %e, "sizing the hold failed");
-                    return Err(Failure::Platform(PlatformError::Unavailable("cova's database is unavailable".into())));
-                }
-            };
+        // Size the hold to what may be charged: the whole post on a first scrape, its growth on
+        // a re-scrape. Lower it (the rest is free for the account's other jobs at once) or
+        // raise it as far as the balance allows; what it cannot cover is truncated.
+        let needed = if previous > 0 { hold::needed_for_rescrape(reported, previous) } else { hold::needed(reported) };
+        let max = match cova_storage::repo::balances::adjust_hold(&self.backends.db, &job.id, needed).await {
+            Ok(Some(hold)) => hold,
+            Ok(None) => held,
+            Err(e) => {
+                tracing::warn!(error = %e, "sizing the hold failed");
+                return Err(Failure::Platform(PlatformError::Unavailable("cova's database is unavailable".into())));
+            }
+        };
         if max <= 0 {
             return Err(Failure::Platform(PlatformError::Unavailable("no comments were reserved for this job".into())));
         }
-        let expected = reported.map(|n| n.min(max));
+        // Known comments are collected again free of charge: the hold bounds only new ones.
+        let limit = (max + previous).min(MAX_COMMENTS_PER_POST);
+        let expected = reported.map(|n| n.min(limit));
         let mut sink = DbSink {
             backends: self.backends.clone(),
             job_id: job.id.clone(),
@@ -137,9 +141,13 @@ impl Scraper {
             lease_lost: false,
             expected,
         };
-        let limit = u32::try_from(max).unwrap_or(u32::MAX);
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         match self.platforms.collect_comments(&post, limit, &mut sink).await {
-            Ok(outcome) => Ok(outcome.truncated),
+            Ok(outcome) => Ok(Scraped {
+                truncated: outcome.truncated,
+                metadata: serde_json::to_string(&metadata).ok(),
+                search: metadata.search_text(),
+            }),
             Err(_) if sink.lease_lost => Err(Failure::LeaseLost),
             Err(e) => Err(Failure::Platform(e)),
         }
@@ -173,6 +181,9 @@ impl CommentSink for DbSink {
                     comment_id: comment.id.clone(),
                     parent_id: comment.parent_id.clone(),
                     body: serde_json::to_string(&comment).unwrap_or_default(),
+                    likes: i64::try_from(comment.likes).unwrap_or(i64::MAX),
+                    posted_at: cova_domain::time::parse_rfc3339(&comment.created_at).unwrap_or(0),
+                    search: comment.search_text(),
                 }
             })
             .collect();

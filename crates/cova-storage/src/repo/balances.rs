@@ -149,6 +149,12 @@ pub async fn current(db: &Db, account_id: &str, now: i64) -> Result<Balance> {
     Ok(balance_of(month, now, row))
 }
 
+/// True when the account bought (was granted) a comment pack this month: what the paid
+/// features (watch, refresh, AI, keywords) require.
+pub async fn has_pack(db: &Db, account_id: &str, now: i64) -> Result<bool> {
+    Ok(current(db, account_id, now).await?.granted > 0)
+}
+
 /// Adds a pack of `comments` to the current month and records it in the ledger.
 pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i64) -> Result<Balance> {
     if comments <= 0 {

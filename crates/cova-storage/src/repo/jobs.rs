@@ -5,11 +5,11 @@
 use super::balances::{close_in, reserve_in};
 use super::outbox::insert_in as outbox_in;
 use crate::StorageError;
-use crate::schema::{accounts, balances, idempotency_keys, job_comments, job_leases, jobs, library};
+use crate::schema::{accounts, analyses, balances, idempotency_keys, job_comments, job_leases, jobs, reservations};
 use crate::{Db, Result, in_transaction, with_conn};
 use cova_domain::limits::{self, MAX_RUNNING_ANALYSES, hold};
 use cova_domain::time::month_of;
-use cova_domain::{Dedup, JobKind, JobStatus};
+use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
 use cova_messages::{AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -122,6 +122,9 @@ pub struct NewAnalyze<'a> {
     pub idempotency_key: Option<&'a str>,
     /// The post's comment count when already known (cached metadata); sizes the opening hold.
     pub known_comments: Option<i64>,
+    /// A re-scrape of an analysis (on demand or by its watch): never answered with a recent
+    /// result, and a paid feature (needs a pack this month).
+    pub refresh: bool,
 }
 
 #[derive(Debug)]
@@ -137,6 +140,8 @@ pub enum CreateOutcome {
     Repeated(Job),
     /// The same Idempotency-Key was used for another URL.
     IdempotencyConflict,
+    /// A refresh without a comment pack this month.
+    PaymentRequired,
     QuotaExceeded,
     ConcurrencyLimit,
 }
@@ -214,18 +219,22 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             .transpose()?;
         if let Some(job) = latest
             && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
+            && !(new.refresh && dedup == Dedup::RecentResult)
         {
             remember_key!(c, new, &job.id, now);
             return Ok(CreateOutcome::Deduplicated(job, dedup));
         }
 
-        let available = balances::table
+        let balance = balances::table
             .find((new.account_id, &month))
-            .select(balances::granted - balances::reserved - balances::spent)
-            .first::<i64>(c)
+            .select((balances::granted, balances::granted - balances::reserved - balances::spent))
+            .first::<(i64, i64)>(c)
             .await
-            .optional()?
-            .unwrap_or(0);
+            .optional()?;
+        let (granted, available) = balance.unwrap_or((0, 0));
+        if new.refresh && granted <= 0 {
+            return Ok(CreateOutcome::PaymentRequired);
+        }
         if available <= 0 {
             return Ok(CreateOutcome::QuotaExceeded);
         }
@@ -294,10 +303,13 @@ pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
 /// What the scraper may do with a delivered command.
 #[derive(Debug)]
 pub enum Start {
-    /// Collect up to `max` comments (a redelivered, half-done job starts over clean).
+    /// Collect the post: `max` is the hold (what new comments may be charged), `previous`
+    /// the comments the account's analysis of the post already holds (a re-scrape charges only
+    /// new ones). A redelivered, half-done job starts over clean.
     Collect {
         job: Job,
         max: i64,
+        previous: i64,
     },
     /// Already complete or failed: a duplicate delivery, nothing to do.
     Finished(Job),
@@ -355,7 +367,15 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .optional()?
             .unwrap_or(0);
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        Ok(Start::Collect { job, max })
+        let previous = analyses::table
+            .find((&job.account_id, &job.r#ref))
+            .filter(analyses::status.eq(AnalysisStatus::Ready.as_str()))
+            .select(analyses::comment_count)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        Ok(Start::Collect { job, max, previous })
     })
 }
 
@@ -386,7 +406,13 @@ pub async fn release_lease(db: &Db, job_id: &str, owner: &str) -> Result<()> {
 pub struct StoredComment {
     pub comment_id: String,
     pub parent_id: Option<String>,
+    /// The comment as the API shows it (JSON, without `replies`).
     pub body: String,
+    pub likes: i64,
+    /// When the comment was posted (unix ms; 0 when unknown).
+    pub posted_at: i64,
+    /// Lower-cased text and author, for searching the breakdown.
+    pub search: String,
 }
 
 /// Appends a page of comments (duplicates by id are ignored), records progress and renews
@@ -420,6 +446,9 @@ pub async fn append_comments(
                     job_comments::parent_id.eq(item.parent_id.as_deref()),
                     job_comments::position.eq(base + i as i64),
                     job_comments::body.eq(&item.body),
+                    job_comments::likes.eq(item.likes),
+                    job_comments::posted_at.eq(item.posted_at),
+                    job_comments::search.eq(&item.search),
                 ))
                 .on_conflict_do_nothing()
                 .execute(c)
@@ -435,19 +464,99 @@ pub async fn append_comments(
     })
 }
 
-/// Completes the job once: charges what was collected and releases the rest, bookmarks the
-/// ref in the account's library, and queues the `job.complete` event — one transaction.
-/// Returns false when the job was not in progress (a duplicate delivery).
-pub async fn complete(db: &Db, job_id: &str, owner: &str, truncated: bool, now: i64) -> Result<bool> {
+/// What the scraper learnt about the post besides its comments.
+#[derive(Debug, Clone, Default)]
+pub struct Scraped {
+    /// The post had more comments than were collected (the per-post cap or the hold).
+    pub truncated: bool,
+    /// The post's metadata (JSON) as read by this scrape.
+    pub metadata: Option<String>,
+    /// Lower-cased title and author, for searching the library.
+    pub search: String,
+}
+
+/// Completes the job once, in one transaction: the collected comments become the account's
+/// analysis of the post (comments already known keep their `first_seen_at`; the previous
+/// breakdown is released); only comments new to the analysis are charged, at most the hold
+/// (new comments beyond it are not kept, and the job reports `truncated`); the rest of the
+/// hold returns to the balance; a token's job is bookmarked; the `job.complete` event is
+/// queued. Returns false when the job was not in progress (a duplicate delivery).
+pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, now: i64) -> Result<bool> {
+    let carry_sql = crate::pool::bind_params(
+        db.is_postgres(),
+        "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
+         WHERE p.job_id = ? AND p.comment_id = job_comments.comment_id) WHERE job_id = ?",
+    );
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
             return Ok(false);
         }
+        let Some(job) = find_job!(c, job_id)? else { return Ok(false) };
+        if job.status != JobStatus::InProgress {
+            return Ok(false);
+        }
+        let existing = analyses::table
+            .find((&job.account_id, &job.r#ref))
+            .select((analyses::status, analyses::last_job_id, analyses::saved_at))
+            .first::<(String, Option<String>, Option<i64>)>(c)
+            .await
+            .optional()?;
+        let previous_job = existing
+            .as_ref()
+            .filter(|(status, _, _)| status == AnalysisStatus::Ready.as_str())
+            .and_then(|(_, last, _)| last.clone())
+            .filter(|last| last != job_id);
+        if let Some(previous) = &previous_job {
+            diesel::sql_query(&carry_sql)
+                .bind::<diesel::sql_types::Text, _>(previous)
+                .bind::<diesel::sql_types::Text, _>(job_id)
+                .execute(c)
+                .await?;
+        }
+        // Comments new to the analysis, in collection order (a parent before its replies).
+        let new_rows: Vec<(String, Option<String>)> = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::first_seen_at.is_null())
+            .order(job_comments::position.asc())
+            .select((job_comments::comment_id, job_comments::parent_id))
+            .load(c)
+            .await?;
+        let hold = reservations::table
+            .find(job_id)
+            .filter(reservations::state.eq("held"))
+            .select(reservations::amount)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        let dropped = beyond_budget(&new_rows, hold);
+        for chunk in dropped.chunks(500) {
+            diesel::delete(
+                job_comments::table
+                    .filter(job_comments::job_id.eq(job_id))
+                    .filter(job_comments::comment_id.eq_any(chunk)),
+            )
+            .execute(c)
+            .await?;
+        }
+        let new_count = (new_rows.len() - dropped.len()) as i64;
+        diesel::update(
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::first_seen_at.is_null()),
+        )
+        .set(job_comments::first_seen_at.eq(now))
+        .execute(c)
+        .await?;
         let collected =
             job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
-        let done = diesel::update(jobs::table.find(job_id))
-            .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
+        let top_level = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_null())
+            .count()
+            .get_result::<i64>(c)
+            .await?;
+        let truncated = scraped.truncated || !dropped.is_empty();
+        diesel::update(jobs::table.find(job_id))
             .set((
                 jobs::status.eq(JobStatus::Complete.as_str()),
                 jobs::finished_at.eq(now),
@@ -456,37 +565,69 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, truncated: bool, now: 
             ))
             .execute(c)
             .await?;
-        if done == 0 {
-            return Ok(false);
+        let _charged: Option<i64> = close_in!(c, job_id, Some(new_count), now)?;
+        if let Some(previous) = &previous_job {
+            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(previous))).execute(c).await?;
         }
-        let _charged: Option<i64> = close_in!(c, job_id, Some(collected), now)?;
-        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        if job.token_id.is_some() {
-            let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
-            diesel::insert_into(library::table)
+        let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
+        let expires_at = cova_domain::library::expires_at(now);
+        // A token's completed job is bookmarked (if absent); a session's job is not.
+        let saved_at = existing.as_ref().and_then(|(_, _, saved)| *saved).or(job.token_id.as_ref().map(|_| now));
+        if existing.is_none() {
+            diesel::insert_into(analyses::table)
                 .values((
-                    library::account_id.eq(&job.account_id),
-                    library::ref_.eq(&job.r#ref),
-                    library::url.eq(&job.url),
-                    library::platform.eq(&platform),
-                    library::saved_at.eq(now),
-                    library::last_scraped_at.eq(now),
-                    library::last_job_id.eq(job_id),
-                    library::comment_count.eq(collected),
-                ))
-                .on_conflict((library::account_id, library::ref_))
-                .do_update()
-                .set((
-                    library::last_scraped_at.eq(now),
-                    library::last_job_id.eq(job_id),
-                    library::comment_count.eq(collected),
+                    analyses::id.eq(super::new_id()),
+                    analyses::account_id.eq(&job.account_id),
+                    analyses::ref_.eq(&job.r#ref),
+                    analyses::url.eq(&job.url),
+                    analyses::platform.eq(&platform),
+                    analyses::status.eq(AnalysisStatus::Ready.as_str()),
+                    analyses::created_at.eq(now),
                 ))
                 .execute(c)
                 .await?;
         }
+        diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+            .set((
+                analyses::url.eq(&job.url),
+                analyses::status.eq(AnalysisStatus::Ready.as_str()),
+                analyses::saved_at.eq(saved_at),
+                analyses::last_scraped_at.eq(now),
+                analyses::expires_at.eq(expires_at),
+                analyses::last_job_id.eq(job_id),
+                analyses::comment_count.eq(collected),
+                analyses::top_level_count.eq(top_level),
+                analyses::new_count.eq(new_count),
+            ))
+            .execute(c)
+            .await?;
+        if let Some(metadata) = &scraped.metadata {
+            diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+                .set((analyses::metadata.eq(metadata), analyses::search.eq(&scraped.search)))
+                .execute(c)
+                .await?;
+        }
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), "{}", now);
         Ok(true)
     })
+}
+
+/// The new comments that do not fit the hold: in collection order, a new comment is kept
+/// while the hold has room and its parent (if any) is kept or already known.
+fn beyond_budget(new_rows: &[(String, Option<String>)], hold: i64) -> Vec<String> {
+    let mut kept = std::collections::HashSet::new();
+    let is_new: std::collections::HashSet<&str> = new_rows.iter().map(|(id, _)| id.as_str()).collect();
+    let mut dropped = Vec::new();
+    for (id, parent) in new_rows {
+        let parent_ok = parent.as_deref().is_none_or(|p| !is_new.contains(p) || kept.contains(p));
+        if parent_ok && (kept.len() as i64) < hold {
+            kept.insert(id.as_str());
+        } else {
+            dropped.push(id.clone());
+        }
+    }
+    dropped
 }
 
 /// Fails the job once with an API error code: releases the whole hold (nothing is charged),
@@ -519,41 +660,6 @@ pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, 
     })
 }
 
-/// A page of a job's result: top-level comments after `after` (a position), at most `limit`,
-/// each with its replies. Bodies are the stored JSON, in platform order.
-pub struct ResultPage {
-    pub top: Vec<(i64, String, String)>,
-    pub replies: Vec<(String, String)>,
-}
-
-pub async fn result_page(db: &Db, job_id: &str, after: Option<i64>, limit: i64) -> Result<ResultPage> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        let top: Vec<(i64, String, String)> = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::parent_id.is_null())
-            .filter(job_comments::position.gt(after.unwrap_or(-1)))
-            .order(job_comments::position.asc())
-            .limit(limit)
-            .select((job_comments::position, job_comments::comment_id, job_comments::body))
-            .load(c)
-            .await?;
-        let parents: Vec<&String> = top.iter().map(|(_, id, _)| id).collect();
-        let mut replies = Vec::new();
-        for chunk in parents.chunks(500) {
-            let mut part: Vec<(Option<String>, String)> = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::parent_id.eq_any(chunk.iter().map(|s| s.as_str())))
-                .order(job_comments::position.asc())
-                .select((job_comments::parent_id, job_comments::body))
-                .load(c)
-                .await?;
-            replies.extend(part.drain(..).filter_map(|(p, b)| p.map(|p| (p, b))));
-        }
-        Ok(ResultPage { top, replies })
-    })
-}
-
 /// Jobs of `kind` that are queued or in progress (used at start by the embedded single
 /// process, whose in-process queue does not survive a restart).
 pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
@@ -566,4 +672,21 @@ pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
             .load::<String>(c)
             .await
     })?)
+}
+
+/// The most recent analyze job started with this token.
+pub async fn latest_of_token(db: &Db, account_id: &str, token_id: &str) -> Result<Option<Job>> {
+    let mut conn = db.conn().await?;
+    let row: Option<JobRow> = with_conn!(&mut conn, |c| {
+        jobs::table
+            .filter(jobs::account_id.eq(account_id))
+            .filter(jobs::token_id.eq(token_id))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .order(jobs::created_at.desc())
+            .select(JobRow::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?;
+    row.map(Job::try_from).transpose()
 }

@@ -1,10 +1,13 @@
 //! Repository functions, one module per aggregate. Each is written once for both databases.
 
 pub mod accounts;
+pub mod analyses;
 pub mod balances;
+pub mod breakdown;
 pub mod jobs;
 pub mod outbox;
 pub mod tokens;
+pub mod watches;
 
 /// Opaque, time-ordered identifiers (UUIDv7), never sequential integers.
 pub fn new_id() -> String {

@@ -7,7 +7,7 @@
 //! [`MAX_ATTEMPTS`] failures it is parked for an operator and the relay goes on with the rest.
 
 use crate::schema::outbox;
-use crate::{Db, DbConn, Result, with_conn};
+use crate::{Db, Result, with_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -73,48 +73,15 @@ pub async fn claim(db: &Db, limit: i64, now: i64) -> Result<Vec<OutboxMessage>> 
         .and(outbox::parked_at.is_null())
         .and(outbox::next_attempt_at.le(now))
         .and(outbox::claimed_until.le(now));
-    let ids: Vec<String> = match &mut conn {
-        // Rows locked by a concurrent claimer are skipped: each relay gets its own rows.
-        DbConn::Pg(obj) => {
-            let c: &mut diesel_async::AsyncPgConnection = &mut *obj;
-            diesel_async::AsyncConnection::transaction(c, async |c| -> Result<Vec<String>> {
-                let ids: Vec<String> = outbox::table
-                    .filter(due)
-                    .order(outbox::created_at.asc())
-                    .limit(limit)
-                    .select(outbox::id)
-                    .for_update()
-                    .skip_locked()
-                    .load(c)
-                    .await?;
-                diesel::update(outbox::table.filter(outbox::id.eq_any(&ids)))
-                    .set(outbox::claimed_until.eq(now + CLAIM_MS))
-                    .execute(c)
-                    .await?;
-                Ok(ids)
-            })
-            .await?
-        }
-        // SQLite serialises writers (BEGIN IMMEDIATE): select-then-claim is already exclusive.
-        DbConn::Sqlite(obj) => {
-            let c: &mut crate::pool::SqliteConn = &mut *obj;
-            c.immediate_transaction(async |c| -> Result<Vec<String>> {
-                let ids: Vec<String> = outbox::table
-                    .filter(due)
-                    .order(outbox::created_at.asc())
-                    .limit(limit)
-                    .select(outbox::id)
-                    .load(c)
-                    .await?;
-                diesel::update(outbox::table.filter(outbox::id.eq_any(&ids)))
-                    .set(outbox::claimed_until.eq(now + CLAIM_MS))
-                    .execute(c)
-                    .await?;
-                Ok(ids)
-            })
-            .await?
-        }
-    };
+    let ids = crate::claim_rows!(
+        &mut conn,
+        outbox::table,
+        outbox::id,
+        due,
+        outbox::created_at.asc(),
+        limit,
+        outbox::claimed_until.eq(now + CLAIM_MS)
+    )?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }

@@ -53,6 +53,17 @@ impl Cova {
         (child, rest.chars().take_while(|c| *c != '"').collect(), log)
     }
 
+    /// Starts a role, waits for a log line containing `marker`, and keeps every line it logs.
+    pub fn start_collecting(&self, role: &str, marker: &str) -> (Child, Log) {
+        let log = Log::default();
+        let (mut child, lines) = self.spawn_logging(role, marker, Some(log.clone()));
+        if lines.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("cova {role} did not log `{marker}` within 30 s");
+        }
+        (child, log)
+    }
+
     /// Spawns a role whose log is drained (so it never blocks on a full pipe); the text after
     /// `marker` on each line that holds it is sent to the receiver.
     fn spawn_watching(&self, role: &str, marker: &str) -> (Child, std::sync::mpsc::Receiver<String>) {

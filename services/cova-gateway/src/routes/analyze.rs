@@ -13,13 +13,15 @@ use cova_domain::JobStatus;
 use cova_domain::limits::MAX_COMMENTS_PER_POST;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::parse_url;
+use cova_storage::repo::analyses;
+use cova_storage::repo::breakdown::{self, From, Query};
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use serde::Deserialize;
 use serde_json::json;
 
 const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
-fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
+pub fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
     let Some(value) = req.headers().get(IDEMPOTENCY_HEADER) else { return Ok(None) };
     let key = value.to_str().map_err(|_| ApiError::validation("Idempotency-Key must be visible ASCII."))?.trim();
     if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
@@ -55,23 +57,37 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
             url: &url,
             idempotency_key: key.as_deref(),
             known_comments,
+            refresh: false,
         },
         &trace,
         state.now(),
     )
     .await
     .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    created(&state, &principal, meter, outcome).await
+}
+
+/// The answer to a job request: 202 with a new job, 200 with the job that covers it, or why not.
+pub async fn created(
+    state: &AppState,
+    principal: &crate::Principal,
+    mut meter: Meter,
+    outcome: CreateOutcome,
+) -> HttpResult {
     match outcome {
         CreateOutcome::Created { job, reserved } => {
             state.outbox.notify_one();
             tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, reserved, "analyze job queued");
             // The balance changed: show what is left now.
-            let _ = meter.balance(&state, &principal).await;
+            let _ = meter.balance(state, principal).await;
             Ok(meter.json(HttpResponse::Accepted(), &views::job(&job, None)))
         }
         CreateOutcome::Deduplicated(job, dedup) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, Some(dedup)))),
         CreateOutcome::Repeated(job) => Ok(meter.json(HttpResponse::Ok(), &views::job(&job, None))),
         CreateOutcome::IdempotencyConflict => Err(meter.fail(ApiError::of(ErrorCode::IdempotencyConflict)).into()),
+        CreateOutcome::PaymentRequired => Err(meter
+            .fail(ApiError::new(ErrorCode::PaymentRequired, "Refresh and watch need a comment pack this month."))
+            .into()),
         CreateOutcome::QuotaExceeded => Err(meter.fail(ApiError::of(ErrorCode::QuotaExceeded)).into()),
         CreateOutcome::ConcurrencyLimit => {
             Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)).into())
@@ -127,10 +143,19 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
     let mut body = views::job(&job, None);
     if job.status == JobStatus::Complete {
-        let page =
-            jobs::result_page(db, &job.id, after, limit).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
+        // A later scrape of the post, its expiry or its removal released these comments.
+        let analysis = analyses::get(db, &principal.account_id, &job.r#ref)
+            .await
+            .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+        let current = analysis.as_ref().and_then(|a| a.breakdown_job()) == Some(job.id.as_str());
+        let query = Query { from: after.map(From::Position), limit, ..Query::default() };
+        let page = if current {
+            breakdown::page(db, &job.id, &query).await.map_err(|e| meter.fail(backend_errors::storage(e)))?
+        } else {
+            breakdown::Page::default()
+        };
         let full_page = page.top.len() as i64 == limit;
-        let (comments, last) = views::nested(page.top, page.replies);
+        let last = page.top.last().map(|r| r.position);
         let next_cursor = if full_page { last.map(|p| format!("p{p}")) } else { None };
         if let Some(obj) = body.as_object_mut() {
             obj.insert(
@@ -139,8 +164,9 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
                     "analysis_id": job.r#ref,
                     "truncated": job.truncated,
                     "comments_total": job.comments_collected,
-                    "comments": comments,
+                    "comments": views::nested(page),
                     "next_cursor": next_cursor,
+                    "released": !current,
                 }),
             );
         }

@@ -1,6 +1,8 @@
 //! Route table. Every resource answers 405 `method_not_allowed` for methods it does not serve.
 
+mod analyses;
 mod analyze;
+mod export;
 mod health;
 mod metadata;
 mod sandbox;
@@ -23,6 +25,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/metadata", web::post().to(metadata::post_metadata)))
                 .service(resource("/analyze", web::post().to(analyze::post_analyze)))
                 .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job)))
+                .service(resource("/analyses/saved", web::get().to(analyses::list)))
+                .service(resource("/analyses/session", web::get().to(analyses::session)))
+                .service(resource("/analyses/save-metadata", web::post().to(analyses::save_metadata)))
+                .service(
+                    web::resource("/analyses/{ref}")
+                        .route(web::get().to(analyses::get))
+                        .route(web::delete().to(analyses::delete))
+                        .default_service(web::to(method_not_allowed)),
+                )
+                .service(resource("/analyses/{ref}/save", web::post().to(analyses::save)))
+                .service(resource("/analyses/{ref}/watch", web::put().to(analyses::watch)))
+                .service(resource("/analyses/{ref}/refresh", web::post().to(analyses::refresh)))
+                .service(resource("/analyses/{ref}/export", web::get().to(export::export)))
                 .service(resource("/sandbox/metadata", web::post().to(sandbox::metadata)))
                 .service(resource("/sandbox/analyze", web::post().to(sandbox::analyze))),
         );

@@ -132,7 +132,15 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
         error_detail: None,
     };
     let mut body = views::job(&job, None);
-    let comments = serde_json::to_value(&fx.comments).map_err(|_| ApiError::internal())?;
+    let mut comments = serde_json::to_value(&fx.comments).map_err(|_| ApiError::internal())?;
+    // As a live result: every comment says when it was first collected.
+    let seen = json!(cova_domain::time::rfc3339(now));
+    for comment in comments.as_array_mut().into_iter().flatten() {
+        for reply in comment["replies"].as_array_mut().into_iter().flatten() {
+            reply["first_seen_at"] = seen.clone();
+        }
+        comment["first_seen_at"] = seen.clone();
+    }
     if let Some(obj) = body.as_object_mut() {
         obj.insert(
             "result".into(),
@@ -142,6 +150,7 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
                 "comments_total": total,
                 "comments": comments,
                 "next_cursor": null,
+                "released": false,
             }),
         );
     }

@@ -1,7 +1,9 @@
-//! The public JSON of a job, as `POST /analyze` and `GET /analyze/{job_id}` show it.
+//! The public JSON of jobs, library entries and comments.
 
 use cova_domain::Dedup;
 use cova_domain::time::rfc3339;
+use cova_storage::repo::analyses::Analysis;
+use cova_storage::repo::breakdown::{Page, Row};
 use cova_storage::repo::jobs::Job;
 use serde_json::{Value, json};
 
@@ -29,23 +31,55 @@ pub fn job(job: &Job, dedup: Option<Dedup>) -> Value {
     v
 }
 
-/// Stored comments (top level with their replies) as the nested result.
-pub fn nested(top: Vec<(i64, String, String)>, replies: Vec<(String, String)>) -> (Vec<Value>, Option<i64>) {
-    let last = top.last().map(|(p, _, _)| *p);
+/// A stored comment as the API shows it: its body plus `first_seen_at`.
+fn comment(row: &Row) -> Option<Value> {
+    let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
+    v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
+    Some(v)
+}
+
+/// A page of stored comments as top-level comments with their `replies`.
+pub fn nested(page: Page) -> Vec<Value> {
     let mut by_parent: std::collections::HashMap<String, Vec<Value>> = std::collections::HashMap::new();
-    for (parent, body) in replies {
-        if let Ok(v) = serde_json::from_str::<Value>(&body) {
-            by_parent.entry(parent).or_default().push(v);
+    for row in &page.replies {
+        if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
+            by_parent.entry(parent.clone()).or_default().push(v);
         }
     }
-    let comments = top
-        .into_iter()
-        .filter_map(|(_, id, body)| {
-            let mut v = serde_json::from_str::<Value>(&body).ok()?;
-            let replies = by_parent.remove(&id).unwrap_or_default();
+    page.top
+        .iter()
+        .filter_map(|row| {
+            let mut v = comment(row)?;
+            let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
             v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
             Some(v)
         })
-        .collect();
-    (comments, last)
+        .collect()
+}
+
+/// A library entry (without its comments).
+pub fn analysis(a: &Analysis) -> Value {
+    let metadata = a.metadata.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok());
+    json!({
+        "ref": a.r#ref,
+        "url": a.url,
+        "platform": a.platform,
+        "status": a.status.as_str(),
+        "metadata": metadata,
+        "saved_at": a.saved_at.map(rfc3339),
+        "last_scraped_at": a.last_scraped_at.map(rfc3339),
+        "expires_at": a.expires_at.map(rfc3339),
+        "comment_count": a.comment_count,
+        "watch": watch(a),
+    })
+}
+
+pub fn watch(a: &Analysis) -> Value {
+    json!({
+        "enabled": a.watch.enabled,
+        "interval_min": a.watch.interval_min,
+        "next_run_at": a.watch.next_run_at.filter(|_| a.watch.enabled).map(rfc3339),
+        "last_run_at": a.watch.last_run_at.map(rfc3339),
+        "last_error": a.watch.last_error,
+    })
 }

@@ -1,0 +1,69 @@
+//! The library: analyses, their lifetime and their watch schedule.
+
+use crate::limits::{LIBRARY_LIFETIME, WATCH_INTERVAL_MIN, ms};
+use serde::{Deserialize, Serialize};
+
+/// What an analysis holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnalysisStatus {
+    /// The breakdown of the last full scrape is there.
+    Ready,
+    /// The breakdown was purged 14 days after the last full scrape (or removed); a refresh
+    /// restores it.
+    Expired,
+    /// Only the post's metadata was saved; a refresh collects the comments.
+    MetadataOnly,
+}
+
+impl AnalysisStatus {
+    pub const ALL: [AnalysisStatus; 3] = [AnalysisStatus::Ready, AnalysisStatus::Expired, AnalysisStatus::MetadataOnly];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AnalysisStatus::Ready => "ready",
+            AnalysisStatus::Expired => "expired",
+            AnalysisStatus::MetadataOnly => "metadata_only",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// When the breakdown of a scrape finished at `scraped_at` expires. Only a full scrape moves
+/// it: opening an entry or polling a job never does.
+pub const fn expires_at(scraped_at: i64) -> i64 {
+    scraped_at + ms(LIBRARY_LIFETIME)
+}
+
+/// Longest random delay added to a watch's next run, so that the watches of one interval do
+/// not all fire in the same second: a tenth of the interval, at most five minutes.
+pub const fn max_jitter_ms(interval_min: i64) -> i64 {
+    let tenth = interval_min * 60_000 / 10;
+    if tenth < 300_000 { tenth } else { 300_000 }
+}
+
+/// The next run of a watch: one interval after `now` (never one per missed interval, so a
+/// scheduler that was down starts one catch-up run), plus `jitter` (0.0..1.0) of the jitter.
+pub fn next_run_at(now: i64, interval_min: i64, jitter: f64) -> i64 {
+    let interval = interval_min.clamp(*WATCH_INTERVAL_MIN.start(), *WATCH_INTERVAL_MIN.end());
+    now + interval * 60_000 + (max_jitter_ms(interval) as f64 * jitter.clamp(0.0, 1.0)) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_and_lifetime() {
+        assert_eq!(next_run_at(0, 30, 0.0), 1_800_000);
+        assert_eq!(next_run_at(0, 30, 1.0), 1_800_000 + 180_000);
+        assert_eq!(next_run_at(0, 10_080, 1.0), 10_080 * 60_000 + 300_000);
+        assert_eq!(expires_at(0), 14 * 86_400_000);
+        for s in AnalysisStatus::ALL {
+            assert_eq!(AnalysisStatus::parse(s.as_str()), Some(s));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Sending: webhooks to the address the guard checked (no second resolution), with no
+//! redirects followed, bounded time and a bounded read of the answer; Telegram through the
+//! configured Bot API.
+
+use crate::guard::{Guard, Refusal};
+use crate::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
+use cova_config::NotifierConfig;
+use secrecy::ExposeSecret;
+use std::time::Duration;
+
+/// Bytes of a receiver's answer that are kept (for the delivery log).
+const ANSWER_BYTES: usize = 1_024;
+
+/// What the receiver answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: u16,
+    /// The start of the answer's body, as text.
+    pub body: String,
+}
+
+impl Outcome {
+    pub fn delivered(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SendError {
+    /// The URL may not be contacted (never retried).
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    /// No answer: connection refused, TLS, timeout…
+    #[error("{0}")]
+    Network(String),
+    #[error("{0}")]
+    NotConfigured(&'static str),
+}
+
+pub struct Sender {
+    guard: Guard,
+    timeout: Duration,
+    connect_timeout: Duration,
+    roots: Vec<reqwest::Certificate>,
+    telegram: Option<(String, secrecy::SecretString)>,
+    telegram_client: reqwest::Client,
+}
+
+impl Sender {
+    pub fn new(cfg: &NotifierConfig) -> Result<Self, String> {
+        let guard = Guard::new(&cfg.allow_private, &cfg.hosts)?;
+        let roots = match &cfg.extra_ca_pem {
+            None => Vec::new(),
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("{path}: {e}"))?
+            }
+        };
+        let timeout = Duration::from_millis(cfg.timeout_ms);
+        let connect_timeout = Duration::from_millis(cfg.connect_timeout_ms);
+        let telegram_client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let telegram =
+            cfg.telegram_bot_token.clone().map(|t| (cfg.telegram_api_base_url.trim_end_matches('/').to_owned(), t));
+        Ok(Self { guard, timeout, connect_timeout, roots, telegram, telegram_client })
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// POSTs `body` to the webhook `url`, signed with `secret` at `now_s` (unix seconds).
+    pub async fn webhook(
+        &self,
+        url: &str,
+        secret: &str,
+        event_id: &str,
+        body: &[u8],
+        now_s: i64,
+    ) -> Result<Outcome, SendError> {
+        let (url, addr) = self.guard.resolve(url).await?;
+        let mut builder = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent("cova-webhooks/1");
+        if let Some(host) = url.host_str() {
+            // Connect to the checked address; TLS still verifies the name.
+            builder = builder.resolve(host, addr);
+        }
+        for root in &self.roots {
+            builder = builder.add_root_certificate(root.clone());
+        }
+        let client = builder.build().map_err(|e| SendError::Network(e.to_string()))?;
+        let request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header(SIGNATURE_HEADER, sign(secret, now_s, body))
+            .header(EVENT_ID_HEADER, event_id)
+            .body(body.to_vec());
+        read(request).await
+    }
+
+    /// Sends `text` to a Telegram chat through the Bot API.
+    pub async fn telegram(&self, chat_id: &str, text: &str) -> Result<Outcome, SendError> {
+        let (base, token) =
+            self.telegram.as_ref().ok_or(SendError::NotConfigured("no Telegram bot token is configured"))?;
+        let request = self
+            .telegram_client
+            .post(format!("{base}/bot{}/sendMessage", token.expose_secret()))
+            .json(&serde_json::json!({"chat_id": chat_id, "text": text, "disable_web_page_preview": true}));
+        read(request).await
+    }
+}
+
+async fn read(request: reqwest::RequestBuilder) -> Result<Outcome, SendError> {
+    let mut response = request.send().await.map_err(|e| SendError::Network(network_error(&e)))?;
+    let status = response.status().as_u16();
+    let mut body = Vec::new();
+    while body.len() < ANSWER_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(ANSWER_BYTES);
+    Ok(Outcome { status, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+/// A short cause without the URL (which may carry a bot token).
+fn network_error(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else {
+        "request failed"
+    };
+    let mut cause = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(c) = cause {
+        detail = c.to_string();
+        cause = c.source();
+    }
+    if detail.is_empty() { kind.to_owned() } else { format!("{kind}: {detail}") }
+}

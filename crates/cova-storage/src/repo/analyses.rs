@@ -1,0 +1,335 @@
+//! The account's analyses and the library: one analysis per (account, ref); bookmarked when
+//! `saved_at` is set. Its breakdown is the comments of `last_job_id` (see `breakdown`).
+
+use crate::schema::{analyses, job_comments};
+use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use cova_domain::AnalysisStatus;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub enabled: bool,
+    pub interval_min: i64,
+    pub next_run_at: Option<i64>,
+    pub last_run_at: Option<i64>,
+    /// Why the last scheduled run was skipped (no pack, no balance, …).
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Analysis {
+    pub account_id: String,
+    pub r#ref: String,
+    pub url: String,
+    pub platform: String,
+    pub status: AnalysisStatus,
+    /// The post's metadata as last read (JSON).
+    pub metadata: Option<String>,
+    pub created_at: i64,
+    /// Set while it is in the library.
+    pub saved_at: Option<i64>,
+    pub last_scraped_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    /// The scrape whose comments are the breakdown.
+    pub last_job_id: Option<String>,
+    pub comment_count: i64,
+    pub top_level_count: i64,
+    pub new_count: i64,
+    pub watch: Watch,
+}
+
+impl Analysis {
+    /// The job whose comments are the breakdown, while there is one.
+    pub fn breakdown_job(&self) -> Option<&str> {
+        (self.status == AnalysisStatus::Ready).then_some(self.last_job_id.as_deref()).flatten()
+    }
+}
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = analyses)]
+struct AnalysisRow {
+    account_id: String,
+    #[diesel(column_name = ref_)]
+    r#ref: String,
+    url: String,
+    platform: String,
+    status: String,
+    metadata: Option<String>,
+    created_at: i64,
+    saved_at: Option<i64>,
+    last_scraped_at: Option<i64>,
+    expires_at: Option<i64>,
+    last_job_id: Option<String>,
+    comment_count: i64,
+    top_level_count: i64,
+    new_count: i64,
+    watch_enabled: bool,
+    watch_interval_min: i32,
+    watch_next_run_at: Option<i64>,
+    watch_last_run_at: Option<i64>,
+    watch_last_error: Option<String>,
+}
+
+impl TryFrom<AnalysisRow> for Analysis {
+    type Error = StorageError;
+
+    fn try_from(r: AnalysisRow) -> Result<Self> {
+        let status = AnalysisStatus::parse(&r.status)
+            .ok_or_else(|| StorageError::Database(format!("analysis {} has unknown status `{}`", r.r#ref, r.status)))?;
+        Ok(Analysis {
+            account_id: r.account_id,
+            r#ref: r.r#ref,
+            url: r.url,
+            platform: r.platform,
+            status,
+            metadata: r.metadata,
+            created_at: r.created_at,
+            saved_at: r.saved_at,
+            last_scraped_at: r.last_scraped_at,
+            expires_at: r.expires_at,
+            last_job_id: r.last_job_id,
+            comment_count: r.comment_count,
+            top_level_count: r.top_level_count,
+            new_count: r.new_count,
+            watch: Watch {
+                enabled: r.watch_enabled,
+                interval_min: i64::from(r.watch_interval_min),
+                next_run_at: r.watch_next_run_at,
+                last_run_at: r.watch_last_run_at,
+                last_error: r.watch_last_error,
+            },
+        })
+    }
+}
+
+macro_rules! find {
+    ($c:ident, $account_id:expr, $ref:expr) => {
+        analyses::table
+            .find(($account_id, $ref))
+            .select(AnalysisRow::as_select())
+            .first($c)
+            .await
+            .optional()?
+            .map(Analysis::try_from)
+            .transpose()
+    };
+}
+
+/// The account's analysis of `ref`, saved or not.
+pub async fn get(db: &Db, account_id: &str, r#ref: &str) -> Result<Option<Analysis>> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| find!(c, account_id, r#ref))
+}
+
+/// The account's analysis of `ref` if it is in the library.
+pub async fn get_saved(db: &Db, account_id: &str, r#ref: &str) -> Result<Option<Analysis>> {
+    Ok(get(db, account_id, r#ref).await?.filter(|a| a.saved_at.is_some()))
+}
+
+/// Filters of the library listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub platform: Option<String>,
+    pub status: Option<AnalysisStatus>,
+    pub watched: Option<bool>,
+    /// Lower-cased text to find in the title or the author.
+    pub text: Option<String>,
+    /// Entries saved before this (saved_at, ref): the cursor of the previous page.
+    pub before: Option<(i64, String)>,
+    pub limit: i64,
+}
+
+/// The library, newest first.
+pub async fn list(db: &Db, account_id: &str, query: &ListQuery) -> Result<Vec<Analysis>> {
+    let mut conn = db.conn().await?;
+    let rows: Vec<AnalysisRow> = with_conn!(&mut conn, |c| {
+        let mut q = analyses::table
+            .filter(analyses::account_id.eq(account_id))
+            .filter(analyses::saved_at.is_not_null())
+            .select(AnalysisRow::as_select())
+            .into_boxed();
+        if let Some(platform) = &query.platform {
+            q = q.filter(analyses::platform.eq(platform.clone()));
+        }
+        if let Some(status) = query.status {
+            q = q.filter(analyses::status.eq(status.as_str()));
+        }
+        if let Some(watched) = query.watched {
+            q = q.filter(analyses::watch_enabled.eq(watched));
+        }
+        if let Some(text) = &query.text {
+            let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+            q = q.filter(analyses::search.like(format!("%{escaped}%")).escape('\\'));
+        }
+        if let Some((saved_at, r#ref)) = &query.before {
+            q = q.filter(
+                analyses::saved_at
+                    .lt(*saved_at)
+                    .or(analyses::saved_at.eq(*saved_at).and(analyses::ref_.lt(r#ref.clone()))),
+            );
+        }
+        q.order((analyses::saved_at.desc(), analyses::ref_.desc())).limit(query.limit).load(c).await
+    })?;
+    rows.into_iter().map(Analysis::try_from).collect()
+}
+
+/// Bookmarks the account's analysis of `ref` (again); saving twice changes nothing. `None`
+/// when the account has no analysis of it.
+pub async fn save(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<Option<Analysis>> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        diesel::update(analyses::table.find((account_id, r#ref)))
+            .filter(analyses::saved_at.is_null())
+            .set(analyses::saved_at.eq(now))
+            .execute(c)
+            .await?;
+        find!(c, account_id, r#ref)
+    })
+}
+
+/// Removes the entry from the library: stops its watch and deletes its breakdown. False when
+/// it was not in the library.
+pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let Some(analysis) = find!(c, account_id, r#ref)?.filter(|a| a.saved_at.is_some()) else {
+            return Ok(false);
+        };
+        if let Some(job) = &analysis.last_job_id {
+            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
+        }
+        let status = match analysis.status {
+            AnalysisStatus::MetadataOnly => AnalysisStatus::MetadataOnly,
+            _ => AnalysisStatus::Expired,
+        };
+        diesel::update(analyses::table.find((account_id, r#ref)))
+            .set((
+                analyses::saved_at.eq(None::<i64>),
+                analyses::status.eq(status.as_str()),
+                analyses::last_job_id.eq(None::<String>),
+                analyses::watch_enabled.eq(false),
+                analyses::watch_next_run_at.eq(None::<i64>),
+            ))
+            .execute(c)
+            .await?;
+        Ok(true)
+    })
+}
+
+/// Turns the watch of a library entry on or off; `None` when the entry is not in the library.
+pub async fn set_watch(
+    db: &Db,
+    account_id: &str,
+    r#ref: &str,
+    enabled: bool,
+    interval_min: i64,
+    next_run_at: Option<i64>,
+) -> Result<Option<Analysis>> {
+    let interval = i32::try_from(interval_min).map_err(|_| StorageError::Conflict("interval out of range".into()))?;
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let updated = diesel::update(analyses::table.find((account_id, r#ref)))
+            .filter(analyses::saved_at.is_not_null())
+            .set((
+                analyses::watch_enabled.eq(enabled),
+                analyses::watch_interval_min.eq(interval),
+                analyses::watch_next_run_at.eq(next_run_at),
+                analyses::watch_last_error.eq(None::<String>),
+                // A scheduler holding a claim on the old settings must not overwrite these.
+                analyses::watch_claimed_until.eq(0),
+            ))
+            .execute(c)
+            .await?;
+        if updated == 0 {
+            return Ok(None);
+        }
+        find!(c, account_id, r#ref)
+    })
+}
+
+pub struct MetadataEntry<'a> {
+    pub account_id: &'a str,
+    pub r#ref: &'a str,
+    pub url: &'a str,
+    pub platform: &'a str,
+    pub metadata: &'a str,
+    pub search: &'a str,
+}
+
+/// Saves the post's metadata in the library: a new entry is `metadata_only`; an existing one
+/// keeps its breakdown and gets the fresh metadata (and is bookmarked again if it was removed).
+pub async fn save_metadata(db: &Db, entry: MetadataEntry<'_>, now: i64) -> Result<Analysis> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        diesel::insert_into(analyses::table)
+            .values((
+                analyses::id.eq(super::new_id()),
+                analyses::account_id.eq(entry.account_id),
+                analyses::ref_.eq(entry.r#ref),
+                analyses::url.eq(entry.url),
+                analyses::platform.eq(entry.platform),
+                analyses::status.eq(AnalysisStatus::MetadataOnly.as_str()),
+                analyses::created_at.eq(now),
+                analyses::saved_at.eq(now),
+            ))
+            .on_conflict_do_nothing()
+            .execute(c)
+            .await?;
+        diesel::update(analyses::table.find((entry.account_id, entry.r#ref)))
+            .set((analyses::metadata.eq(entry.metadata), analyses::search.eq(entry.search)))
+            .execute(c)
+            .await?;
+        diesel::update(analyses::table.find((entry.account_id, entry.r#ref)))
+            .filter(analyses::saved_at.is_null())
+            .set(analyses::saved_at.eq(now))
+            .execute(c)
+            .await?;
+        find!(c, entry.account_id, entry.r#ref)?.ok_or(StorageError::NotFound)
+    })
+}
+
+/// The janitor's step: breakdowns whose 14 days are over are purged (the entries stay, as
+/// `expired`). Several replicas claim disjoint rows. Returns how many expired.
+pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
+    let mut conn = db.conn().await?;
+    let due = analyses::status.eq(AnalysisStatus::Ready.as_str()).and(analyses::expires_at.le(now));
+    let expired = crate::claim_rows!(
+        &mut conn,
+        analyses::table,
+        analyses::id,
+        due,
+        analyses::expires_at.asc(),
+        limit,
+        analyses::status.eq(AnalysisStatus::Expired.as_str())
+    )?;
+    purge_expired(db, limit).await?;
+    Ok(expired.len())
+}
+
+/// Deletes the comments of expired analyses that still point at a scrape (also finishing a
+/// purge that was interrupted). Returns how many breakdowns were deleted.
+pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
+    let mut conn = db.conn().await?;
+    let stale: Vec<(String, String)> = with_conn!(&mut conn, |c| {
+        analyses::table
+            .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
+            .filter(analyses::last_job_id.is_not_null())
+            .limit(limit)
+            .select((analyses::id, analyses::last_job_id.assume_not_null()))
+            .load(c)
+            .await
+    })?;
+    for (id, job) in &stale {
+        in_transaction!(&mut conn, |c| {
+            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
+            diesel::update(analyses::table.filter(analyses::id.eq(id)))
+                .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
+                .set(analyses::last_job_id.eq(None::<String>))
+                .execute(c)
+                .await?;
+            Ok(())
+        })?;
+    }
+    Ok(stale.len())
+}

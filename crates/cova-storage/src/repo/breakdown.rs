@@ -1,0 +1,190 @@
+//! Reading a scrape's comments (a job's result, an analysis' breakdown, an export): pages of
+//! top-level comments with their replies, sorted and filtered in the database; the stored
+//! comment bodies are handed out as they are.
+
+use crate::schema::job_comments;
+use crate::{Db, Result, with_conn};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+/// One stored comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// Collection order (platform order for top-level comments).
+    pub position: i64,
+    pub comment_id: String,
+    pub parent_id: Option<String>,
+    /// The comment as the API shows it (JSON, without `replies`).
+    pub body: String,
+    pub first_seen_at: Option<i64>,
+}
+
+type RowTuple = (i64, String, Option<String>, String, Option<i64>);
+
+fn row((position, comment_id, parent_id, body, first_seen_at): RowTuple) -> Row {
+    Row { position, comment_id, parent_id, body, first_seen_at }
+}
+
+/// The order of top-level comments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    /// As the platform lists them.
+    #[default]
+    Platform,
+    /// Most liked first.
+    Likes,
+    /// Most recently posted first.
+    Newest,
+}
+
+/// Where a page starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// After this position (platform order).
+    Position(i64),
+    /// After this many top-level comments (any order).
+    Offset(i64),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pub sort: Sort,
+    /// Lower-cased text to find in a comment's text or author.
+    pub text: Option<String>,
+    /// Only comments first seen at or after this time (a scrape's new comments).
+    pub seen_since: Option<i64>,
+    pub from: Option<From>,
+    pub limit: i64,
+}
+
+impl Query {
+    fn filtered(&self) -> bool {
+        self.text.is_some() || self.seen_since.is_some()
+    }
+}
+
+/// A page: top-level comments, and the replies of those (all of them; only the matching ones
+/// when the query filters). With a filter, a top-level comment is listed when it or one of its
+/// replies matches.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub top: Vec<Row>,
+    pub replies: Vec<Row>,
+}
+
+fn like_pattern(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+/// Applies the query's filters to a boxed `job_comments` query.
+macro_rules! filters {
+    ($q:expr, $query:expr) => {{
+        let mut q = $q;
+        if let Some(text) = &$query.text {
+            q = q.filter(job_comments::search.like(like_pattern(text)).escape('\\'));
+        }
+        if let Some(since) = $query.seen_since {
+            q = q.filter(job_comments::first_seen_at.ge(since));
+        }
+        q
+    }};
+}
+
+pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        let columns = (
+            job_comments::position,
+            job_comments::comment_id,
+            job_comments::parent_id,
+            job_comments::body,
+            job_comments::first_seen_at,
+        );
+        // With a filter: the parents of matching replies are listed too.
+        let mut parents_of_matches: Vec<String> = Vec::new();
+        if query.filtered() {
+            let q = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::parent_id.is_not_null())
+                .select(job_comments::parent_id)
+                .distinct()
+                .into_boxed();
+            let found: Vec<Option<String>> = filters!(q, query).load(c).await?;
+            parents_of_matches = found.into_iter().flatten().collect();
+        }
+        let mut top = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_null())
+            .select(columns)
+            .into_boxed();
+        if query.filtered() {
+            let mut matching = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::parent_id.is_null())
+                .select(job_comments::comment_id)
+                .into_boxed();
+            matching = filters!(matching, query);
+            let own: Vec<String> = matching.load(c).await?;
+            parents_of_matches.extend(own);
+            top = top.filter(job_comments::comment_id.eq_any(parents_of_matches.clone()));
+        }
+        top = match query.sort {
+            Sort::Platform => top.order(job_comments::position.asc()),
+            Sort::Likes => top.order((job_comments::likes.desc(), job_comments::position.asc())),
+            Sort::Newest => top.order((job_comments::posted_at.desc(), job_comments::position.asc())),
+        };
+        match query.from {
+            Some(From::Position(p)) => top = top.filter(job_comments::position.gt(p)),
+            Some(From::Offset(n)) => top = top.offset(n.max(0)),
+            None => {}
+        }
+        let top: Vec<Row> = top.limit(query.limit).load::<RowTuple>(c).await?.into_iter().map(row).collect();
+        let ids: Vec<&str> = top.iter().map(|r| r.comment_id.as_str()).collect();
+        let mut replies = Vec::new();
+        for chunk in ids.chunks(500) {
+            let mut q = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
+                .order(job_comments::position.asc())
+                .select(columns)
+                .into_boxed();
+            if query.filtered() {
+                q = filters!(q, query);
+            }
+            replies.extend(q.load::<RowTuple>(c).await?.into_iter().map(row));
+        }
+        Ok(Page { top, replies })
+    })
+}
+
+/// Up to `limit` comments of a scrape after `after` (a position), in collection order, a
+/// parent before its replies: an export reads the whole breakdown in such chunks.
+pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<Row>> {
+    let mut conn = db.conn().await?;
+    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
+        job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::position.gt(after))
+            .order(job_comments::position.asc())
+            .limit(limit)
+            .select((
+                job_comments::position,
+                job_comments::comment_id,
+                job_comments::parent_id,
+                job_comments::body,
+                job_comments::first_seen_at,
+            ))
+            .load(c)
+            .await
+    })?;
+    Ok(rows.into_iter().map(row).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(super::like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+    }
+}

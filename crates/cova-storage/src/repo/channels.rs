@@ -1,0 +1,144 @@
+//! The account's notification channels: a Telegram chat and an HTTPS webhook.
+
+use crate::schema::channels;
+use crate::{Db, Result, in_transaction, with_conn};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Queryable, Selectable)]
+#[diesel(table_name = channels)]
+pub struct Channels {
+    pub telegram_chat_id: Option<String>,
+    pub telegram_enabled: bool,
+    /// Why cova turned the channel off (the receiver refused for good).
+    pub telegram_disabled_reason: Option<String>,
+    pub webhook_url: Option<String>,
+    pub webhook_enabled: bool,
+    pub webhook_job_events: bool,
+    pub webhook_secret: Option<String>,
+    pub webhook_disabled_reason: Option<String>,
+}
+
+/// The two channels by name, as deliveries record them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    Telegram,
+    Webhook,
+}
+
+impl Channel {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Channel::Telegram => "telegram",
+            Channel::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "telegram" => Some(Channel::Telegram),
+            "webhook" => Some(Channel::Webhook),
+            _ => None,
+        }
+    }
+}
+
+pub async fn get(db: &Db, account_id: &str) -> Result<Channels> {
+    let mut conn = db.conn().await?;
+    let found = with_conn!(&mut conn, |c| {
+        channels::table.find(account_id).select(Channels::as_select()).first(c).await.optional()
+    })?;
+    Ok(found.unwrap_or_default())
+}
+
+/// Stores the channels; `new_secret` is used when a webhook has no secret yet (and is then the
+/// one returned, once). Turning a channel on clears cova's reason for having turned it off.
+pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, now: i64) -> Result<(Channels, bool)> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let current =
+            channels::table.find(account_id).select(Channels::as_select()).first(c).await.optional()?.unwrap_or_default();
+        let secret_created = next.webhook_url.is_some() && current.webhook_secret.is_none();
+        let secret = match (&next.webhook_url, current.webhook_secret) {
+            (None, _) => None,
+            (Some(_), Some(existing)) => Some(existing),
+            (Some(_), None) => Some(new_secret.to_owned()),
+        };
+        let reason = |enabled: bool, old: Option<String>| if enabled { None } else { old };
+        let stored = Channels {
+            telegram_chat_id: next.telegram_chat_id.clone(),
+            telegram_enabled: next.telegram_enabled,
+            telegram_disabled_reason: reason(next.telegram_enabled, current.telegram_disabled_reason),
+            webhook_url: next.webhook_url.clone(),
+            webhook_enabled: next.webhook_enabled,
+            webhook_job_events: next.webhook_job_events,
+            webhook_secret: secret,
+            webhook_disabled_reason: reason(next.webhook_enabled, current.webhook_disabled_reason),
+        };
+        let values = (
+            channels::telegram_chat_id.eq(&stored.telegram_chat_id),
+            channels::telegram_enabled.eq(stored.telegram_enabled),
+            channels::telegram_disabled_reason.eq(&stored.telegram_disabled_reason),
+            channels::webhook_url.eq(&stored.webhook_url),
+            channels::webhook_enabled.eq(stored.webhook_enabled),
+            channels::webhook_job_events.eq(stored.webhook_job_events),
+            channels::webhook_secret.eq(&stored.webhook_secret),
+            channels::webhook_disabled_reason.eq(&stored.webhook_disabled_reason),
+            channels::updated_at.eq(now),
+        );
+        diesel::insert_into(channels::table)
+            .values((channels::account_id.eq(account_id), values.clone()))
+            .on_conflict(channels::account_id)
+            .do_update()
+            .set(values)
+            .execute(c)
+            .await?;
+        Ok((stored, secret_created))
+    })
+}
+
+/// Replaces the webhook's secret; `None` when no webhook is set.
+pub async fn rotate_secret(db: &Db, account_id: &str, secret: &str, now: i64) -> Result<Option<Channels>> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let updated = diesel::update(channels::table.find(account_id))
+            .filter(channels::webhook_url.is_not_null())
+            .set((channels::webhook_secret.eq(secret), channels::updated_at.eq(now)))
+            .execute(c)
+            .await?;
+        if updated == 0 {
+            return Ok(None);
+        }
+        Ok(Some(channels::table.find(account_id).select(Channels::as_select()).first(c).await?))
+    })
+}
+
+/// Turns a channel off because its receiver refused for good, saying why.
+pub async fn disable(db: &Db, account_id: &str, channel: Channel, reason: &str, now: i64) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        match channel {
+            Channel::Telegram => {
+                diesel::update(channels::table.find(account_id))
+                    .set((
+                        channels::telegram_enabled.eq(false),
+                        channels::telegram_disabled_reason.eq(reason),
+                        channels::updated_at.eq(now),
+                    ))
+                    .execute(c)
+                    .await
+            }
+            Channel::Webhook => {
+                diesel::update(channels::table.find(account_id))
+                    .set((
+                        channels::webhook_enabled.eq(false),
+                        channels::webhook_disabled_reason.eq(reason),
+                        channels::updated_at.eq(now),
+                    ))
+                    .execute(c)
+                    .await
+            }
+        }
+    })?;
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Two `cova scheduler` processes on one PostgreSQL database never start the same watch run
+//! twice: 1,000 due watches give exactly 1,000 runs. Needs PostgreSQL and RabbitMQ (split
+//! roles need a shared queue), so it runs with `make test-real`.
+
+use cova_storage::testing::TestDatabase;
+use cova_tests::real_backend;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use std::time::{Duration, Instant};
+
+mod common;
+
+const WATCHES: i64 = 1_000;
+
+async fn count(url: &str, sql: &str) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncPgConnection::establish(url).await.expect("connect");
+    diesel::sql_query(sql).get_result::<N>(&mut conn).await.expect("count").n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn two_schedulers_start_each_due_watch_exactly_once() {
+    let admin = real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    let queue_url = real_backend("COVA_TEST_QUEUE_URL");
+    let db = TestDatabase::postgres(&admin).await;
+    db.db().await;
+    let url = db.config.url.clone();
+    let month = cova_domain::time::month_of(cova_domain::time::now_ms());
+    let mut conn = AsyncPgConnection::establish(&url).await.expect("connect");
+    conn.batch_execute(&format!(
+        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+           SELECT 'acct-' || g, 'w' || g || '@example.com', 0, 0, 0, 0 FROM generate_series(1, {WATCHES}) g; \
+         INSERT INTO balances (account_id, month, granted, reserved, spent) \
+           SELECT 'acct-' || g, '{month}', 1000, 0, 0 FROM generate_series(1, {WATCHES}) g; \
+         INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, \
+                               watch_enabled, watch_interval_min, watch_next_run_at) \
+           SELECT 'an-' || g, 'acct-' || g, 'tiktok:' || (7000000000000000000 + g), \
+                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'tiktok', 'metadata_only', \
+                  0, 0, TRUE, 60, 0 FROM generate_series(1, {WATCHES}) g;"
+    ))
+    .await
+    .expect("seed 1,000 due watches");
+    let prefix = format!("s{}", std::process::id());
+    let env = common::Cova {
+        vars: [
+            ("COVA_DATABASE__URL", url.as_str()),
+            ("COVA_QUEUE__URL", queue_url.as_str()),
+            ("COVA_QUEUE__PREFIX", prefix.as_str()),
+            ("COVA_CACHE__PREFIX", prefix.as_str()),
+            ("COVA_SCHEDULER__TICK_MS", "20"),
+            ("COVA_SCHEDULER__BATCH", "50"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    };
+    let (mut first, first_log) = env.start_collecting("scheduler", "scheduler running");
+    let (mut second, second_log) = env.start_collecting("scheduler", "scheduler running");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&url, "SELECT COUNT(*) AS n FROM analyses WHERE watch_last_run_at IS NOT NULL").await < WATCHES {
+        assert!(Instant::now() < deadline, "the schedulers did not start every run in time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Let both keep ticking a while: nothing is due any more, nothing else may start.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for child in [&mut first, &mut second] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // What the schedulers say they did: every watch started by exactly one of them, none
+    // found already running (which a double claim would show as `joined`).
+    let tally = |log: &common::Log| {
+        let (mut started, mut joined) = (0, 0);
+        for line in log.lines().iter().filter(|l| l.contains("\"scheduler tick\"")) {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+            started += v["started"].as_i64().unwrap_or(0);
+            joined += v["joined"].as_i64().unwrap_or(0);
+        }
+        (started, joined)
+    };
+    let ((a, a_joined), (b, b_joined)) = (tally(&first_log), tally(&second_log));
+    assert_eq!((a + b, a_joined + b_joined), (WATCHES, 0), "no watch started twice ({a} + {b})");
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM jobs").await, WATCHES, "exactly one run per watch");
+    assert_eq!(count(&url, "SELECT COUNT(DISTINCT account_id || ref) AS n FROM jobs").await, WATCHES);
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM outbox WHERE destination = 'command'").await, WATCHES);
+    assert_eq!(
+        count(&url, "SELECT COUNT(*) AS n FROM analyses WHERE watch_next_run_at > 3000000").await,
+        WATCHES,
+        "every watch was rescheduled an interval on"
+    );
+    let q = cova_queue::Queue::connect(
+        &cova_config::QueueConfig { url: queue_url, prefix, prefetch: 1 },
+        cova_messages::roles::ALL,
+    )
+    .await
+    .expect("queue");
+    let _ = q.teardown().await;
+    let _ = db.drop_database().await;
+}

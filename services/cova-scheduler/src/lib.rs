@@ -1,0 +1,165 @@
+//! The scheduler role. Every `scheduler.tick_ms` it
+//! - claims due watches (several replicas claim disjoint ones) and starts each one's refresh
+//!   job through the outbox, like `POST /analyses/{ref}/refresh` would; a watch that cannot run
+//!   (no pack, empty balance) is skipped until its next interval with the reason on the entry;
+//! - runs the janitor: breakdowns 14 days past their last full scrape are purged and their
+//!   entries marked `expired`.
+//!
+//! Time comes from the backends' clock, so tests move it by hand; the next run is one
+//! interval after the run (plus jitter), so a scheduler that was down starts one catch-up run.
+
+use cova_config::SchedulerConfig;
+use cova_domain::library;
+use cova_domain::limits::{WATCH_BUSY_RETRY, ms};
+use cova_runtime::Backends;
+use cova_storage::StorageError;
+use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
+use cova_storage::repo::watches::{self, DueWatch};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub struct Scheduler {
+    backends: Backends,
+    config: SchedulerConfig,
+    /// Wakes the outbox relay after runs were started.
+    outbox: Arc<Notify>,
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// Refresh jobs started.
+    pub started: usize,
+    /// Due watches whose post was already being collected (the run joined that job).
+    pub joined: usize,
+    /// Due watches that could not run now (no pack, no balance, three analyses running).
+    pub skipped: usize,
+    /// Breakdowns purged by the janitor.
+    pub expired: usize,
+}
+
+impl Scheduler {
+    pub fn new(backends: Backends, config: SchedulerConfig, outbox: Arc<Notify>) -> Self {
+        Self { backends, config, outbox }
+    }
+
+    /// Ticks until `stop` is cancelled; a tick in progress finishes first.
+    pub async fn run(self, stop: CancellationToken) {
+        tracing::info!(tick_ms = self.config.tick_ms, "scheduler running");
+        let period = Duration::from_millis(self.config.tick_ms);
+        loop {
+            match self.tick().await {
+                Ok(t) if t != Tick::default() => {
+                    tracing::info!(
+                        started = t.started,
+                        joined = t.joined,
+                        skipped = t.skipped,
+                        expired = t.expired,
+                        "scheduler tick"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "scheduler tick failed; trying again next tick"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(period) => {}
+            }
+        }
+        tracing::info!("scheduler stopped");
+    }
+
+    /// Starts every due watch and purges every expired breakdown, in batches.
+    pub async fn tick(&self) -> Result<Tick, StorageError> {
+        let db = &self.backends.db;
+        let batch = self.config.batch;
+        let now = self.backends.clock.now_ms();
+        let mut tick = Tick::default();
+        loop {
+            let due = watches::claim_due(db, now, batch).await?;
+            for watch in &due {
+                self.start(watch, now, &mut tick).await;
+            }
+            if (due.len() as i64) < batch {
+                break;
+            }
+        }
+        if tick.started > 0 {
+            self.outbox.notify_one();
+        }
+        loop {
+            let expired = cova_storage::repo::analyses::expire_due(db, now, batch).await?;
+            tick.expired += expired;
+            if (expired as i64) < batch {
+                break;
+            }
+        }
+        Ok(tick)
+    }
+
+    /// Starts one watch's run and schedules the next.
+    async fn start(&self, watch: &DueWatch, now: i64, tick: &mut Tick) {
+        let db = &self.backends.db;
+        let interval = i64::from(watch.interval_min);
+        let next = library::next_run_at(now, interval, rand::random::<f64>());
+        let outcome = jobs::create_analyze(
+            db,
+            NewAnalyze {
+                account_id: &watch.account_id,
+                token_id: None,
+                r#ref: &watch.r#ref,
+                url: &watch.url,
+                idempotency_key: None,
+                known_comments: None,
+                refresh: true,
+            },
+            "{}",
+            now,
+        )
+        .await;
+        let (next_run, ran, error) = match outcome {
+            Ok(CreateOutcome::Created { job, .. }) => {
+                tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, "watch run started");
+                tick.started += 1;
+                (next, Some(now), None)
+            }
+            Ok(CreateOutcome::Deduplicated(..) | CreateOutcome::Repeated(_)) => {
+                tick.joined += 1;
+                (next, Some(now), None)
+            }
+            Ok(CreateOutcome::PaymentRequired) => {
+                tick.skipped += 1;
+                (
+                    next,
+                    None,
+                    Some(
+                        "Watching needs a comment pack this month; this run was skipped and the next one tries again.",
+                    ),
+                )
+            }
+            Ok(CreateOutcome::QuotaExceeded) => {
+                tick.skipped += 1;
+                (next, None, Some("The comment balance is empty; this run was skipped."))
+            }
+            Ok(CreateOutcome::ConcurrencyLimit) => {
+                tick.skipped += 1;
+                (
+                    now + ms(WATCH_BUSY_RETRY),
+                    None,
+                    Some("Three analyses were running; this run is retried in 5 minutes."),
+                )
+            }
+            Ok(CreateOutcome::IdempotencyConflict) => (next, None, Some("The run could not be started.")),
+            Err(e) => {
+                // The claim expires and another tick tries again.
+                tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "starting a watch run failed");
+                return;
+            }
+        };
+        if let Err(e) = watches::reschedule(db, watch, next_run, ran, error).await {
+            tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "rescheduling a watch failed; its claim expires");
+        }
+    }
+}
