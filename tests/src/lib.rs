@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod proxy;
+pub mod receiver;
 
 pub use client::{ApiError, Client, Reply, Usage};
 pub use cova_storage::testing::TestDatabase;
@@ -63,6 +64,19 @@ pub async fn test_config(database: &TestDatabase) -> Config {
     config
 }
 
+/// The JSON Schema of a message, from `proto-schemas/`.
+pub fn schema(name: &str) -> jsonschema::Validator {
+    let path = format!("{}/../proto-schemas/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::validator_for(&schema).expect("schema compiles")
+}
+
+pub fn assert_valid(validator: &jsonschema::Validator, instance: &serde_json::Value) {
+    let errors: Vec<String> = validator.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{instance} does not match: {errors:?}");
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
@@ -82,6 +96,22 @@ pub fn use_simulator(config: &mut Config, sim: &cova_sim::SimHandle) {
     p.youtube.retry_max_ms = 20;
     p.youtube.requests_per_second = 0.0;
     config.scraper.retry_base_ms = 20;
+    config.notifier.telegram_api_base_url = sim.base_url().to_owned();
+    config.notifier.telegram_bot_token = Some("sim-bot".to_owned().into());
+    config.notifier.tick_ms = 50;
+    // The fake chat-completions endpoint, for tests that choose `ai.analyzer = openai`.
+    config.ai.openai.base_url = sim.llm_base_url();
+    config.ai.openai.api_key = Some(cova_sim::LLM_API_KEY.to_owned().into());
+    config.ai.openai.model = "sim-model".into();
+    config.ai.retry_base_ms = 20;
+}
+
+/// Lets the notifier reach the test's webhook receivers: `host` resolves to loopback, loopback
+/// is admitted, and the test authority is trusted.
+pub fn use_receivers(config: &mut Config, ca: &receiver::TestCa, host: &str) {
+    config.notifier.allow_private = vec!["127.0.0.1/32".into()];
+    config.notifier.hosts.insert(host.to_owned(), "127.0.0.1".into());
+    config.notifier.extra_ca_pem = Some(ca.pem_path());
 }
 
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {

@@ -5,17 +5,7 @@ use cova_tests::spawn_app;
 use serde_json::Value;
 use std::time::Duration;
 
-fn schema(name: &str) -> jsonschema::Validator {
-    let path = format!("{}/../proto-schemas/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
-    jsonschema::validator_for(&schema).expect("schema compiles")
-}
-
-fn assert_valid(validator: &jsonschema::Validator, instance: &Value) {
-    let errors: Vec<String> = validator.iter_errors(instance).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{instance} does not match: {errors:?}");
-}
+use cova_tests::{assert_valid, schema};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_events_and_commands_match_their_schemas() {
@@ -88,5 +78,34 @@ async fn commands_carry_the_trace_context_of_the_request() {
     let headers: std::collections::BTreeMap<String, String> = serde_json::from_str(&rows[0].1).expect("headers JSON");
     let traceparent = headers.get("traceparent").expect("a traceparent header");
     assert_eq!(traceparent.split('-').count(), 4, "{traceparent}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyword_alert_events_match_their_schema() {
+    let app = spawn_app().await;
+    let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    client.put_json("/api/v1/keywords", serde_json::json!({"keywords": ["price", "Preis"]})).await.ok();
+    let id = tiktok_post_id(TikTokScenario::Normal, 60);
+    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+    client.wait_job(job["job_id"].as_str().expect("id")).await;
+    let alert_schema = schema("keyword-alert-event.schema.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut alerts = 0;
+    while alerts < 3 {
+        assert!(std::time::Instant::now() < deadline, "alert events in time");
+        let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(20), events.next()).await else { continue };
+        if message.routing_key != "keyword.alert" {
+            continue;
+        }
+        let body: Value = serde_json::from_slice(&message.payload).expect("event is JSON");
+        assert_valid(&alert_schema, &body);
+        assert_eq!(body["account_id"], account.id.as_str());
+        assert_eq!(body["ref"], format!("tiktok:{id}"));
+        alerts += 1;
+    }
     app.stop().await;
 }

@@ -232,7 +232,8 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
-    let state = cova_gateway::AppState::new(config, backends.clone(), platforms, std::sync::Arc::default());
+    let notify = std::sync::Arc::new(cova_notify::Sender::new(&config.notifier).expect("notifier settings"));
+    let state = cova_gateway::AppState::new(config, backends.clone(), platforms, std::sync::Arc::default(), notify);
     let server = cova_gateway::server(state, listener).expect("server");
     let handle = server.handle();
     tokio::spawn(server);

@@ -1,10 +1,12 @@
 //! `docs/openapi.json` describes the API as built: every answer the scenarios below receive,
 //! success or error, has a documented status, validates against the documented schema (a
 //! download has a documented content type, an answer documented without content has no
-//! body) and carries the documented required headers; every documented operation is routed.
+//! body) and carries the documented required headers; every documented operation is routed;
+//! every request cova sends to a webhook matches the document's `webhooks`.
 
 use cova_sim::{TikTokScenario, tiktok_post_id};
-use cova_tests::{TestApp, spawn_app, spawn_app_with_sim};
+use cova_tests::receiver::{Received, Receiver, TestCa};
+use cova_tests::{TestApp, spawn_app_with, spawn_app_with_sim, use_receivers};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -43,6 +45,20 @@ fn media_type(headers: &reqwest::header::HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
+/// What keeps `instance` from matching `schema` (nothing when it matches). Local references
+/// resolve against the document's components.
+fn schema_errors(doc: &Value, schema: &Value, instance: &Value) -> Vec<String> {
+    let wrapper = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": doc["components"],
+        "allOf": [schema],
+    });
+    let validator = jsonschema::validator_for(&wrapper).expect("the documented schema compiles");
+    let errors: Vec<String> =
+        validator.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    errors
+}
+
 /// Checks what the service answered against what the document says of `method template`.
 fn conforms(doc: &Value, method: &str, template: &str, answer: &Answer) {
     let op = &doc["paths"][template][method.to_ascii_lowercase()];
@@ -72,15 +88,7 @@ fn conforms(doc: &Value, method: &str, template: &str, answer: &Answer) {
                 );
                 let body: Value = serde_json::from_slice(&answer.bytes)
                     .unwrap_or_else(|_| panic!("{method} {template} {status}: body is not JSON ({text})"));
-                // Local references resolve against the document's components.
-                let wrapper = json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "components": doc["components"],
-                    "allOf": [schema],
-                });
-                let validator = jsonschema::validator_for(&wrapper).expect("the documented schema compiles");
-                let errors: Vec<String> =
-                    validator.iter_errors(&body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+                let errors = schema_errors(doc, schema, &body);
                 assert!(
                     errors.is_empty(),
                     "{method} {template} {status} does not match the document: {errors:#?}\n{body}"
@@ -104,6 +112,38 @@ fn conforms(doc: &Value, method: &str, template: &str, answer: &Answer) {
             }
         }
     }
+}
+
+/// Checks a request cova sent to a webhook receiver against the document's webhook `name`: a
+/// POST with a JSON body that matches the documented schema, carrying every required header
+/// with a value that matches its schema.
+fn conforms_webhook(doc: &Value, name: &str, received: &Received) {
+    let op = &doc["webhooks"][name]["post"];
+    assert!(op.is_object(), "webhook {name} is not documented");
+    assert_eq!(received.method, "POST", "webhook {name}");
+    for parameter in op["parameters"].as_array().into_iter().flatten() {
+        let parameter = resolve(doc, parameter);
+        if parameter["in"] != "header" {
+            continue;
+        }
+        let header = parameter["name"].as_str().expect("a parameter name").to_ascii_lowercase();
+        match received.header(&header) {
+            Some(value) => {
+                let errors = schema_errors(doc, &parameter["schema"], &json!(value));
+                assert!(
+                    errors.is_empty(),
+                    "webhook {name}: {header} `{value}` does not match the document: {errors:#?}"
+                );
+            }
+            None => assert!(parameter["required"] != true, "webhook {name}: {header} missing"),
+        }
+    }
+    assert_eq!(received.header("content-type"), Some("application/json"), "webhook {name}");
+    let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+    assert!(schema.is_object(), "webhook {name}: no application/json schema");
+    let body = received.json();
+    let errors = schema_errors(doc, schema, &body);
+    assert!(errors.is_empty(), "webhook {name} does not match the document: {errors:#?}\n{body}");
 }
 
 struct Caller<'a> {
@@ -151,6 +191,9 @@ impl Caller<'_> {
     }
 }
 
+/// The host name of the test's webhook receiver.
+const HOOKS: &str = "hooks.test";
+
 fn tiktok(n: u64) -> String {
     format!("https://www.tiktok.com/@someone/video/{}", tiktok_post_id(TikTokScenario::Normal, n))
 }
@@ -189,12 +232,27 @@ async fn the_document_is_openapi_3_1_with_unique_operation_ids() {
             }
         }
     }
+    // The requests cova sends to webhooks: operation ids unique with the others, JSON bodies.
+    for (name, item) in doc["webhooks"].as_object().expect("webhooks") {
+        for (method, op) in item.as_object().expect("webhook item") {
+            let id = op["operationId"].as_str().unwrap_or_else(|| panic!("webhook {name} {method}: no operationId"));
+            assert!(ids.insert(id.to_owned()), "operationId {id} twice");
+            let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+            assert!(schema.is_object(), "webhook {name}: no application/json schema");
+            let wrapper = json!({"components": doc["components"], "allOf": [schema]});
+            jsonschema::validator_for(&wrapper)
+                .unwrap_or_else(|e| panic!("webhook {name}: schema does not compile: {e}"));
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_answers_match_the_document() {
     let doc = document();
-    let app = spawn_app().await;
+    // A webhook receiver the notifier may reach (its host name resolves to loopback).
+    let ca = TestCa::new();
+    let receiver = Receiver::spawn(&ca, HOOKS).await;
+    let app = spawn_app_with(|c| use_receivers(c, &ca, HOOKS)).await;
     let caller = Caller { app: &app, doc: &doc, http: reqwest::Client::new(), seen: Default::default() };
     let (account, token) = app.integrator().await;
     app.grant(&account, 1_000).await;
@@ -278,6 +336,12 @@ async fn real_answers_match_the_document() {
 
     // The library, now that the first job is complete and nothing runs.
     library(&caller, &token, &narrow, &broke, &r#ref).await;
+
+    // Keywords, channels, alerts and deliveries, for an account of their own.
+    notifications(&caller, &narrow, &receiver).await;
+
+    // Watch phrases, quotes, runs and AI jobs, for an account of their own.
+    ai(&caller, &narrow, &receiver).await;
 
     // Every documented operation was exercised, so none is documented but missing.
     let documented: BTreeSet<(String, String)> = doc["paths"]
@@ -437,6 +501,304 @@ async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#
     assert!(latest.body["saved_at"].is_null(), "a removed entry is no longer saved: {}", latest.body);
     let missing = format!("/api/v1/analyses/tiktok:{}/save", tiktok_post_id(TikTokScenario::Normal, 15));
     assert_eq!(caller.call(post.clone(), save_template, &missing, t, None, &[]).await.status, 404);
+}
+
+/// Every keyword and notification operation, as a client uses them, for a new account whose
+/// webhook is `receiver`: keywords (a paid feature), channels (refused settings, the secret
+/// shown once), a test, the secret rotated, alerts and the delivery log paged, a delivery
+/// replayed; then every request the receiver got is checked against the document's
+/// `webhooks`. `narrow` lacks `keywords:write`.
+async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
+    let (account, token) = caller.app.integrator().await;
+    let t = Some(token.as_str());
+    let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
+
+    // Keywords: none yet; a pack is needed; at most 50; stored trimmed, each once.
+    let keywords = "/api/v1/keywords";
+    let none = caller.call(get.clone(), keywords, keywords, t, None, &[]).await;
+    assert_eq!((none.status, &none.body["keywords"]), (200, &json!([])));
+    let list = json!({"keywords": ["price", " Price ", "where to buy", "😍"]});
+    let unpaid = caller.call(put.clone(), keywords, keywords, t, Some(list.clone()), &[]).await;
+    assert_eq!((unpaid.status, unpaid.body["code"].as_str()), (402, Some("payment_required")));
+    caller.app.grant(&account, 1_000).await;
+    let too_many = json!({"keywords": vec!["k"; 51]});
+    let refused = caller.call(put.clone(), keywords, keywords, t, Some(too_many), &[]).await;
+    assert_eq!((refused.status, refused.body["code"].as_str()), (400, Some("validation_error")));
+    let stored = caller.call(put.clone(), keywords, keywords, t, Some(list), &[]).await;
+    assert_eq!((stored.status, &stored.body["keywords"]), (200, &json!(["price", "where to buy", "😍"])));
+    let read = caller.call(get.clone(), keywords, keywords, t, None, &[]).await;
+    assert_eq!(read.body, stored.body);
+    assert_eq!(caller.call(get.clone(), keywords, keywords, Some(narrow), None, &[]).await.status, 403);
+
+    // No channel yet: a test sends nothing, and there is no secret to rotate.
+    let channels = "/api/v1/notification-channels";
+    let unset = caller.call(get.clone(), channels, channels, t, None, &[]).await;
+    assert_eq!((unset.status, &unset.body), (200, &json!({"telegram": null, "webhook": null})));
+    let test = "/api/v1/notification-channels/test";
+    let silent = caller.call(post.clone(), test, test, t, None, &[]).await;
+    assert_eq!((silent.status, &silent.body), (200, &json!({"telegram": null, "webhook": null})), "no channel is on");
+    assert_eq!(caller.call(post.clone(), test, test, Some(narrow), None, &[]).await.status, 403);
+    let rotate = "/api/v1/notification-channels/webhook/rotate-secret";
+    let no_webhook = caller.call(post.clone(), rotate, rotate, t, None, &[]).await;
+    assert_eq!((no_webhook.status, no_webhook.body["code"].as_str()), (404, Some("not_found")));
+
+    // Refused settings, none saved: plain http, a private address, not a chat, an unknown channel.
+    for bad in [
+        json!({"webhook": {"url": format!("http://{HOOKS}/cova")}}),
+        json!({"webhook": {"url": "https://10.0.0.1/cova"}}),
+        json!({"telegram": {"chat_id": "not a chat"}}),
+        json!({"email": "someone@example.com"}),
+    ] {
+        let refused = caller.call(put.clone(), channels, channels, t, Some(bad.clone()), &[]).await;
+        assert_eq!((refused.status, refused.body["code"].as_str()), (400, Some("validation_error")), "{bad}");
+    }
+    let still = caller.call(get.clone(), channels, channels, t, None, &[]).await;
+    assert_eq!(still.body, unset.body, "nothing was saved");
+
+    // Both channels: the secret is shown once; each receiver answers the test; a new secret.
+    let hook = format!("{}/openapi", receiver.base_url);
+    let both = json!({"webhook": {"url": hook, "job_events": true}, "telegram": {"chat_id": "-1001234567"}});
+    let set = caller.call(put.clone(), channels, channels, t, Some(both), &[]).await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    let secret = set.body["webhook"]["secret"].as_str().expect("the secret, once").to_owned();
+    let shown = caller.call(get.clone(), channels, channels, t, None, &[]).await;
+    assert!(shown.body["webhook"].get("secret").is_none(), "never shown again: {}", shown.body);
+    assert_eq!(shown.body["telegram"]["enabled"], true, "{}", shown.body);
+    let tested = caller.call(post.clone(), test, test, t, None, &[]).await;
+    let webhook = &tested.body["webhook"];
+    assert_eq!((webhook["ok"].as_bool(), webhook["status"].as_u64()), (Some(true), Some(200)), "{}", tested.body);
+    assert_eq!(tested.body["telegram"]["ok"], true, "{}", tested.body);
+    let rotated = caller.call(post.clone(), rotate, rotate, t, None, &[]).await;
+    assert_eq!(rotated.status, 200);
+    assert_ne!(rotated.body["secret"].as_str(), Some(secret.as_str()), "a new secret");
+
+    // A collected post raises alerts (its job ends with `job.complete`); a failed job is announced too.
+    let analyze = "/api/v1/analyze";
+    let created = caller.call(post.clone(), analyze, analyze, t, Some(json!({"url": tiktok(60)})), &[]).await;
+    assert_eq!(created.status, 202, "{}", created.body);
+    poll_until(caller, &token, created.body["job_id"].as_str().expect("job_id"), "complete").await;
+    let private = format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::PrivatePost, 6));
+    let failing = caller.call(post.clone(), analyze, analyze, t, Some(json!({"url": private})), &[]).await;
+    assert!(failing.body["job_id"].is_string(), "{}", failing.body);
+
+    // Alerts: polled until there are some, then paged with `since`.
+    let alerts = "/api/v1/keyword-alerts";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let all = caller.call(get.clone(), alerts, alerts, t, None, &[]).await;
+        if all.body["items"].as_array().is_some_and(|items| items.len() >= 2) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no keyword alerts: {}", all.body);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let first = caller.call(get.clone(), alerts, &format!("{alerts}?limit=1"), t, None, &[]).await;
+    let since = first.body["next_since"].as_str().expect("next_since").to_owned();
+    let next = caller.call(get.clone(), alerts, &format!("{alerts}?since={since}&limit=1"), t, None, &[]).await;
+    assert_ne!(next.body["items"][0]["id"], first.body["items"][0]["id"], "each alert once");
+    for bad in ["?limit=0", "?since=abc", "?after=1"] {
+        let refused = caller.call(get.clone(), alerts, &format!("{alerts}{bad}"), t, None, &[]).await;
+        assert_eq!(refused.status, 400, "{bad}");
+    }
+    assert_eq!(caller.call(get.clone(), alerts, alerts, Some(narrow), None, &[]).await.status, 403);
+
+    // The webhook gets both job events and the alerts; the log shows them delivered.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let types: BTreeSet<String> =
+            receiver.received().iter().filter_map(|r| r.json()["type"].as_str().map(str::to_owned)).collect();
+        if ["job.complete", "job.failed", "keyword.alert"].iter().all(|kind| types.contains(*kind)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "webhooks received so far: {types:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let deliveries = "/api/v1/notification-channels/deliveries";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let delivered = loop {
+        let log = caller.call(get.clone(), deliveries, deliveries, t, None, &[]).await;
+        let found = log.body["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|d| d["channel"] == "webhook" && d["state"] == "delivered").cloned());
+        if let Some(d) = found {
+            break d;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing delivered: {}", log.body);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let page = caller.call(get.clone(), deliveries, &format!("{deliveries}?limit=1"), t, None, &[]).await;
+    let cursor = page.body["next_cursor"].as_str().expect("a full page has a next cursor").to_owned();
+    let rest_path = format!("{deliveries}?limit=1&cursor={cursor}");
+    let rest = caller.call(get.clone(), deliveries, &rest_path, t, None, &[]).await;
+    assert_eq!(rest.status, 200);
+    assert_ne!(rest.body["items"][0]["id"], page.body["items"][0]["id"], "the next page");
+    for bad in ["?limit=501", "?cursor=nope", "?page=2"] {
+        let refused = caller.call(get.clone(), deliveries, &format!("{deliveries}{bad}"), t, None, &[]).await;
+        assert_eq!(refused.status, 400, "{bad}");
+    }
+    assert_eq!(caller.call(get.clone(), deliveries, deliveries, Some(narrow), None, &[]).await.status, 403);
+
+    // A delivery replayed; an unknown one; a token without the scope.
+    let replay = "/api/v1/notification-channels/deliveries/{id}/replay";
+    let id = delivered["id"].as_str().expect("id");
+    let replay_path = format!("{deliveries}/{id}/replay");
+    let replayed = caller.call(post.clone(), replay, &replay_path, t, None, &[]).await;
+    assert_eq!((replayed.status, replayed.body["id"].as_str()), (200, Some(id)));
+    let unknown_path = format!("{deliveries}/no-such-delivery/replay");
+    let unknown = caller.call(post.clone(), replay, &unknown_path, t, None, &[]).await;
+    assert_eq!((unknown.status, unknown.body["code"].as_str()), (404, Some("not_found")));
+    assert_eq!(caller.call(post.clone(), replay, &replay_path, Some(narrow), None, &[]).await.status, 403);
+
+    // Removing the chat leaves the webhook as it is, its secret unshown.
+    let removed = caller.call(put.clone(), channels, channels, t, Some(json!({"telegram": null})), &[]).await;
+    assert_eq!((removed.status, removed.body["telegram"].is_null()), (200, true));
+    assert_eq!(removed.body["webhook"]["url"].as_str(), Some(hook.as_str()));
+    assert!(removed.body["webhook"].get("secret").is_none(), "the secret is shown only when created");
+
+    // Every request the webhook received is documented.
+    for r in receiver.received() {
+        let body = r.json();
+        let name = match body["type"].as_str() {
+            Some("job.complete" | "job.failed") => "job",
+            Some("keyword.alert") => "keyword.alert",
+            Some("test") => "test",
+            _ => panic!("a webhook the document does not describe: {body}"),
+        };
+        conforms_webhook(caller.doc, name, &r);
+    }
+}
+
+/// Polls `GET /ai/jobs/{id}` (every answer checked) until the AI job is complete.
+async fn poll_ai(caller: &Caller<'_>, token: &str, id: &str) -> Answer {
+    let path = format!("/api/v1/ai/jobs/{id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let job = caller.call(Method::GET, "/api/v1/ai/jobs/{id}", &path, Some(token), None, &[]).await;
+        if job.body["status"] == "complete" {
+            return job;
+        }
+        assert_ne!(job.body["status"], "failed", "{}", job.body);
+        assert!(std::time::Instant::now() < deadline, "AI job {id} did not complete: {}", job.body);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Every AI operation, as a client uses them, for a new account whose webhook (with job
+/// events) is `receiver`: watch phrases set and refused, quotes of a collected post and the
+/// refused ones, runs (a repeated key, a second run, an unknown quote, a conflicting key), the
+/// jobs polled to completion (all tasks, and a subset), unknown jobs; then the `kind: ai` job
+/// webhooks are checked against the document. `narrow` lacks `ai:write`.
+async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
+    let (account, token) = caller.app.integrator().await;
+    caller.app.grant(&account, 1_000).await;
+    let t = Some(token.as_str());
+    let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
+
+    // The account's webhook is told when its jobs end.
+    let channels = "/api/v1/notification-channels";
+    let hook = format!("{}/openapi-ai", receiver.base_url);
+    let events = json!({"webhook": {"url": hook, "job_events": true}});
+    let set = caller.call(put.clone(), channels, channels, t, Some(events), &[]).await;
+    assert_eq!(set.status, 200, "{}", set.body);
+
+    // A collected post, and a metadata-only entry.
+    let analyze = "/api/v1/analyze";
+    let created = caller.call(post.clone(), analyze, analyze, t, Some(json!({"url": tiktok(70)})), &[]).await;
+    assert_eq!(created.status, 202, "{}", created.body);
+    let analyze_id = created.body["job_id"].as_str().expect("job_id").to_owned();
+    let r#ref = created.body["ref"].as_str().expect("ref").to_owned();
+    poll_until(caller, &token, &analyze_id, "complete").await;
+    let save_metadata = "/api/v1/analyses/save-metadata";
+    let meta = caller.call(post.clone(), save_metadata, save_metadata, t, Some(json!({"url": tiktok(71)})), &[]).await;
+    assert_eq!((meta.status, meta.body["status"].as_str()), (200, Some("metadata_only")), "{}", meta.body);
+    let meta_ref = meta.body["ref"].as_str().expect("ref").to_owned();
+    let unknown_ref = "tiktok:7000000000000000001";
+
+    // Watch phrases: stored trimmed; at most three; only for the account's analyses.
+    let queries = "/api/v1/ai/{ref}/queries";
+    let queries_path = format!("/api/v1/ai/{ref}/queries");
+    let phrases = json!({"queries": [" price ", "where to buy"]});
+    let stored = caller.call(put.clone(), queries, &queries_path, t, Some(phrases), &[]).await;
+    assert_eq!((stored.status, &stored.body["queries"]), (200, &json!(["price", "where to buy"])), "{}", stored.body);
+    let four = json!({"queries": ["a", "b", "c", "d"]});
+    let too_many = caller.call(put.clone(), queries, &queries_path, t, Some(four), &[]).await;
+    assert_eq!((too_many.status, too_many.body["code"].as_str()), (400, Some("validation_error")));
+    let not_ours_path = format!("/api/v1/ai/{unknown_ref}/queries");
+    let not_ours = caller.call(put.clone(), queries, &not_ours_path, t, Some(json!({"queries": []})), &[]).await;
+    assert_eq!((not_ours.status, not_ours.body["code"].as_str()), (404, Some("not_found")));
+
+    // Quotes: of the collected post; refused for an unknown ref, an entry without comments,
+    // an unknown task and a token without the scope.
+    let quote = "/api/v1/ai/quote";
+    let quoted = caller.call(post.clone(), quote, quote, t, Some(json!({"ref": r#ref})), &[]).await;
+    assert_eq!((quoted.status, quoted.body["ref"].as_str()), (200, Some(r#ref.as_str())), "{}", quoted.body);
+    let quote_id = quoted.body["quote_id"].as_str().expect("quote_id").to_owned();
+    let unknown = caller.call(post.clone(), quote, quote, t, Some(json!({"ref": unknown_ref})), &[]).await;
+    assert_eq!((unknown.status, unknown.body["code"].as_str()), (404, Some("not_found")));
+    let uncollected = caller.call(post.clone(), quote, quote, t, Some(json!({"ref": meta_ref})), &[]).await;
+    assert_eq!((uncollected.status, uncollected.body["code"].as_str()), (402, Some("payment_required")));
+    let mood = json!({"ref": r#ref, "tasks": ["mood"]});
+    let unknown_task = caller.call(post.clone(), quote, quote, t, Some(mood), &[]).await;
+    assert_eq!((unknown_task.status, unknown_task.body["code"].as_str()), (400, Some("validation_error")));
+    let forbidden = caller.call(post.clone(), quote, quote, Some(narrow), Some(json!({"ref": r#ref})), &[]).await;
+    assert_eq!(forbidden.status, 403);
+
+    // A run: a new job, the same job for the same key, never a second job; unknown quotes.
+    let run = "/api/v1/ai/run";
+    let key = [("idempotency-key", "ai-1")];
+    let body = json!({"quote_id": quote_id});
+    let started = caller.call(post.clone(), run, run, t, Some(body.clone()), &key).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let job_id = started.body["id"].as_str().expect("id").to_owned();
+    let repeated = caller.call(post.clone(), run, run, t, Some(body.clone()), &key).await;
+    assert_eq!((repeated.status, repeated.body["id"].as_str()), (200, Some(job_id.as_str())), "{}", repeated.body);
+    let again = caller.call(post.clone(), run, run, t, Some(body), &[]).await;
+    assert_eq!((again.status, again.body["code"].as_str()), (400, Some("validation_error")), "{}", again.body);
+    let no_quote = json!({"quote_id": "no-such-quote"});
+    let missing = caller.call(post.clone(), run, run, t, Some(no_quote.clone()), &[]).await;
+    assert_eq!((missing.status, missing.body["code"].as_str()), (404, Some("not_found")));
+    let conflict = caller.call(post.clone(), run, run, t, Some(no_quote), &key).await;
+    assert_eq!((conflict.status, conflict.body["code"].as_str()), (409, Some("idempotency_conflict")));
+
+    // The job, polled to completion: every task's field, the watch phrases matched.
+    let done = poll_ai(caller, &token, &job_id).await;
+    let result = &done.body["result"];
+    assert_eq!(result["model"], "cova-offline/1", "{}", done.body);
+    assert_eq!(result["phrase_matches"][0]["phrase"], "price", "{}", done.body);
+
+    // A quote of some tasks: the result has only their fields.
+    let some = json!({"ref": r#ref, "tasks": ["topics", "sentiment"]});
+    let partial = caller.call(post.clone(), quote, quote, t, Some(some), &[]).await;
+    assert_eq!((partial.status, &partial.body["tasks"]), (200, &json!(["sentiment", "topics"])), "{}", partial.body);
+    let partial_run =
+        caller.call(post.clone(), run, run, t, Some(json!({"quote_id": partial.body["quote_id"]})), &[]).await;
+    assert_eq!(partial_run.status, 202, "{}", partial_run.body);
+    let partial_id = partial_run.body["id"].as_str().expect("id").to_owned();
+    let partial_done = poll_ai(caller, &token, &partial_id).await;
+    let fields = partial_done.body["result"].as_object().expect("a result");
+    assert!(fields.contains_key("sentiment") && !fields.contains_key("summary"), "{}", partial_done.body);
+
+    // Unknown jobs: another id, and a comment-collection job.
+    let jobs = "/api/v1/ai/jobs/{id}";
+    let unknown_job = caller.call(get.clone(), jobs, "/api/v1/ai/jobs/no-such-job", t, None, &[]).await;
+    assert_eq!((unknown_job.status, unknown_job.body["code"].as_str()), (404, Some("not_found")));
+    let not_ai = caller.call(get.clone(), jobs, &format!("/api/v1/ai/jobs/{analyze_id}"), t, None, &[]).await;
+    assert_eq!(not_ai.status, 404);
+
+    // Both AI jobs are announced with `kind: ai`, as the document describes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let announced = loop {
+        let received: Vec<Received> = receiver.received().into_iter().filter(|r| r.json()["kind"] == "ai").collect();
+        if received.len() >= 2 {
+            break received;
+        }
+        assert!(std::time::Instant::now() < deadline, "AI job webhooks received: {}", received.len());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    for r in &announced {
+        assert_eq!(r.json()["type"], "job.complete", "{}", r.json());
+        conforms_webhook(caller.doc, "job", r);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};
 use cova_domain::{Clock, JobKind};
-use cova_messages::{AnalyzeCommand, Outgoing};
+use cova_messages::{AiCommand, AnalyzeCommand, Outgoing};
 use cova_platforms::Platforms;
 use cova_runtime::{Backends, Handler, worker};
 use std::net::{SocketAddr, TcpListener};
@@ -25,17 +25,23 @@ pub enum Role {
     Scraper,
     /// Starts due watch runs and purges expired breakdowns.
     Scheduler,
+    /// Raises keyword alerts and delivers notifications.
+    Notifier,
+    /// Runs AI jobs on collected comments.
+    AiWorker,
 }
 
 impl Role {
     /// Every role: what `cova serve` runs in one process.
-    pub const ALL: [Role; 3] = [Role::Gateway, Role::Scraper, Role::Scheduler];
+    pub const ALL: [Role; 5] = [Role::Gateway, Role::Scraper, Role::Scheduler, Role::Notifier, Role::AiWorker];
 
     pub const fn name(self) -> &'static str {
         match self {
             Role::Gateway => "gateway",
             Role::Scraper => "scraper",
             Role::Scheduler => "scheduler",
+            Role::Notifier => "notifier",
+            Role::AiWorker => "ai-worker",
         }
     }
 }
@@ -118,6 +124,9 @@ impl StackBuilder {
             ),
         };
         let platforms = Platforms::new(&config.platforms).context("configuring the platform adapters")?;
+        let notify = Arc::new(
+            cova_notify::Sender::new(&config.notifier).map_err(|e| anyhow::anyhow!("configuring notifier.*: {e}"))?,
+        );
         let stop = CancellationToken::new();
         let outbox = Arc::new(Notify::new());
         let mut tasks = JoinSet::new();
@@ -129,6 +138,20 @@ impl StackBuilder {
                 cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
             tasks.spawn(worker::run(backends.queue.clone(), Arc::new(scraper), stop.clone()));
         }
+        if has(Role::AiWorker) {
+            let ai = cova_ai::AiWorker::new(backends.clone(), config.ai.clone(), outbox.clone())
+                .map_err(|e| anyhow::anyhow!("configuring ai.*: {e}"))?;
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(ai), stop.clone()));
+        }
+        if has(Role::Notifier) {
+            let queued = Arc::new(Notify::new());
+            let notifier = cova_notifier::Notifier::new(backends.clone(), 4, outbox.clone(), queued.clone());
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(notifier), stop.clone()));
+            let deliverer =
+                cova_notifier::Deliverer::new(backends.clone(), notify.clone(), config.notifier.clone(), queued);
+            tasks.spawn(Arc::new(deliverer).run(stop.clone()));
+        }
+
         // The periodic roles.
         if has(Role::Scheduler) {
             let scheduler = cova_scheduler::Scheduler::new(backends.clone(), config.scheduler.clone(), outbox.clone());
@@ -145,7 +168,8 @@ impl StackBuilder {
         let http = match listener {
             Some(listener) => {
                 let addr = listener.local_addr().context("reading the bound address")?;
-                let state = cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox.clone());
+                let state =
+                    cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox.clone(), notify);
                 let server = cova_gateway::server(state, listener).context("starting the HTTP server")?;
                 let handle = server.handle();
                 let running = tokio::spawn(async move {
@@ -217,7 +241,7 @@ impl Stack {
 /// previous run left unfinished, each to the role of its kind (collection is idempotent, so a
 /// job that was mid-way simply starts over).
 async fn requeue_unfinished(backends: &Backends) {
-    for kind in [JobKind::Analyze] {
+    for kind in JobKind::ALL {
         let ids = match cova_storage::repo::jobs::unfinished(&backends.db, kind).await {
             Ok(ids) => ids,
             Err(e) => {
@@ -228,7 +252,7 @@ async fn requeue_unfinished(backends: &Backends) {
         for job_id in ids {
             let command = match kind {
                 JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }),
-                JobKind::Ai => continue,
+                JobKind::Ai => Outgoing::command(&AiCommand { job_id: job_id.clone() }),
             };
             if let Err(e) =
                 cova_storage::repo::outbox::insert(&backends.db, &command, "{}", backends.clock.now_ms()).await

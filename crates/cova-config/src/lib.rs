@@ -32,6 +32,7 @@ pub struct Config {
     pub scraper: ScraperConfig,
     pub scheduler: SchedulerConfig,
     pub notifier: NotifierConfig,
+    pub ai: AiConfig,
     /// Platform adapters (hosts, client hygiene, API keys); see the cova-platforms crate.
     /// Not serialised: it holds secrets, and its defaults come from its own `Default`.
     #[serde(skip_serializing)]
@@ -251,6 +252,15 @@ impl Default for NotifierConfig {
     }
 }
 
+impl NotifierConfig {
+    /// How long a notifier owns a claimed delivery: one send's worst case (name lookup and
+    /// connect, each bounded by the connect timeout, then the request) plus a margin. A
+    /// notifier that dies mid-send leaves its claims to others after this long.
+    pub fn claim_ms(&self) -> i64 {
+        i64::try_from(2 * self.connect_timeout_ms + self.timeout_ms + 5_000).unwrap_or(i64::MAX)
+    }
+}
+
 impl std::fmt::Debug for NotifierConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NotifierConfig")
@@ -262,6 +272,87 @@ impl std::fmt::Debug for NotifierConfig {
             .field("telegram_api_base_url", &self.telegram_api_base_url)
             .field("telegram_bot_token", &self.telegram_bot_token.as_ref().map(|_| "[redacted]"))
             .finish_non_exhaustive()
+    }
+}
+
+/// Which analyzer AI jobs use (`ai.analyzer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnalyzerKind {
+    /// Built-in analysis without any network call.
+    Offline,
+    /// An OpenAI-compatible chat-completions endpoint (`ai.openai.*`).
+    Openai,
+}
+
+/// AI jobs (`ai.*`): the ai-worker role and its analyzer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AiConfig {
+    pub analyzer: AnalyzerKind,
+    /// AI jobs one ai-worker process runs at once.
+    pub concurrency: usize,
+    /// Deliveries of one AI command before its job fails (transient model failures).
+    pub max_attempts: u32,
+    pub retry_base_ms: u64,
+    /// How long an ai-worker owns a started job before another may take it over.
+    pub lease_ms: u64,
+    pub openai: OpenAiConfig,
+}
+
+impl Default for AiConfig {
+    fn default() -> Self {
+        Self {
+            analyzer: AnalyzerKind::Offline,
+            concurrency: 2,
+            max_attempts: 5,
+            retry_base_ms: 2_000,
+            // Longer than a large analysis on a slow model: the lease is not renewed meanwhile.
+            lease_ms: 1_800_000,
+            openai: OpenAiConfig::default(),
+        }
+    }
+}
+
+/// An OpenAI-compatible endpoint (`ai.openai.*`): a hosted model or a local llama.cpp / vLLM.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiConfig {
+    /// The API root; requests go to `<base_url>/chat/completions`.
+    pub base_url: String,
+    #[serde(skip_serializing)]
+    pub api_key: Option<secrecy::SecretString>,
+    pub model: String,
+    /// Estimated prompt tokens per request; comments are batched to stay under it.
+    pub batch_tokens: usize,
+    pub timeout_ms: u64,
+    /// Attempts of one request on a transient failure (429, 5xx, timeout, invalid answer).
+    pub request_attempts: u32,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            model: "gpt-4o-mini".into(),
+            batch_tokens: 6_000,
+            timeout_ms: 60_000,
+            request_attempts: 3,
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("model", &self.model)
+            .field("batch_tokens", &self.batch_tokens)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("request_attempts", &self.request_attempts)
+            .finish()
     }
 }
 
@@ -410,6 +501,18 @@ impl Config {
         }
         if self.notifier.tick_ms == 0 || self.notifier.timeout_ms == 0 {
             return Err(invalid("notifier.tick_ms", "notifier.tick_ms and notifier.timeout_ms must be positive"));
+        }
+        if self.ai.concurrency == 0 || self.ai.max_attempts == 0 || self.ai.lease_ms == 0 {
+            return Err(invalid("ai.concurrency", "ai.concurrency, ai.max_attempts and ai.lease_ms must be positive"));
+        }
+        if self.ai.analyzer == AnalyzerKind::Openai {
+            url::Url::parse(&self.ai.openai.base_url).map_err(|e| invalid("ai.openai.base_url", e.to_string()))?;
+            if self.ai.openai.batch_tokens < 500 || self.ai.openai.request_attempts == 0 {
+                return Err(invalid(
+                    "ai.openai.batch_tokens",
+                    "ai.openai.batch_tokens must be at least 500 and ai.openai.request_attempts at least 1",
+                ));
+            }
         }
         url::Url::parse(&self.notifier.telegram_api_base_url)
             .map_err(|e| invalid("notifier.telegram_api_base_url", e.to_string()))?;

@@ -51,8 +51,30 @@ pub const WATCH_BUSY_RETRY: Duration = Duration::from_secs(5 * MINUTE);
 /// Library entries per page of `GET /analyses/saved`, by default and at most.
 pub const LIBRARY_PAGE_DEFAULT: i64 = 20;
 pub const LIBRARY_PAGE_MAX: i64 = 100;
-/// Watch phrases per analysis.
+/// Keywords per account, and the length of one (in characters, after trimming).
+pub const MAX_KEYWORDS: usize = 50;
+pub const KEYWORD_CHARS: std::ops::RangeInclusive<usize> = 1..=64;
+
+/// The delay before the next attempt of a notification delivery after `attempt` failed ones:
+/// 1 min doubling, at most 8 h, so that twelve attempts span about a day.
+pub fn delivery_retry(attempt: u32) -> Duration {
+    let base = Duration::from_secs(60).saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(16)));
+    base.min(Duration::from_secs(8 * HOUR))
+}
+
+/// Watch phrases per analysis, and the length of one (in characters, after trimming).
 pub const MAX_WATCH_PHRASES: usize = 3;
+pub const WATCH_PHRASE_CHARS: std::ops::RangeInclusive<usize> = 1..=120;
+/// An AI quote can be run this long after it was given.
+pub const AI_QUOTE_VALIDITY: Duration = Duration::from_secs(15 * MINUTE);
+/// Comments per comment unit of an AI charge.
+pub const AI_COMMENTS_PER_UNIT: i64 = 10;
+
+/// The charge of an AI job on `comments` comments, in comment units: one per ten, at least one.
+pub const fn ai_charge(comments: i64) -> i64 {
+    let units = (comments + AI_COMMENTS_PER_UNIT - 1) / AI_COMMENTS_PER_UNIT;
+    if units < 1 { 1 } else { units }
+}
 
 /// Milliseconds of a duration, for the storage layer's unix-millisecond columns.
 pub const fn ms(d: Duration) -> i64 {
@@ -111,6 +133,14 @@ mod tests {
         assert_eq!(hold::opening(None, 0), 0);
         assert_eq!(hold::needed_for_rescrape(Some(1_000), 990), 60);
         assert_eq!(hold::needed_for_rescrape(Some(900), 990), 50);
+    }
+
+    #[test]
+    fn deliveries_are_retried_over_about_a_day() {
+        assert_eq!(delivery_retry(1), Duration::from_secs(60));
+        assert_eq!(delivery_retry(2), Duration::from_secs(120));
+        let total: u64 = (1..12).map(|a| delivery_retry(a).as_secs()).sum();
+        assert!((20 * 3_600..=30 * 3_600).contains(&total), "{total} s over eleven retries");
     }
 
     #[test]

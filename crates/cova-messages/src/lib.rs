@@ -16,6 +16,15 @@ pub mod roles {
     pub const ALL: &[&str] = &[SCRAPER, AI_WORKER];
 }
 
+/// Durable queues on the events exchange, each with the routing-key patterns it is bound to.
+/// Every process declares them at connect, so that events published before their consumer
+/// first starts wait for it.
+pub mod event_queues {
+    /// The notifier's: job ends (job webhooks, keyword matching) and keyword alerts.
+    pub const NOTIFIER: (&str, &[&str]) = ("notifier.events", &["job.complete", "job.failed", "keyword.alert"]);
+    pub const ALL: &[(&str, &[&str])] = &[NOTIFIER];
+}
+
 /// A message for one worker role.
 pub trait Command: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The role whose queue receives it (routing key on the commands exchange).
@@ -89,6 +98,16 @@ impl Command for AnalyzeCommand {
     const ROLE: &'static str = roles::SCRAPER;
 }
 
+/// Run an AI job: the ai-worker analyses the quoted comments of the job's analysis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AiCommand {
+    pub job_id: String,
+}
+
+impl Command for AiCommand {
+    const ROLE: &'static str = roles::AI_WORKER;
+}
+
 /// How a job ended; the `type` of [`JobEvent`] and its routing key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobEventType {
@@ -128,6 +147,53 @@ pub struct JobEvent {
 impl Event for JobEvent {
     fn routing_key(&self) -> &'static str {
         self.event_type.as_str()
+    }
+}
+
+/// The type of [`KeywordAlertEvent`] (its routing key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlertEventType {
+    #[serde(rename = "keyword.alert")]
+    KeywordAlert,
+}
+
+/// A keyword of an account matched a comment newly collected for its library
+/// (`proto-schemas/keyword-alert-event.schema.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeywordAlertEvent {
+    #[serde(rename = "type")]
+    pub event_type: AlertEventType,
+    /// The alert's id (also `X-Event-Id` of its webhook).
+    pub id: String,
+    pub account_id: String,
+    pub keyword: String,
+    #[serde(rename = "ref")]
+    pub r#ref: String,
+    pub comment: AlertComment,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertComment {
+    pub id: String,
+    pub text: String,
+    pub author: AlertAuthor,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertAuthor {
+    pub id: String,
+    pub handle: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Event for KeywordAlertEvent {
+    fn routing_key(&self) -> &'static str {
+        "keyword.alert"
     }
 }
 

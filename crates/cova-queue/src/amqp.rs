@@ -37,8 +37,8 @@ struct Inner {
     url: String,
     prefix: String,
     prefetch: u16,
-    /// Queues declared on every connection: the roles' command queues and every queue a
-    /// consumer of this process declared.
+    /// Queues declared on every connection: the roles' command queues, the durable event
+    /// queues, and every queue a consumer of this process declared.
     bindings: std::sync::Mutex<Vec<Binding>>,
     link: Mutex<Option<Link>>,
 }
@@ -49,8 +49,8 @@ pub struct AmqpQueue {
 }
 
 impl AmqpQueue {
-    pub(crate) fn new(url: String, prefix: String, prefetch: u16, roles: Vec<String>) -> Self {
-        let bindings = std::sync::Mutex::new(roles.into_iter().map(Binding::Role).collect());
+    pub(crate) fn new(url: String, prefix: String, prefetch: u16, bindings: Vec<Binding>) -> Self {
+        let bindings = std::sync::Mutex::new(bindings);
         Self { inner: Arc::new(Inner { url, prefix, prefetch, bindings, link: Mutex::new(None) }) }
     }
 

@@ -127,11 +127,21 @@ impl Queue {
     /// commands are routable before their consumers start. For RabbitMQ, a broker that is down
     /// only delays: publishing fails with `Unavailable` until the connection comes back.
     pub async fn connect(cfg: &QueueConfig, roles: &[&str]) -> Result<Self> {
-        let roles: Vec<String> = roles.iter().map(|r| (*r).to_owned()).collect();
+        Self::connect_with(cfg, roles, &[]).await
+    }
+
+    /// As [`Queue::connect`], also declaring durable event queues `(name, patterns)`, so that
+    /// events published before their consumer first starts wait for it.
+    pub async fn connect_with(cfg: &QueueConfig, roles: &[&str], event_queues: &[(&str, &[&str])]) -> Result<Self> {
+        let mut bindings: Vec<Binding> = roles.iter().map(|r| Binding::Role((*r).to_owned())).collect();
+        bindings.extend(event_queues.iter().map(|(name, patterns)| Binding::Events {
+            name: (*name).to_owned(),
+            patterns: patterns.iter().map(|p| (*p).to_owned()).collect(),
+        }));
         match QueueBackend::parse(&cfg.url).map_err(|e| QueueError::Unavailable(e.to_string()))? {
-            QueueBackend::Memory => Ok(Queue::Memory(memory::MemoryQueue::new(&roles))),
+            QueueBackend::Memory => Ok(Queue::Memory(memory::MemoryQueue::new(&bindings))),
             QueueBackend::Amqp(url) => {
-                Ok(Queue::Amqp(amqp::AmqpQueue::new(url, cfg.prefix.clone(), cfg.prefetch, roles)))
+                Ok(Queue::Amqp(amqp::AmqpQueue::new(url, cfg.prefix.clone(), cfg.prefetch, bindings)))
             }
         }
     }

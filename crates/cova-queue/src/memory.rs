@@ -27,11 +27,11 @@ pub struct MemoryQueue {
 }
 
 impl MemoryQueue {
-    pub(crate) fn new(roles: &[String]) -> Self {
+    pub(crate) fn new(bindings: &[Binding]) -> Self {
         let (events, _) = tokio::sync::broadcast::channel(1024);
         let q = Self { state: Arc::default(), events };
-        for role in roles {
-            q.declare(&Binding::Role(role.clone()));
+        for binding in bindings {
+            q.declare(binding);
         }
         q
     }
@@ -149,7 +149,7 @@ mod tests {
 
     #[tokio::test]
     async fn publish_consume_retry_dead_letter() {
-        let q = MemoryQueue::new(&["scraper".to_owned()]);
+        let q = MemoryQueue::new(&[Binding::Role("scraper".to_owned())]);
         assert!(matches!(q.publish(Message::new("nobody", vec![])), Err(QueueError::Unroutable(_))));
         q.publish(Message::new("scraper", b"one".to_vec())).expect("publish");
         let mut c = q.consume(&Binding::Role("scraper".into()));

@@ -54,7 +54,7 @@ impl Backends {
             .map_err(|source| StartError::Database { url: redact_url(&cfg.database.url), source })?;
         let cache = Cache::connect(&cfg.cache)
             .map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
-        let queue = Queue::connect(&cfg.queue, cova_messages::roles::ALL)
+        let queue = Queue::connect_with(&cfg.queue, cova_messages::roles::ALL, cova_messages::event_queues::ALL)
             .await
             .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;
         Ok(Self { db, cache, queue, clock: Clock::system() })

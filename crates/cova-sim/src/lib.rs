@@ -3,17 +3,21 @@
 //! deterministically from the seed and its id; the id also selects the comment count and the
 //! failure scenario (see [`rules`] and the README).
 
+mod llm;
 pub mod rules;
 mod server;
+mod telegram;
 mod tiktok;
 mod truth;
 mod youtube;
 
+pub use llm::{API_KEY as LLM_API_KEY, LlmRequest};
 pub use rules::{
     TikTokScenario, YouTubeScenario, decode_short_code, decode_tiktok_id, decode_youtube_id, short_code,
     tiktok_post_id, youtube_video_id,
 };
 pub use server::{RecordedRequest, SimHandle, serve, spawn};
+pub use telegram::TelegramMessage;
 pub use truth::{SimComment, SimImage, SimMetadata, SimPost, SimSound};
 
 /// Simulator settings. Per-id scenarios always apply; the switches below add failures to every post.

@@ -44,6 +44,10 @@ pub(crate) struct State {
     posts: Mutex<HashMap<String, Arc<SimPost>>>,
     /// Comments added to posts since they were generated, by post key.
     grown: Mutex<HashMap<String, u64>>,
+    /// Messages sent to the fake Telegram Bot API.
+    telegram: Mutex<Vec<crate::telegram::TelegramMessage>>,
+    /// Requests to the fake chat-completions endpoint.
+    llm: Mutex<Vec<crate::llm::LlmRequest>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,6 +65,8 @@ impl State {
             counters: Mutex::new(HashMap::new()),
             posts: Mutex::new(HashMap::new()),
             grown: Mutex::new(HashMap::new()),
+            telegram: Mutex::new(Vec::new()),
+            llm: Mutex::new(Vec::new()),
         }
     }
 
@@ -132,7 +138,7 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         .iter()
         .filter(|(k, _)| {
             let k = k.as_str();
-            k == "cookie" || k == "user-agent" || k.starts_with("x-")
+            k == "cookie" || k == "user-agent" || k == "authorization" || k.starts_with("x-")
         })
         .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
         .collect();
@@ -162,8 +168,20 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
     if latency > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(latency)).await;
     }
+    if r.method == "POST" && r.path == crate::llm::PATH {
+        let (answer, delay) = crate::llm::handle(&r.headers, &r.body, &mut lock(&state.llm));
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        return answer;
+    }
     if r.path.starts_with("/youtube/v3/") {
         return youtube::handle(&state, &r);
+    }
+    if r.method == "POST"
+        && let Some(answer) = crate::telegram::handle(&r.path, &r.body, &mut lock(&state.telegram))
+    {
+        return answer;
     }
     if let Some(file) = r.path.strip_prefix("/cdn/") {
         return cdn(file);
@@ -259,6 +277,21 @@ impl SimHandle {
             Ok(n) => (*self.state.tiktok_post(n)).clone(),
             Err(_) => (*self.state.youtube_post(id)).clone(),
         }
+    }
+
+    /// Messages sent to the fake Telegram Bot API, in order.
+    /// Requests the fake chat-completions endpoint received.
+    pub fn llm_requests(&self) -> Vec<crate::llm::LlmRequest> {
+        lock(&self.state.llm).clone()
+    }
+
+    /// The base URL to configure as `ai.openai.base_url`.
+    pub fn llm_base_url(&self) -> String {
+        format!("{}/llm/v1", self.state.base)
+    }
+
+    pub fn telegram_messages(&self) -> Vec<crate::telegram::TelegramMessage> {
+        lock(&self.state.telegram).clone()
     }
 
     /// Posts `extra` new top-level comments under a post (a decimal id is TikTok, anything else

@@ -218,6 +218,58 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    ai_quotes (id) {
+        id -> Text,
+        account_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        source_job_id -> Text,
+        tasks -> Text,
+        comments -> BigInt,
+        charge -> BigInt,
+        created_at -> BigInt,
+        expires_at -> BigInt,
+        job_id -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    ai_jobs (job_id) {
+        job_id -> Text,
+        quote_id -> Text,
+        source_job_id -> Text,
+        tasks -> Text,
+        comments -> BigInt,
+        charge -> BigInt,
+        model -> Nullable<Text>,
+        tokens_used -> Nullable<BigInt>,
+        result -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    ai_consents (id) {
+        id -> Text,
+        account_id -> Text,
+        token_id -> Nullable<Text>,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        job_id -> Text,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    ai_queries (account_id, ref_) {
+        account_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        queries -> Text,
+        updated_at -> BigInt,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
 diesel::allow_tables_to_appear_in_same_query!(
     accounts,
@@ -234,5 +286,9 @@ diesel::allow_tables_to_appear_in_same_query!(
     keywords,
     channels,
     keyword_alerts,
-    deliveries
+    deliveries,
+    ai_quotes,
+    ai_jobs,
+    ai_consents,
+    ai_queries
 );

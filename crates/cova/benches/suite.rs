@@ -90,19 +90,16 @@ impl ScraperProcess {
     fn start(app: &TestApp) -> Self {
         let c = &app.config;
         let tiktok = &c.platforms.tiktok;
-        let vars = [
-            ("COVA_DATABASE__URL", c.database.url.clone()),
-            ("COVA_QUEUE__URL", c.queue.url.clone()),
-            ("COVA_QUEUE__PREFIX", c.queue.prefix.clone()),
-            ("COVA_CACHE__URL", c.cache.url.clone()),
-            ("COVA_CACHE__PREFIX", c.cache.prefix.clone()),
-            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", tiktok.web_base_url.clone()),
-            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", tiktok.requests_per_second.to_string()),
-            ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", tiktok.retry_base_ms.to_string()),
-            ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
-            ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
-        ];
-        let cova = common::Cova { vars: vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() };
+        let cova = common::Cova::sharing(
+            c,
+            &[
+                ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", tiktok.web_base_url.clone()),
+                ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", tiktok.requests_per_second.to_string()),
+                ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", tiktok.retry_base_ms.to_string()),
+                ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
+                ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
+            ],
+        );
         Self { child: cova.start_until("scraper", "scraper consuming") }
     }
 
@@ -582,6 +579,177 @@ async fn export_speed(report: &mut Report) {
     sim.stop().await;
 }
 
+/// Fifty keywords of mixed scripts against the comment texts of the 5,000-comment post
+/// (each text matched as the notifier does: normalised, then one automaton pass).
+fn keyword_matching(report: &mut Report, texts: &[String]) {
+    let mut keywords: Vec<String> =
+        ["price", "preis", "🔥", "where to buy", "refund", "scam", "価格", "배송", "cuánto", "GlowLab"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+    keywords.extend((keywords.len()..50).map(|n| format!("keyword{n}")));
+    let matcher = cova_domain::text::Matcher::new(&keywords);
+    let rounds = 20;
+    let started = Instant::now();
+    let mut hits = 0usize;
+    for _ in 0..rounds {
+        for text in texts {
+            hits += std::hint::black_box(matcher.find(text)).len();
+        }
+    }
+    let took = started.elapsed();
+    let matched = texts.len() * rounds;
+    report.add(
+        "keyword_matching_50_keywords",
+        format!("{:.0} comments/s ({matched} comments, {} hits)", matched as f64 / took.as_secs_f64(), hits),
+    );
+}
+
+/// F1 of one class from (truth, predicted) pairs.
+fn f1<T: PartialEq + Copy>(pairs: &[(T, T)], class: T) -> f64 {
+    let tp = pairs.iter().filter(|(t, p)| *t == class && *p == class).count() as f64;
+    let fp = pairs.iter().filter(|(t, p)| *t != class && *p == class).count() as f64;
+    let fn_ = pairs.iter().filter(|(t, p)| *t == class && *p != class).count() as f64;
+    if tp == 0.0 { 0.0 } else { 2.0 * tp / (2.0 * tp + fp + fn_) }
+}
+
+fn accuracy<T: PartialEq>(pairs: &[(T, T)]) -> f64 {
+    pairs.iter().filter(|(t, p)| t == p).count() as f64 / pairs.len().max(1) as f64
+}
+
+/// The offline analyzer against the labelled set (`tests/data/labelled-comments.jsonl`):
+/// sentiment accuracy and macro-F1, question and spam F1, per language and overall; then its
+/// speed on the 5,000-comment post, everything computed (topics, questions, summary).
+async fn analyzer_quality(report: &mut Report, texts: &[String]) {
+    use cova_analyzers::{Analyzer, Comment, Label, Offline};
+    let path = format!("{}/../../tests/data/labelled-comments.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let data = std::fs::read_to_string(&path).expect("the labelled set");
+    let rows: Vec<serde_json::Value> =
+        data.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let offline = Offline::new();
+    let mut langs: Vec<String> = rows.iter().map(|r| r["lang"].as_str().unwrap_or_default().to_owned()).collect();
+    langs.sort();
+    langs.dedup();
+    langs.push("all".into());
+    for lang in &langs {
+        let subset: Vec<&serde_json::Value> =
+            rows.iter().filter(|r| lang == "all" || r["lang"] == lang.as_str()).collect();
+        let mut sentiment = Vec::new();
+        let mut question = Vec::new();
+        let mut spam = Vec::new();
+        let mut detected = Vec::new();
+        for r in &subset {
+            let got = offline.label(r["text"].as_str().unwrap_or_default());
+            let truth = Label::parse(r["sentiment"].as_str().unwrap_or_default()).unwrap_or(Label::Neutral);
+            sentiment.push((truth, got.sentiment));
+            question.push((r["question"].as_bool().unwrap_or(false), got.question));
+            spam.push((r["spam"].as_bool().unwrap_or(false), got.spam));
+            detected.push((r["lang"].as_str().unwrap_or_default() == got.language, true));
+        }
+        let macro_f1 = Label::ALL.iter().map(|l| f1(&sentiment, *l)).sum::<f64>() / 3.0;
+        report.add(
+            &format!("analyzer_offline_{lang}"),
+            format!(
+                "{} comments: sentiment accuracy {:.2}, macro-F1 {:.2}; question F1 {:.2}; spam F1 {:.2}; language detected {:.2}",
+                subset.len(),
+                accuracy(&sentiment),
+                macro_f1,
+                f1(&question, true),
+                f1(&spam, true),
+                accuracy(&detected)
+            ),
+        );
+    }
+    let comments: Vec<Comment> =
+        texts.iter().enumerate().map(|(i, t)| Comment { id: i.to_string(), text: t.clone() }).collect();
+    let phrases = vec!["where to buy".to_owned(), "price".to_owned(), "shipping".to_owned()];
+    let started = Instant::now();
+    let result = offline.analyze(&comments, &phrases).await.expect("offline analysis");
+    let took = started.elapsed();
+    report.add(
+        "analyzer_offline_speed_5000_comments",
+        format!(
+            "{:.0} comments/s ({} in {}, {} topics)",
+            comments.len() as f64 / took.as_secs_f64(),
+            result.comments,
+            ms(took),
+            result.topics.len()
+        ),
+    );
+}
+
+/// The comment texts of the simulator's 5,000-comment post, replies included.
+async fn post_texts() -> Vec<String> {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+    let post = sim.expected_post(&tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS).to_string());
+    sim.stop().await;
+    post.comments.iter().flat_map(|c| std::iter::once(c).chain(c.replies.iter())).map(|c| c.text.clone()).collect()
+}
+
+/// Webhook deliveries queued at once, sent by the notifier to HTTPS receivers that take
+/// `RECEIVER_LATENCY` per request (a new TLS connection per delivery, as cova pins each to
+/// its checked address): one receiver, bounded by the per-receiver limit, then eight.
+async fn delivery_throughput(report: &mut Report) {
+    use cova_storage::repo::channels::Channel;
+    use cova_storage::repo::deliveries::{self, NewDelivery};
+    const RECEIVER_LATENCY: Duration = Duration::from_millis(50);
+    const DELIVERIES: usize = 800;
+    for receivers in [1usize, 8] {
+        let ca = cova_tests::receiver::TestCa::new();
+        let hosts: Vec<String> = (0..receivers).map(|n| format!("hook{n}.bench")).collect();
+        let mut listening = Vec::new();
+        for host in &hosts {
+            let r = cova_tests::receiver::Receiver::spawn(&ca, host).await;
+            r.set_latency(RECEIVER_LATENCY);
+            listening.push(r);
+        }
+        let app = spawn_app_on(TestDatabase::sqlite(), SimConfig::default(), Scraper::InProcess, |c| {
+            c.limits.api_requests_per_minute = 10_000_000;
+            for host in &hosts {
+                cova_tests::use_receivers(c, &ca, host);
+            }
+        })
+        .await;
+        let per_receiver = app.config.notifier.per_receiver;
+        let concurrency = app.config.notifier.concurrency;
+        let mut accounts = Vec::new();
+        for r in &listening {
+            let (account, token) = app.integrator().await;
+            app.grant(&account, 1_000).await;
+            let hook = serde_json::json!({"webhook": {"url": format!("{}/hook", r.base_url)}});
+            app.client(Some(&token)).put_json("/api/v1/notification-channels", hook).await.ok();
+            accounts.push(account.id.clone());
+        }
+        let now = cova_domain::time::now_ms();
+        let body = r#"{"type":"keyword.alert","id":"bench"}"#;
+        let started = Instant::now();
+        for n in 0..DELIVERIES {
+            let event_id = format!("bench-{n}");
+            let delivery = NewDelivery {
+                account_id: &accounts[n % receivers],
+                event_id: &event_id,
+                event_type: "keyword.alert",
+                channel: Channel::Webhook,
+                payload: body,
+            };
+            deliveries::enqueue(&app.backends.db, delivery, now).await.expect("enqueue");
+        }
+        while listening.iter().map(|r| r.count()).sum::<usize>() < DELIVERIES {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = started.elapsed();
+        let bound = (concurrency.min(receivers * per_receiver)) as f64 / RECEIVER_LATENCY.as_secs_f64();
+        report.add(
+            &format!("delivery_throughput_{receivers}_receivers_50ms"),
+            format!(
+                "{:.0} deliveries/s ({DELIVERIES} deliveries; bound {bound:.0}/s at {per_receiver} per receiver, {concurrency} per notifier)",
+                DELIVERIES as f64 / took.as_secs_f64()
+            ),
+        );
+        app.stop().await;
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut report = Report { lines: Vec::new() };
@@ -593,6 +761,10 @@ fn main() {
         app.stop().await;
         scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
         export_speed(&mut report).await;
+        let texts = post_texts().await;
+        keyword_matching(&mut report, &texts);
+        analyzer_quality(&mut report, &texts).await;
+        delivery_throughput(&mut report).await;
 
         if real.reachable() {
             let app = real.app(SimConfig::default(), Scraper::InProcess).await;

@@ -25,6 +25,10 @@ pub enum Command {
     Scraper,
     /// Only the scheduler: starts due watch runs and purges expired breakdowns (needs amqp://).
     Scheduler,
+    /// Only the notifier: keyword alerts and deliveries to Telegram and webhooks (needs amqp://).
+    Notifier,
+    /// Only the ai-worker: runs AI jobs on collected comments (needs amqp://).
+    AiWorker,
     /// Creates or upgrades the database schema; safe to run again.
     Migrate,
     /// Operator commands: accounts, packs, tokens.
@@ -111,6 +115,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway => serve::run(config, &[Role::Gateway]).await,
         Command::Scraper => serve::run(config, &[Role::Scraper]).await,
         Command::Scheduler => serve::run(config, &[Role::Scheduler]).await,
+        Command::Notifier => serve::run(config, &[Role::Notifier]).await,
+        Command::AiWorker => serve::run(config, &[Role::AiWorker]).await,
         Command::Migrate => serve::migrate(config).await,
         Command::Admin(args) => admin::run(config, args.command).await,
     }

@@ -134,7 +134,9 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     kill(&mut front);
     if queue_url.is_some() {
         let cfg = cova_config::QueueConfig { url: queue_url.unwrap_or_default(), prefix, prefetch: 1 };
-        if let Ok(q) = cova_queue::Queue::connect(&cfg, cova_messages::roles::ALL).await {
+        if let Ok(q) =
+            cova_queue::Queue::connect_with(&cfg, cova_messages::roles::ALL, cova_messages::event_queues::ALL).await
+        {
             let _ = q.teardown().await;
         }
     }

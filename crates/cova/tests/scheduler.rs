@@ -92,9 +92,10 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
         WATCHES,
         "every watch was rescheduled an interval on"
     );
-    let q = cova_queue::Queue::connect(
+    let q = cova_queue::Queue::connect_with(
         &cova_config::QueueConfig { url: queue_url, prefix, prefetch: 1 },
         cova_messages::roles::ALL,
+        cova_messages::event_queues::ALL,
     )
     .await
     .expect("queue");

@@ -31,6 +31,8 @@ pub struct AppState {
     pub outbox: Arc<tokio::sync::Notify>,
     /// Peers whose `X-Forwarded-For` is believed (`http.trusted_proxies`).
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Checks and tests customers' notification channels.
+    pub notify: Arc<cova_notify::Sender>,
     tokens: auth::TokenCache,
     inflight: lookup::InFlight,
 }
@@ -41,11 +43,21 @@ impl AppState {
         backends: Backends,
         platforms: cova_platforms::Platforms,
         outbox: Arc<tokio::sync::Notify>,
+        notify: Arc<cova_notify::Sender>,
     ) -> Arc<Self> {
         let tokens = auth::TokenCache::new(Duration::from_millis(config.auth.token_cache_ms));
         // Validated at load; an entry that does not parse cannot reach here.
         let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
-        Arc::new(Self { config, backends, platforms, outbox, trusted_proxies, tokens, inflight: Default::default() })
+        Arc::new(Self {
+            config,
+            backends,
+            platforms,
+            outbox,
+            trusted_proxies,
+            notify,
+            tokens,
+            inflight: Default::default(),
+        })
     }
 
     /// Now, on the clock the product rules run on.

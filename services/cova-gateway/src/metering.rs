@@ -83,6 +83,25 @@ pub async fn before_limit<T>(
     }
 }
 
+/// The common start of an endpoint on the general request limit: authenticates, runs the
+/// scope check and the endpoint's validation (`checks`) before spending the limit, then spends
+/// it. Every refusal carries the limit and quota headers.
+pub async fn authorized<T>(
+    req: &actix_web::HttpRequest,
+    state: &AppState,
+    scope: cova_auth::Scope,
+    checks: impl AsyncFnOnce(&Principal) -> Result<T, ApiError>,
+) -> Result<(Principal, Meter, T), crate::error::HttpError> {
+    let principal = crate::auth::authenticate(req, state).await?;
+    let value = before_limit(state, &principal, &Limit::api(state, &principal.account_id), async {
+        principal.require(scope)?;
+        checks(&principal).await
+    })
+    .await?;
+    let (meter, _) = Meter::api(state, &principal).await?;
+    Ok((principal, meter, value))
+}
+
 /// Headers gathered while a request is checked, attached to its answer whatever it is.
 #[derive(Debug, Default, Clone)]
 pub struct Meter {

@@ -181,6 +181,27 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
     Ok(rows.into_iter().map(row).collect())
 }
 
+/// The comments of a scrape first seen at `at` (the scrape's new comments), in collection order.
+pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
+    let mut conn = db.conn().await?;
+    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
+        job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::first_seen_at.eq(at))
+            .order(job_comments::position.asc())
+            .select((
+                job_comments::position,
+                job_comments::comment_id,
+                job_comments::parent_id,
+                job_comments::body,
+                job_comments::first_seen_at,
+            ))
+            .load(c)
+            .await
+    })?;
+    Ok(rows.into_iter().map(row).collect())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -56,8 +56,13 @@ pub async fn get(db: &Db, account_id: &str) -> Result<Channels> {
 pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, now: i64) -> Result<(Channels, bool)> {
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
-        let current =
-            channels::table.find(account_id).select(Channels::as_select()).first(c).await.optional()?.unwrap_or_default();
+        let current = channels::table
+            .find(account_id)
+            .select(Channels::as_select())
+            .first(c)
+            .await
+            .optional()?
+            .unwrap_or_default();
         let secret_created = next.webhook_url.is_some() && current.webhook_secret.is_none();
         let secret = match (&next.webhook_url, current.webhook_secret) {
             (None, _) => None,
@@ -87,7 +92,7 @@ pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, n
             channels::updated_at.eq(now),
         );
         diesel::insert_into(channels::table)
-            .values((channels::account_id.eq(account_id), values.clone()))
+            .values((channels::account_id.eq(account_id), values))
             .on_conflict(channels::account_id)
             .do_update()
             .set(values)

@@ -5,12 +5,15 @@
 use super::balances::{close_in, reserve_in};
 use super::outbox::insert_in as outbox_in;
 use crate::StorageError;
-use crate::schema::{accounts, analyses, balances, idempotency_keys, job_comments, job_leases, jobs, reservations};
+use crate::schema::{
+    accounts, ai_consents, ai_jobs, ai_quotes, analyses, balances, idempotency_keys, job_comments, job_leases, jobs,
+    reservations,
+};
 use crate::{Db, Result, in_transaction, with_conn};
 use cova_domain::limits::{self, MAX_RUNNING_ANALYSES, hold};
 use cova_domain::time::month_of;
 use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
-use cova_messages::{AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
+use cova_messages::{AiCommand, AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -148,14 +151,14 @@ pub enum CreateOutcome {
 
 /// Inside a transaction: remembers that `key` answered with `job_id`.
 macro_rules! remember_key {
-    ($c:ident, $new:expr, $job_id:expr, $now:expr) => {
-        if let Some(key) = $new.idempotency_key {
+    ($c:ident, $account_id:expr, $key:expr, $job_id:expr, $ref:expr, $now:expr) => {
+        if let Some(key) = $key {
             diesel::insert_into(idempotency_keys::table)
                 .values((
-                    idempotency_keys::account_id.eq($new.account_id),
+                    idempotency_keys::account_id.eq($account_id),
                     idempotency_keys::key.eq(key),
                     idempotency_keys::job_id.eq($job_id),
-                    idempotency_keys::ref_.eq($new.r#ref),
+                    idempotency_keys::ref_.eq($ref),
                     idempotency_keys::created_at.eq($now),
                 ))
                 .on_conflict_do_nothing()
@@ -163,6 +166,24 @@ macro_rules! remember_key {
                 .await?;
         }
     };
+}
+
+/// Inside a transaction: what an Idempotency-Key answered before, as (job id, ref), after
+/// forgetting the account's keys older than [`limits::IDEMPOTENCY`].
+macro_rules! earlier_key {
+    ($c:ident, $account_id:expr, $key:expr, $now:expr) => {{
+        diesel::delete(idempotency_keys::table)
+            .filter(idempotency_keys::account_id.eq($account_id))
+            .filter(idempotency_keys::created_at.le($now - limits::ms(limits::IDEMPOTENCY)))
+            .execute($c)
+            .await?;
+        idempotency_keys::table
+            .find(($account_id, $key))
+            .select((idempotency_keys::job_id, idempotency_keys::ref_))
+            .first::<(String, String)>($c)
+            .await
+            .optional()?
+    }};
 }
 
 /// Creates an analyze job, or answers why not. Every check and the writes share one
@@ -183,25 +204,14 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             .execute(c)
             .await?;
 
-        if let Some(key) = new.idempotency_key {
-            diesel::delete(idempotency_keys::table)
-                .filter(idempotency_keys::account_id.eq(new.account_id))
-                .filter(idempotency_keys::created_at.le(now - limits::ms(limits::IDEMPOTENCY)))
-                .execute(c)
-                .await?;
-            let earlier = idempotency_keys::table
-                .find((new.account_id, key))
-                .select((idempotency_keys::job_id, idempotency_keys::ref_))
-                .first::<(String, String)>(c)
-                .await
-                .optional()?;
-            if let Some((earlier_job, earlier_ref)) = earlier {
-                if earlier_ref != new.r#ref {
-                    return Ok(CreateOutcome::IdempotencyConflict);
-                }
-                if let Some(job) = find_job!(c, &earlier_job)? {
-                    return Ok(CreateOutcome::Repeated(job));
-                }
+        if let Some(key) = new.idempotency_key
+            && let Some((earlier_job, earlier_ref)) = earlier_key!(c, new.account_id, key, now)
+        {
+            if earlier_ref != new.r#ref {
+                return Ok(CreateOutcome::IdempotencyConflict);
+            }
+            if let Some(job) = find_job!(c, &earlier_job)? {
+                return Ok(CreateOutcome::Repeated(job));
             }
         }
 
@@ -221,7 +231,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
             && !(new.refresh && dedup == Dedup::RecentResult)
         {
-            remember_key!(c, new, &job.id, now);
+            remember_key!(c, new.account_id, new.idempotency_key, &job.id, new.r#ref, now);
             return Ok(CreateOutcome::Deduplicated(job, dedup));
         }
 
@@ -268,7 +278,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             ))
             .execute(c)
             .await?;
-        remember_key!(c, new, &job_id, now);
+        remember_key!(c, new.account_id, new.idempotency_key, &job_id, new.r#ref, now);
         let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() });
         outbox_in!(c, &command, trace_headers, now);
         let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
@@ -689,4 +699,185 @@ pub async fn latest_of_token(db: &Db, account_id: &str, token_id: &str) -> Resul
             .optional()
     })?;
     row.map(Job::try_from).transpose()
+}
+
+pub struct NewAi<'a> {
+    pub account_id: &'a str,
+    /// The token whose call is the consent to send the comments to the model.
+    pub token_id: Option<&'a str>,
+    pub quote_id: &'a str,
+    pub idempotency_key: Option<&'a str>,
+}
+
+#[derive(Debug)]
+pub enum AiOutcome {
+    /// A new AI job, queued, with the quote's charge held on the balance.
+    Created(Job),
+    /// The same Idempotency-Key ran this quote before: the same job.
+    Repeated(Job),
+    /// No such quote for this account.
+    UnknownQuote,
+    Expired,
+    /// The quote already started a job.
+    Used,
+    /// The analysis was collected again (or removed) since the quote.
+    Stale,
+    IdempotencyConflict,
+    PaymentRequired,
+    QuotaExceeded,
+}
+
+/// Runs a quote: in one transaction that locks the account row, checks the quote, reserves
+/// its charge, records the consent and queues the AI job (its command in the outbox).
+pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -> Result<AiOutcome> {
+    let month = month_of(now);
+    let job_id = super::new_id();
+    // Keys are shared with /analyze; an AI run remembers its quote in place of a ref.
+    let key_ref = format!("quote:{}", new.quote_id);
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        diesel::update(accounts::table.find(new.account_id))
+            .set(accounts::active_tokens.eq(accounts::active_tokens))
+            .execute(c)
+            .await?;
+        if let Some(key) = new.idempotency_key
+            && let Some((earlier_job, earlier_ref)) = earlier_key!(c, new.account_id, key, now)
+        {
+            if earlier_ref != key_ref {
+                return Ok(AiOutcome::IdempotencyConflict);
+            }
+            if let Some(job) = find_job!(c, &earlier_job)? {
+                return Ok(AiOutcome::Repeated(job));
+            }
+        }
+        let quote = ai_quotes::table
+            .find(new.quote_id)
+            .filter(ai_quotes::account_id.eq(new.account_id))
+            .select(super::ai::Quote::as_select())
+            .first(c)
+            .await
+            .optional()?;
+        let Some(quote) = quote else { return Ok(AiOutcome::UnknownQuote) };
+        if quote.job_id.is_some() {
+            return Ok(AiOutcome::Used);
+        }
+        if quote.expires_at <= now {
+            return Ok(AiOutcome::Expired);
+        }
+        let source = analyses::table
+            .find((new.account_id, &quote.r#ref))
+            .filter(analyses::status.eq(AnalysisStatus::Ready.as_str()))
+            .select((analyses::last_job_id, analyses::url))
+            .first::<(Option<String>, String)>(c)
+            .await
+            .optional()?;
+        let url = match source {
+            Some((Some(job), url)) if job == quote.source_job_id => url,
+            _ => return Ok(AiOutcome::Stale),
+        };
+        let balance = balances::table
+            .find((new.account_id, &month))
+            .select((balances::granted, balances::granted - balances::reserved - balances::spent))
+            .first::<(i64, i64)>(c)
+            .await
+            .optional()?;
+        let (granted, available) = balance.unwrap_or((0, 0));
+        if granted <= 0 {
+            return Ok(AiOutcome::PaymentRequired);
+        }
+        if available < quote.charge || !reserve_in!(c, new.account_id, &job_id, &month, quote.charge, now) {
+            return Ok(AiOutcome::QuotaExceeded);
+        }
+        diesel::insert_into(jobs::table)
+            .values((
+                jobs::id.eq(&job_id),
+                jobs::account_id.eq(new.account_id),
+                jobs::token_id.eq(new.token_id),
+                jobs::kind.eq(JobKind::Ai.as_str()),
+                jobs::ref_.eq(&quote.r#ref),
+                jobs::url.eq(&url),
+                jobs::status.eq(JobStatus::Queued.as_str()),
+                jobs::created_at.eq(now),
+                jobs::comments_collected.eq(0),
+                jobs::comments_expected.eq(quote.comments),
+                jobs::truncated.eq(false),
+            ))
+            .execute(c)
+            .await?;
+        diesel::insert_into(ai_jobs::table)
+            .values((
+                ai_jobs::job_id.eq(&job_id),
+                ai_jobs::quote_id.eq(&quote.id),
+                ai_jobs::source_job_id.eq(&quote.source_job_id),
+                ai_jobs::tasks.eq(&quote.tasks),
+                ai_jobs::comments.eq(quote.comments),
+                ai_jobs::charge.eq(quote.charge),
+            ))
+            .execute(c)
+            .await?;
+        diesel::update(ai_quotes::table.find(&quote.id)).set(ai_quotes::job_id.eq(&job_id)).execute(c).await?;
+        diesel::insert_into(ai_consents::table)
+            .values((
+                ai_consents::id.eq(super::new_id()),
+                ai_consents::account_id.eq(new.account_id),
+                ai_consents::token_id.eq(new.token_id),
+                ai_consents::ref_.eq(&quote.r#ref),
+                ai_consents::job_id.eq(&job_id),
+                ai_consents::created_at.eq(now),
+            ))
+            .execute(c)
+            .await?;
+        remember_key!(c, new.account_id, new.idempotency_key, &job_id, &key_ref, now);
+        let command = Outgoing::command(&AiCommand { job_id: job_id.clone() });
+        outbox_in!(c, &command, trace_headers, now);
+        let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
+        Ok(AiOutcome::Created(job))
+    })
+}
+
+/// Completes an AI job once: stores its result, charges the quoted charge (held at run) and
+/// queues the `job.complete` event. False on a duplicate or a lost lease.
+pub async fn complete_ai(
+    db: &Db,
+    job_id: &str,
+    owner: &str,
+    result: &str,
+    model: &str,
+    tokens_used: Option<i64>,
+    now: i64,
+) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(false);
+        }
+        let charge = ai_jobs::table
+            .find(job_id)
+            .select((ai_jobs::charge, ai_jobs::comments))
+            .first::<(i64, i64)>(c)
+            .await
+            .optional()?;
+        let Some((charge, comments)) = charge else { return Ok(false) };
+        let done = diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
+            .set((
+                jobs::status.eq(JobStatus::Complete.as_str()),
+                jobs::finished_at.eq(now),
+                jobs::comments_collected.eq(comments),
+            ))
+            .execute(c)
+            .await?;
+        if done == 0 {
+            return Ok(false);
+        }
+        diesel::update(ai_jobs::table.find(job_id))
+            .set((ai_jobs::result.eq(result), ai_jobs::model.eq(model), ai_jobs::tokens_used.eq(tokens_used)))
+            .execute(c)
+            .await?;
+        let _charged: Option<i64> = close_in!(c, job_id, Some(charge), now)?;
+        diesel::delete(job_leases::table.find(job_id)).execute(c).await?;
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
+        outbox_in!(c, &end_event(&job), "{}", now);
+        Ok(true)
+    })
 }

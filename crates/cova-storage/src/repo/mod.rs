@@ -1,10 +1,15 @@
 //! Repository functions, one module per aggregate. Each is written once for both databases.
 
 pub mod accounts;
+pub mod ai;
+pub mod alerts;
 pub mod analyses;
 pub mod balances;
 pub mod breakdown;
+pub mod channels;
+pub mod deliveries;
 pub mod jobs;
+pub mod keywords;
 pub mod outbox;
 pub mod tokens;
 pub mod watches;

@@ -12,6 +12,20 @@ pub struct Cova {
 }
 
 impl Cova {
+    /// A process on the backends of `config` (same database, queue and cache, with their
+    /// prefixes), plus `extra` settings.
+    pub fn sharing(config: &cova_config::Config, extra: &[(&str, String)]) -> Self {
+        let backends = [
+            ("COVA_DATABASE__URL", config.database.url.clone()),
+            ("COVA_QUEUE__URL", config.queue.url.clone()),
+            ("COVA_QUEUE__PREFIX", config.queue.prefix.clone()),
+            ("COVA_CACHE__URL", config.cache.url.clone()),
+            ("COVA_CACHE__PREFIX", config.cache.prefix.clone()),
+        ];
+        let vars = backends.into_iter().chain(extra.iter().cloned()).map(|(k, v)| (k.to_owned(), v)).collect();
+        Self { vars }
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
         cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());

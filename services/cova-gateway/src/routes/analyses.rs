@@ -8,7 +8,7 @@ use crate::auth::{Principal, authenticate};
 use crate::error::HttpResult;
 use crate::input::{self, read_body, url_body};
 use crate::lookup;
-use crate::metering::{Limit, Meter, before_limit};
+use crate::metering::{Limit, Meter, authorized, before_limit};
 use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine as _;
@@ -29,21 +29,13 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::
 /// Longest search text.
 const MAX_QUERY_LEN: usize = 200;
 
-/// Authenticates, then runs the endpoint's scope and validation checks before spending the
-/// general request limit.
+/// The library's scope, checked by [`authorized`] on every endpoint here.
 async fn checked<T>(
     req: &HttpRequest,
     state: &AppState,
     checks: impl AsyncFnOnce(&Principal) -> Result<T, ApiError>,
 ) -> Result<(Principal, Meter, T), crate::error::HttpError> {
-    let principal = authenticate(req, state).await?;
-    let value = before_limit(state, &principal, &Limit::api(state, &principal.account_id), async {
-        principal.require(Scope::LibraryWrite)?;
-        checks(&principal).await
-    })
-    .await?;
-    let (meter, _) = Meter::api(state, &principal).await?;
-    Ok((principal, meter, value))
+    authorized(req, state, Scope::LibraryWrite, checks).await
 }
 
 fn parse_ref(raw: &str) -> Result<PostRef, ApiError> {

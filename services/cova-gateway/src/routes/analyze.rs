@@ -140,6 +140,8 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     let job = jobs::get_for_account(db, &path, &principal.account_id)
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        // AI jobs answer at /ai/jobs/{id}.
+        .filter(|j| j.kind == cova_domain::JobKind::Analyze)
         .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
     let mut body = views::job(&job, None);
     if job.status == JobStatus::Complete {

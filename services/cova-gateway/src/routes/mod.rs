@@ -1,10 +1,12 @@
 //! Route table. Every resource answers 405 `method_not_allowed` for methods it does not serve.
 
+mod ai;
 mod analyses;
 mod analyze;
 mod export;
 mod health;
 mod metadata;
+mod notifications;
 mod sandbox;
 mod usage;
 mod views;
@@ -38,6 +40,33 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/analyses/{ref}/watch", web::put().to(analyses::watch)))
                 .service(resource("/analyses/{ref}/refresh", web::post().to(analyses::refresh)))
                 .service(resource("/analyses/{ref}/export", web::get().to(export::export)))
+                .service(
+                    web::resource("/keywords")
+                        .route(web::get().to(notifications::get_keywords))
+                        .route(web::put().to(notifications::put_keywords))
+                        .default_service(web::to(method_not_allowed)),
+                )
+                .service(resource("/keyword-alerts", web::get().to(notifications::get_alerts)))
+                .service(
+                    web::resource("/notification-channels")
+                        .route(web::get().to(notifications::get_channels))
+                        .route(web::put().to(notifications::put_channels))
+                        .default_service(web::to(method_not_allowed)),
+                )
+                .service(resource(
+                    "/notification-channels/webhook/rotate-secret",
+                    web::post().to(notifications::rotate_secret),
+                ))
+                .service(resource("/notification-channels/test", web::post().to(notifications::test_channels)))
+                .service(resource("/notification-channels/deliveries", web::get().to(notifications::get_deliveries)))
+                .service(resource(
+                    "/notification-channels/deliveries/{id}/replay",
+                    web::post().to(notifications::replay),
+                ))
+                .service(resource("/ai/quote", web::post().to(ai::quote)))
+                .service(resource("/ai/run", web::post().to(ai::run)))
+                .service(resource("/ai/jobs/{id}", web::get().to(ai::get_job)))
+                .service(resource("/ai/{ref}/queries", web::put().to(ai::put_queries)))
                 .service(resource("/sandbox/metadata", web::post().to(sandbox::metadata)))
                 .service(resource("/sandbox/analyze", web::post().to(sandbox::analyze))),
         );

@@ -4,6 +4,7 @@ use cova_domain::Dedup;
 use cova_domain::time::rfc3339;
 use cova_storage::repo::analyses::Analysis;
 use cova_storage::repo::breakdown::{Page, Row};
+use cova_storage::repo::deliveries::{Delivery, State};
 use cova_storage::repo::jobs::Job;
 use serde_json::{Value, json};
 
@@ -81,5 +82,22 @@ pub fn watch(a: &Analysis) -> Value {
         "next_run_at": a.watch.next_run_at.filter(|_| a.watch.enabled).map(rfc3339),
         "last_run_at": a.watch.last_run_at.map(rfc3339),
         "last_error": a.watch.last_error,
+    })
+}
+
+/// An entry of the delivery log.
+pub fn delivery(d: &Delivery) -> Value {
+    json!({
+        "id": d.id,
+        "event_id": d.event_id,
+        "type": d.event_type,
+        "channel": d.channel.as_str(),
+        "state": d.state.as_str(),
+        "attempts": d.attempts,
+        "last_status": d.last_status,
+        "last_error": d.last_error,
+        "next_attempt_at": (d.state == State::Pending).then(|| rfc3339(d.next_attempt_at)),
+        "delivered_at": d.delivered_at.map(rfc3339),
+        "created_at": rfc3339(d.created_at),
     })
 }

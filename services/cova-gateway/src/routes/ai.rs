@@ -1,0 +1,251 @@
+//! AI endpoints (scope `ai:write`): a quote of the charge, a run of the quote as an AI job,
+//! the job's state and result, and the watch phrases of an analysis. Calling them with a
+//! token is consent to send the analysis' comment texts to the configured model; a run
+//! records that consent.
+
+use super::analyze::idempotency_key;
+use crate::error::HttpResult;
+use crate::input::{self, read_body};
+use crate::metering::authorized;
+use crate::{AppState, backend_errors};
+use actix_web::{HttpRequest, HttpResponse, web};
+use cova_auth::Scope;
+use cova_domain::JobKind;
+use cova_domain::limits::{AI_QUOTE_VALIDITY, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms};
+use cova_domain::time::rfc3339;
+use cova_errors::{ApiError, ErrorCode};
+use cova_platforms::PostRef;
+use cova_storage::repo::ai::{self, NewQuote};
+use cova_storage::repo::analyses;
+use cova_storage::repo::jobs::{self, AiOutcome, NewAi};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn parse_ref(raw: &str) -> Result<PostRef, ApiError> {
+    input::text("ref", raw)?;
+    raw.parse::<PostRef>().map_err(|e| ApiError::validation(e.detail().to_owned()))
+}
+
+fn unknown_ref(r#ref: &str) -> ApiError {
+    ApiError::not_found(format!("`{ref}` is not among this account's analyses."))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuoteBody {
+    r#ref: String,
+    tasks: Option<Vec<String>>,
+}
+
+/// `POST /ai/quote {ref, tasks?}`: the charge of an AI run on the analysis' collected
+/// comments, valid for 15 minutes.
+pub async fn quote(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let (principal, meter, (r#ref, tasks)) = authorized(&req, &state, Scope::AiWrite, async |_| {
+        let body: QuoteBody =
+            input::json(&read_body(&state, payload).await?, r#"{"ref": "tiktok:7301234567890123456"}"#)?;
+        let r#ref = parse_ref(&body.r#ref)?.to_string();
+        let tasks = cova_domain::ai::task_set(body.tasks.as_deref()).map_err(ApiError::validation)?;
+        Ok((r#ref, tasks))
+    })
+    .await?;
+    let db = &state.backends.db;
+    let analysis = analyses::get(db, &principal.account_id, &r#ref)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .ok_or_else(|| meter.fail(unknown_ref(&r#ref)))?;
+    let Some(source) = analysis.breakdown_job().filter(|_| analysis.comment_count > 0) else {
+        return Err(meter
+            .fail(ApiError::new(ErrorCode::PaymentRequired, "Comments were not collected for this post yet."))
+            .into());
+    };
+    let now = state.now();
+    let quote = ai::create_quote(
+        db,
+        NewQuote {
+            account_id: &principal.account_id,
+            r#ref: &r#ref,
+            source_job_id: source,
+            tasks: &tasks,
+            comments: analysis.comment_count,
+            charge: ai_charge(analysis.comment_count),
+            expires_at: now + ms(AI_QUOTE_VALIDITY),
+        },
+        now,
+    )
+    .await
+    .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    Ok(meter.json(
+        HttpResponse::Ok(),
+        &json!({
+            "quote_id": quote.id,
+            "ref": quote.r#ref,
+            "tasks": quote.task_list(),
+            "comments": quote.comments,
+            "charge": quote.charge,
+            "expires_at": rfc3339(quote.expires_at),
+        }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunBody {
+    quote_id: String,
+}
+
+/// `POST /ai/run {quote_id}`: holds the quote's charge and starts the AI job (202); the same
+/// `Idempotency-Key` answers the same job (200).
+pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let (principal, mut meter, (quote_id, key)) = authorized(&req, &state, Scope::AiWrite, async |_| {
+        let body: RunBody = input::json(&read_body(&state, payload).await?, r#"{"quote_id": "…"}"#)?;
+        let quote_id = input::text("quote_id", body.quote_id.trim())?.to_owned();
+        Ok((quote_id, idempotency_key(&req)?))
+    })
+    .await?;
+    let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
+    let outcome = jobs::create_ai(
+        &state.backends.db,
+        NewAi {
+            account_id: &principal.account_id,
+            token_id: Some(&principal.token_id),
+            quote_id: &quote_id,
+            idempotency_key: key.as_deref(),
+        },
+        &trace,
+        state.now(),
+    )
+    .await
+    .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let refused = |e: ApiError| -> HttpResult { Err(meter.fail(e).into()) };
+    let job = match outcome {
+        AiOutcome::Created(job) => {
+            state.outbox.notify_one();
+            tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, "AI job queued");
+            let _ = meter.balance(&state, &principal).await;
+            let view = ai_job_view(&state, &job).await.map_err(|e| meter.fail(e))?;
+            return Ok(meter.json(HttpResponse::Accepted(), &view));
+        }
+        AiOutcome::Repeated(job) => job,
+        AiOutcome::UnknownQuote => return refused(ApiError::not_found("No such quote for this account.")),
+        AiOutcome::Expired => {
+            return refused(ApiError::validation(
+                "The quote has expired (quotes are valid 15 minutes); ask for a new one.",
+            ));
+        }
+        AiOutcome::Used => return refused(ApiError::validation("The quote was already run; ask for a new one.")),
+        AiOutcome::Stale => {
+            return refused(ApiError::validation(
+                "The analysis' comments changed since the quote (collected again or removed); ask for a new quote.",
+            ));
+        }
+        AiOutcome::IdempotencyConflict => return refused(ApiError::of(ErrorCode::IdempotencyConflict)),
+        AiOutcome::PaymentRequired => {
+            return refused(ApiError::new(ErrorCode::PaymentRequired, "AI needs a comment pack this month."));
+        }
+        AiOutcome::QuotaExceeded => {
+            return refused(ApiError::new(ErrorCode::QuotaExceeded, "The balance does not cover the quote's charge."));
+        }
+    };
+    let view = ai_job_view(&state, &job).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &view))
+}
+
+/// An AI job as the API shows it; the result only with the quoted tasks' fields.
+async fn ai_job_view(state: &AppState, job: &jobs::Job) -> Result<Value, ApiError> {
+    let spec = ai::get_job(&state.backends.db, &job.id).await.map_err(backend_errors::storage)?;
+    let result = spec.as_ref().and_then(|s| {
+        let mut full: Value = serde_json::from_str(s.result.as_deref()?).ok()?;
+        let keep: Vec<&str> = s.task_list().iter().flat_map(|t| cova_domain::ai::fields(t)).copied().collect();
+        if let Some(obj) = full.as_object_mut() {
+            obj.retain(|k, _| matches!(k.as_str(), "model" | "comments" | "tokens_used") || keep.contains(&k.as_str()));
+        }
+        Some(full)
+    });
+    let mut v = json!({
+        "id": job.id,
+        "status": job.status.as_str(),
+        "ref": job.r#ref,
+        "quote_id": spec.as_ref().map(|s| &s.quote_id),
+        "tasks": spec.as_ref().map(|s| s.task_list()),
+        "comments": spec.as_ref().map(|s| s.comments),
+        "charge": spec.as_ref().map(|s| s.charge),
+        "created_at": rfc3339(job.created_at),
+        "started_at": job.started_at.map(rfc3339),
+        "finished_at": job.finished_at.map(rfc3339),
+        "result": result,
+    });
+    if let (Some(code), Some(obj)) = (&job.error_code, v.as_object_mut()) {
+        obj.insert("error".into(), json!({"code": code, "detail": job.error_detail.clone().unwrap_or_default()}));
+    }
+    Ok(v)
+}
+
+/// `GET /ai/jobs/{id}`: the AI job's state, and its result once complete.
+pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
+    let (principal, meter, id) =
+        authorized(&req, &state, Scope::AiWrite, async |_| Ok(input::text("id", &path)?.to_owned())).await?;
+    let job = jobs::get_for_account(&state.backends.db, &id, &principal.account_id)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .filter(|j| j.kind == JobKind::Ai)
+        .ok_or_else(|| meter.fail(ApiError::not_found("No such AI job for this account.")))?;
+    let view = ai_job_view(&state, &job).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &view))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueriesBody {
+    queries: Vec<String>,
+}
+
+/// The watch phrases of a request: trimmed, each 1..=120 characters, at most three.
+fn phrase_list(body: QueriesBody) -> Result<Vec<String>, ApiError> {
+    if body.queries.len() > MAX_WATCH_PHRASES {
+        return Err(ApiError::validation(format!(
+            "`queries` has {} phrases; at most {MAX_WATCH_PHRASES} are kept per analysis.",
+            body.queries.len()
+        )));
+    }
+    let (min, max) = (*WATCH_PHRASE_CHARS.start(), *WATCH_PHRASE_CHARS.end());
+    body.queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let q = q.trim();
+            let chars = q.chars().count();
+            if !WATCH_PHRASE_CHARS.contains(&chars) {
+                return Err(ApiError::validation(format!(
+                    "`queries[{i}]` must be {min} to {max} characters after trimming; it has {chars}."
+                )));
+            }
+            Ok(input::text(&format!("queries[{i}]"), q)?.to_owned())
+        })
+        .collect()
+}
+
+/// `PUT /ai/{ref}/queries {"queries": [...]}`: replaces the analysis' watch phrases; a later
+/// AI run reports the comments that match each.
+pub async fn put_queries(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResult {
+    let (principal, meter, (r#ref, queries)) = authorized(&req, &state, Scope::AiWrite, async |_| {
+        let r#ref = parse_ref(&path)?.to_string();
+        let body: QueriesBody = input::json(&read_body(&state, payload).await?, r#"{"queries": ["where to buy"]}"#)?;
+        Ok((r#ref, phrase_list(body)?))
+    })
+    .await?;
+    let db = &state.backends.db;
+    // Watch phrases belong to a library entry.
+    analyses::get_saved(db, &principal.account_id, &r#ref)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .ok_or_else(|| meter.fail(unknown_ref(&r#ref)))?;
+    ai::set_queries(db, &principal.account_id, &r#ref, &queries, state.now())
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    Ok(meter.json(HttpResponse::Ok(), &json!({"ref": r#ref, "queries": queries})))
+}

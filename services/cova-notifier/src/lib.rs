@@ -1,0 +1,188 @@
+//! The notifier role, in two parts that share a process:
+//!
+//! - [`Notifier`], a handler on the worker runtime, consumes the durable event queue
+//!   `notifier.events`. A completed analyze job's new comments are matched against the
+//!   account's keywords (alerts, each announced as a `keyword.alert` event); an alert becomes a
+//!   delivery per enabled channel; a finished job becomes a job webhook delivery when the
+//!   webhook has `job_events` on. Deliveries are rows of the delivery log, written before the
+//!   event is acknowledged, so nothing is lost while a receiver (or the notifier) is away.
+//! - [`Deliverer`] sends due deliveries: at least once, with backoff over about a day, with a
+//!   bound on deliveries in flight per process and per receiver; a receiver that answers 410,
+//!   or fails every attempt, gets its channel turned off with the reason.
+
+mod deliver;
+mod text;
+
+pub use deliver::Deliverer;
+
+use cova_domain::JobKind;
+use cova_domain::text::Matcher;
+use cova_messages::{AlertAuthor, AlertComment, JobEvent, JobEventType, KeywordAlertEvent};
+use cova_runtime::worker::backoff;
+use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
+use cova_storage::StorageError;
+use cova_storage::repo::alerts::{self, NewAlert};
+use cova_storage::repo::channels::{self, Channel};
+use cova_storage::repo::deliveries::{self, NewDelivery};
+use cova_storage::repo::{analyses, balances, breakdown, jobs, keywords};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The events the notifier reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Incoming {
+    Job(JobEvent),
+    Alert(KeywordAlertEvent),
+}
+
+pub struct Notifier {
+    backends: Backends,
+    concurrency: usize,
+    /// Wakes the outbox relay (alert events) and the deliverer (new deliveries).
+    outbox: Arc<Notify>,
+    deliveries: Arc<Notify>,
+}
+
+impl Handler for Notifier {
+    type Message = Incoming;
+
+    fn name(&self) -> &'static str {
+        "notifier"
+    }
+
+    fn source(&self) -> Source {
+        let (name, patterns) = cova_messages::event_queues::NOTIFIER;
+        Source::Events { name, patterns }
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    fn retry_delay(&self, attempt: u32) -> Duration {
+        backoff(Duration::from_secs(1), attempt, Duration::from_secs(60))
+    }
+
+    async fn handle(&self, event: Incoming, delivery: Delivered) -> Outcome {
+        let done = match &event {
+            Incoming::Job(job) => self.job_ended(job, &delivery.message_id).await,
+            Incoming::Alert(alert) => self.alerted(alert).await,
+        };
+        match done {
+            Ok(()) => {
+                self.deliveries.notify_one();
+                Outcome::Done
+            }
+            Err(e) => Outcome::Retry(format!("database: {e}")),
+        }
+    }
+}
+
+impl Notifier {
+    pub fn new(backends: Backends, concurrency: usize, outbox: Arc<Notify>, deliveries: Arc<Notify>) -> Self {
+        Self { backends, concurrency, outbox, deliveries }
+    }
+
+    fn now(&self) -> i64 {
+        self.backends.clock.now_ms()
+    }
+
+    /// A job ended: keyword alerts for its new comments, and the job webhook.
+    async fn job_ended(&self, event: &JobEvent, event_id: &str) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        // A job that no longer exists (its account was deleted) has nobody to notify.
+        let Some(job) = jobs::get(db, &event.job_id).await? else { return Ok(()) };
+        if event.event_type == JobEventType::Complete && job.kind == JobKind::Analyze {
+            self.match_keywords(&job).await?;
+        }
+        let channels = channels::get(db, &job.account_id).await?;
+        if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
+            // Exactly the specification's job webhook fields, as the event carries them.
+            let body = serde_json::to_string(event).unwrap_or_default();
+            let delivery = NewDelivery {
+                account_id: &job.account_id,
+                event_id,
+                event_type: event.event_type.as_str(),
+                channel: Channel::Webhook,
+                payload: &body,
+            };
+            deliveries::enqueue(db, delivery, self.now()).await?;
+        }
+        Ok(())
+    }
+
+    /// Matches the comments this scrape found first against the account's keywords, when the
+    /// post is in the account's library; records the alerts (each once).
+    async fn match_keywords(&self, job: &jobs::Job) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        let list = keywords::list(db, &job.account_id).await?;
+        // Keyword alerts are a paid feature: without a pack this month, nothing matches.
+        if list.is_empty() || !balances::has_pack(db, &job.account_id, self.now()).await? {
+            return Ok(());
+        }
+        let Some(analysis) = analyses::get_saved(db, &job.account_id, &job.r#ref).await? else { return Ok(()) };
+        let (Some(finished), Some(breakdown_job)) = (job.finished_at, analysis.breakdown_job()) else { return Ok(()) };
+        if breakdown_job != job.id {
+            return Ok(());
+        }
+        let matcher = Matcher::new(&list);
+        let mut found = Vec::new();
+        for row in breakdown::first_seen_at(db, &job.id, finished).await? {
+            let Ok(comment) = serde_json::from_str::<serde_json::Value>(&row.body) else { continue };
+            let text = comment["text"].as_str().unwrap_or_default();
+            for keyword in matcher.find(text) {
+                found.push(NewAlert {
+                    keyword: keyword.to_owned(),
+                    comment: AlertComment {
+                        id: row.comment_id.clone(),
+                        text: text.to_owned(),
+                        author: AlertAuthor {
+                            id: comment["author"]["id"].as_str().unwrap_or_default().to_owned(),
+                            handle: comment["author"]["handle"].as_str().map(str::to_owned),
+                            name: comment["author"]["name"].as_str().map(str::to_owned),
+                        },
+                    },
+                });
+            }
+        }
+        let created = alerts::record(db, &job.account_id, &job.r#ref, &found, self.now()).await?;
+        if !created.is_empty() {
+            tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, alerts = created.len(), "keyword alerts raised");
+            self.outbox.notify_one();
+        }
+        Ok(())
+    }
+
+    /// An alert: one delivery per enabled channel.
+    async fn alerted(&self, alert: &KeywordAlertEvent) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        let channels = channels::get(db, &alert.account_id).await?;
+        let now = self.now();
+        if channels.telegram_enabled && channels.telegram_chat_id.is_some() {
+            let message = text::alert_message(alert);
+            let delivery = NewDelivery {
+                account_id: &alert.account_id,
+                event_id: &alert.id,
+                event_type: "keyword.alert",
+                channel: Channel::Telegram,
+                payload: &message,
+            };
+            deliveries::enqueue(db, delivery, now).await?;
+        }
+        if channels.webhook_enabled && channels.webhook_url.is_some() {
+            let body = text::alert_webhook_body(alert);
+            let delivery = NewDelivery {
+                account_id: &alert.account_id,
+                event_id: &alert.id,
+                event_type: "keyword.alert",
+                channel: Channel::Webhook,
+                payload: &body,
+            };
+            deliveries::enqueue(db, delivery, now).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,32 @@
+//! What customers receive.
+
+use cova_messages::KeywordAlertEvent;
+use serde_json::json;
+
+/// The webhook body of a keyword alert: `{type, id, keyword, ref, comment {id, text, author},
+/// created_at}` (the account is the receiver's own).
+pub fn alert_webhook_body(alert: &KeywordAlertEvent) -> String {
+    json!({
+        "type": "keyword.alert",
+        "id": alert.id,
+        "keyword": alert.keyword,
+        "ref": alert.r#ref,
+        "comment": alert.comment,
+        "created_at": alert.created_at,
+    })
+    .to_string()
+}
+
+/// The Telegram message of a keyword alert (plain text; Telegram renders no markup here).
+pub fn alert_message(alert: &KeywordAlertEvent) -> String {
+    let author = alert
+        .comment
+        .author
+        .handle
+        .as_deref()
+        .map(|h| format!("@{h}"))
+        .or_else(|| alert.comment.author.name.clone())
+        .unwrap_or_else(|| "someone".to_owned());
+    let text: String = alert.comment.text.chars().take(3_000).collect();
+    format!("🔔 \u{201c}{}\u{201d} on {}\n{author}: {text}", alert.keyword, alert.r#ref)
+}

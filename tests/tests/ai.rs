@@ -1,0 +1,364 @@
+//! AI jobs end to end: quote → run → poll → complete with every result field, the charge
+//! held and settled exactly, consent recorded, watch phrases and their matches, quotes that
+//! expire on a test clock or were used, the refusals (402/404/400), a model endpoint that
+//! fails (nothing charged) or answers garbage, batches to a token budget that never send more
+//! than the quoted comments, and the `kind: ai` events and commands against their schemas.
+
+use cova_app::Role;
+use cova_config::AnalyzerKind;
+use cova_domain::ManualClock;
+use cova_domain::text::Matcher;
+use cova_domain::time::parse_rfc3339;
+use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
+use cova_tests::{Client, TestApp, TestDatabase, spawn_app, spawn_app_with, spawn_stack};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn url_of(id: u64) -> String {
+    format!("https://www.tiktok.com/@someone/video/{id}")
+}
+
+/// Collects the post and answers its ref.
+async fn collected(client: &Client, id: u64) -> String {
+    let job = client.analyze(&url_of(id), None).await.ok();
+    let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    format!("tiktok:{id}")
+}
+
+async fn wait_ai(client: &Client, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = client.get::<Value>(&format!("/api/v1/ai/jobs/{id}")).await.ok();
+        if job["status"] == "complete" || job["status"] == "failed" {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "AI job {id} did not finish: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn quote(client: &Client, r#ref: &str) -> Value {
+    client.post_json("/api/v1/ai/quote", json!({"ref": r#ref})).await.ok()
+}
+
+async fn run(client: &Client, quote: &Value) -> Value {
+    client.post_json("/api/v1/ai/run", json!({"quote_id": quote["quote_id"]})).await.ok()
+}
+
+/// Every comment text of the simulator's post, replies included.
+fn texts(app: &TestApp, id: u64) -> Vec<String> {
+    let post = app.sim.expected_post(&id.to_string());
+    post.comments.iter().flat_map(|c| std::iter::once(c).chain(c.replies.iter())).map(|c| c.text.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quote_run_poll_and_complete_with_every_field() {
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 120);
+    let r#ref = collected(&client, id).await;
+    let phrases = client
+        .put_json(&format!("/api/v1/ai/{ref}/queries"), json!({"queries": ["  price ", "where to buy"]}))
+        .await
+        .ok();
+    assert_eq!(phrases["queries"], json!(["price", "where to buy"]), "trimmed and stored");
+
+    let q = quote(&client, &r#ref).await;
+    let comments = texts(&app, id).len() as i64;
+    assert_eq!((q["ref"].as_str(), q["comments"].as_i64()), (Some(r#ref.as_str()), Some(comments)));
+    assert_eq!(q["charge"].as_i64(), Some((comments + 9) / 10), "one unit per ten comments, rounded up");
+    let expires = parse_rfc3339(q["expires_at"].as_str().expect("expires_at")).expect("time");
+    assert!((expires - app.now() - 15 * 60_000).abs() < 5_000, "valid 15 minutes");
+
+    let before = client.usage().await.ok().comments;
+    let started = run(&client, &q).await;
+    assert_eq!((started["status"].as_str(), started["ref"].as_str()), (Some("queued"), Some(r#ref.as_str())));
+    let done = wait_ai(&client, started["id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    assert!(done["finished_at"].is_string() && done["created_at"].is_string());
+    let result = &done["result"];
+    for field in ["summary", "sentiment", "topics", "questions", "languages", "spam_share", "phrase_matches", "model"] {
+        assert!(!result[field].is_null(), "result.{field} in {result}");
+    }
+    assert_eq!(result["model"], "cova-offline/1");
+    assert_eq!(result["comments"].as_i64(), Some(comments));
+    let s = &result["sentiment"];
+    let total = s["positive"].as_f64().unwrap_or(0.0)
+        + s["neutral"].as_f64().unwrap_or(0.0)
+        + s["negative"].as_f64().unwrap_or(0.0);
+    assert!((total - 1.0).abs() < 0.001, "shares add up: {s}");
+    assert_eq!(s["labels"].as_array().map(Vec::len), Some(comments as usize), "a label per comment");
+    let languages: f64 = result["languages"].as_object().expect("languages").values().filter_map(Value::as_f64).sum();
+    assert!((languages - 1.0).abs() < 0.001);
+    assert!(!result["topics"].as_array().expect("topics").is_empty());
+
+    // Watch phrases: the comments that contain "price" as a word (the simulator has no other form).
+    let matches = result["phrase_matches"].as_array().expect("phrase_matches");
+    assert_eq!(matches.len(), 2);
+    let price = Matcher::new(&["price"]);
+    let expected = texts(&app, id).iter().filter(|t| !price.find(t).is_empty()).count();
+    assert!(expected > 0, "the simulator's post talks about prices");
+    assert_eq!((matches[0]["phrase"].as_str(), matches[0]["count"].as_u64()), (Some("price"), Some(expected as u64)));
+    assert_eq!(matches[0]["comment_ids"].as_array().map(Vec::len), Some(expected));
+
+    // Charged exactly the quote, once.
+    let after = client.usage().await.ok().comments;
+    assert_eq!(after.used - before.used, q["charge"].as_i64().expect("charge"));
+    assert_eq!(after.reserved, 0);
+    // Consent: the token, the ref, the job.
+    let consents = cova_storage::repo::ai::consents(app.db(), &account.id).await.expect("consents");
+    assert_eq!(consents.len(), 1);
+    assert_eq!(
+        (consents[0].r#ref.as_str(), consents[0].job_id.as_str()),
+        (r#ref.as_str(), started["id"].as_str().unwrap_or_default())
+    );
+    assert!(consents[0].token_id.is_some());
+
+    // Another account sees nothing of it.
+    let (_, other) = app.integrator().await;
+    let (status, err) = app
+        .client(Some(&other))
+        .get::<Value>(&format!("/api/v1/ai/jobs/{}", started["id"].as_str().unwrap_or_default()))
+        .await
+        .err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_expires_runs_once_and_names_its_tasks() {
+    let clock = ManualClock::starting_at(parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"));
+    let app = spawn_stack(
+        TestDatabase::create().await,
+        SimConfig::default(),
+        |b| b.roles(Role::ALL).clock(clock.clock()),
+        |_| {},
+    )
+    .await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let r#ref = collected(&client, tiktok_post_id(TikTokScenario::Normal, 30)).await;
+
+    let old = quote(&client, &r#ref).await;
+    clock.advance(Duration::from_millis(15 * 60_000 + 1));
+    let (status, err) = client.post_json("/api/v1/ai/run", json!({"quote_id": old["quote_id"]})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
+    assert!(err.detail.contains("expired"), "{}", err.detail);
+
+    let q = client.post_json("/api/v1/ai/quote", json!({"ref": r#ref, "tasks": ["sentiment", "topics"]})).await.ok();
+    assert_eq!(q["tasks"], json!(["sentiment", "topics"]));
+    let keyed = |key: &str| {
+        client
+            .request(reqwest::Method::POST, "/api/v1/ai/run")
+            .header("Idempotency-Key", key)
+            .json(&json!({"quote_id": q["quote_id"]}))
+    };
+    let first = client.send::<Value>(keyed("ai-run-1")).await;
+    assert_eq!(first.status.as_u16(), 202);
+    let first = first.ok();
+    let again = client.send::<Value>(keyed("ai-run-1")).await;
+    assert_eq!(again.status.as_u16(), 200, "the same key answers the same job");
+    assert_eq!(again.ok()["id"], first["id"]);
+    let (status, err) = client.post_json("/api/v1/ai/run", json!({"quote_id": q["quote_id"]})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"), "never a second job");
+    assert!(err.detail.contains("already"), "{}", err.detail);
+    let (status, err) = client.send::<Value>(keyed("ai-run-1").json(&json!({"quote_id": old["quote_id"]}))).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (409, "idempotency_conflict"));
+
+    let done = wait_ai(&client, first["id"].as_str().expect("id")).await;
+    let result = done["result"].as_object().expect("result");
+    assert!(result.contains_key("sentiment") && result.contains_key("topics"));
+    assert!(
+        !result.contains_key("summary") && !result.contains_key("phrase_matches"),
+        "only the quoted tasks: {result:?}"
+    );
+
+    // Another account's quote and an unknown one are "not found".
+    let (_, other) = app.integrator().await;
+    let (status, _) =
+        app.client(Some(&other)).post_json("/api/v1/ai/run", json!({"quote_id": old["quote_id"]})).await.err();
+    assert_eq!(status.as_u16(), 404);
+    let (status, _) = client.post_json("/api/v1/ai/run", json!({"quote_id": "no-such-quote"})).await.err();
+    assert_eq!(status.as_u16(), 404);
+    let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": r#ref, "tasks": ["mood"]})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_say_why() {
+    let clock = ManualClock::starting_at(parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"));
+    let app = spawn_stack(
+        TestDatabase::create().await,
+        SimConfig::default(),
+        |b| b.roles(Role::ALL).clock(clock.clock()),
+        |_| {},
+    )
+    .await;
+    let (account, token) = app.integrator().await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 40);
+    // Exactly what the post takes: nothing is left for an AI charge.
+    app.grant(&account, texts(&app, id).len() as i64).await;
+    let r#ref = collected(&client, id).await;
+    let q = quote(&client, &r#ref).await;
+    let (status, err) = client.post_json("/api/v1/ai/run", json!({"quote_id": q["quote_id"]})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (402, "quota_exceeded"));
+
+    // Not in the account's data at all; only metadata (nothing collected).
+    let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": "tiktok:7000000000000000001"})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
+    let meta_url = url_of(tiktok_post_id(TikTokScenario::Normal, 12));
+    client.post_json("/api/v1/analyses/save-metadata", json!({"url": meta_url})).await.ok();
+    let meta_ref = format!("tiktok:{}", tiktok_post_id(TikTokScenario::Normal, 12));
+    let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": meta_ref})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (402, "payment_required"));
+    assert!(err.detail.contains("not collected"), "{}", err.detail);
+    let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": "not a ref"})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
+
+    // Next month there is no pack.
+    clock.set(parse_rfc3339("2026-07-01T00:00:01Z").expect("a time"));
+    let q = quote(&client, &r#ref).await;
+    let (status, err) = client.post_json("/api/v1/ai/run", json!({"quote_id": q["quote_id"]})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (402, "payment_required"));
+
+    // Watch phrases: 0..=3, each 1..=120 characters after trimming; only for the account's analyses.
+    let path = format!("/api/v1/ai/{ref}/queries");
+    for (body, why) in [
+        (json!({"queries": ["a", "b", "c", "d"]}), "at most 3"),
+        (json!({"queries": ["   "]}), "1 to 120"),
+        (json!({"queries": ["x".repeat(121)]}), "1 to 120"),
+        (json!({"phrases": ["a"]}), "queries"),
+    ] {
+        let (status, err) = client.put_json(&path, body).await.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"), "{why}");
+    }
+    assert_eq!(client.put_json(&path, json!({"queries": []})).await.ok()["queries"], json!([]));
+    let (status, _) =
+        client.put_json("/api/v1/ai/tiktok:7000000000000000001/queries", json!({"queries": []})).await.err();
+    assert_eq!(status.as_u16(), 404);
+
+    // The scope.
+    let narrow = app.token(&account, "analyze:write").await;
+    let (status, err) = app.client(Some(&narrow)).post_json("/api/v1/ai/quote", json!({"ref": r#ref})).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (403, "forbidden_scope"));
+    app.stop().await;
+}
+
+/// The app with the OpenAI-compatible analyzer on the simulator's endpoint, as `model`.
+async fn with_model(model: &str, batch_tokens: usize) -> TestApp {
+    let model = model.to_owned();
+    spawn_app_with(move |c| {
+        c.ai.analyzer = AnalyzerKind::Openai;
+        c.ai.openai.model = model;
+        c.ai.openai.batch_tokens = batch_tokens;
+        c.ai.max_attempts = 2;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_endpoint_in_batches_never_gets_more_than_the_quote() {
+    let app = with_model("sim-model", 800).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 150);
+    let r#ref = collected(&client, id).await;
+    let q = quote(&client, &r#ref).await;
+    let done = wait_ai(&client, run(&client, &q).await["id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    let requests = app.sim.llm_requests();
+    let batches: Vec<_> = requests.iter().filter(|r| r.comments > 0).collect();
+    assert!(batches.len() > 1, "a token budget of 800 splits 150 comments: {requests:?}");
+    assert_eq!(
+        batches.iter().map(|r| r.comments).sum::<usize>() as i64,
+        q["comments"].as_i64().expect("comments"),
+        "each quoted comment once, nothing more"
+    );
+    let result = &done["result"];
+    assert_eq!(result["model"], "openai:sim-model");
+    assert!(result["tokens_used"].as_u64().is_some_and(|t| t > 0));
+    assert_eq!(result["summary"], format!("Combined summary of {} parts.", batches.len()));
+    assert_eq!(
+        result["sentiment"]["labels"].as_array().map(Vec::len),
+        Some(q["comments"].as_u64().unwrap_or(0) as usize)
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_model_fails_the_job_and_charges_nothing() {
+    for (model, code) in [("sim-fail", "unavailable"), ("sim-garbage", "parse_error")] {
+        let app = with_model(model, 6_000).await;
+        let (account, token) = app.integrator().await;
+        app.grant(&account, 1_000).await;
+        let client = app.client(Some(&token));
+        let r#ref = collected(&client, tiktok_post_id(TikTokScenario::Normal, 20)).await;
+        let before = client.usage().await.ok().comments;
+        let q = quote(&client, &r#ref).await;
+        let done = wait_ai(&client, run(&client, &q).await["id"].as_str().expect("id")).await;
+        assert_eq!(
+            (done["status"].as_str(), done["error"]["code"].as_str()),
+            (Some("failed"), Some(code)),
+            "{model}: {done}"
+        );
+        assert!(done["result"].is_null());
+        let after = client.usage().await.ok().comments;
+        assert_eq!((after.used, after.reserved), (before.used, 0), "{model}: nothing charged, nothing held");
+        app.stop().await;
+    }
+    // A flaky endpoint is asked again and the job completes.
+    let app = with_model("sim-flaky", 6_000).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let r#ref = collected(&client, tiktok_post_id(TikTokScenario::Normal, 20)).await;
+    let q = quote(&client, &r#ref).await;
+    let done = wait_ai(&client, run(&client, &q).await["id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "complete", "{done}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ai_events_and_commands_match_their_schemas() {
+    let app = spawn_app().await;
+    let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let r#ref = collected(&client, tiktok_post_id(TikTokScenario::Normal, 10)).await;
+    let started = run(&client, &quote(&client, &r#ref).await).await;
+    wait_ai(&client, started["id"].as_str().expect("id")).await;
+
+    let event_schema = cova_tests::schema("job-event.schema.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let message = tokio::time::timeout(deadline - Instant::now(), events.next())
+            .await
+            .expect("the AI event in time")
+            .expect("open");
+        let body: Value = serde_json::from_slice(&message.payload).expect("JSON");
+        cova_tests::assert_valid(&event_schema, &body);
+        if body["kind"] == "ai" {
+            assert_eq!(
+                (body["type"].as_str(), body["job_id"].as_str(), body["ref"].as_str()),
+                (Some("job.complete"), started["id"].as_str(), Some(r#ref.as_str()))
+            );
+            assert!(body["error"].is_null());
+            break;
+        }
+    }
+    let command_schema = cova_tests::schema("ai-command.schema.json");
+    let commands: Vec<Value> =
+        app.outbox_payloads("command").await.iter().map(|p| serde_json::from_str(p).expect("JSON")).collect();
+    let ai: Vec<&Value> = commands.iter().filter(|c| c["job_id"] == started["id"]).collect();
+    assert_eq!(ai.len(), 1);
+    cova_tests::assert_valid(&command_schema, ai[0]);
+    app.stop().await;
+}
