@@ -125,12 +125,11 @@ impl Notifier {
         }
         let Some(analysis) = analyses::get_saved(db, &job.account_id, &job.r#ref).await? else { return Ok(()) };
         let (Some(finished), Some(breakdown_job)) = (job.finished_at, analysis.breakdown_job()) else { return Ok(()) };
-        if breakdown_job != job.id {
-            return Ok(());
-        }
+        // The comments this job saw first carry its finish time, also in the breakdown of a
+        // later scrape that completed before this event was handled.
         let matcher = Matcher::new(&list);
         let mut found = Vec::new();
-        for row in breakdown::first_seen_at(db, &job.id, finished).await? {
+        for row in breakdown::first_seen_at(db, breakdown_job, finished).await? {
             let Ok(comment) = serde_json::from_str::<serde_json::Value>(&row.body) else { continue };
             let text = comment["text"].as_str().unwrap_or_default();
             for keyword in matcher.find(text) {
