@@ -153,6 +153,20 @@ pub async fn spawn_app_on(
 
 /// The app with the roles (and extra workers, clock…) that `build` chooses, through the same
 /// composition root as `cova serve`.
+/// Every role on a clock the test moves, starting at `start` (RFC 3339).
+pub async fn spawn_on_clock(start: &str, adjust: impl FnOnce(&mut Config)) -> (TestApp, cova_domain::ManualClock) {
+    let clock =
+        cova_domain::ManualClock::starting_at(cova_domain::time::parse_rfc3339(start).expect("an RFC 3339 time"));
+    let app = spawn_stack(
+        TestDatabase::create().await,
+        cova_sim::SimConfig::default(),
+        |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
+        adjust,
+    )
+    .await;
+    (app, clock)
+}
+
 pub async fn spawn_stack(
     database: TestDatabase,
     sim_config: cova_sim::SimConfig,

@@ -4,13 +4,11 @@
 //! fails (nothing charged) or answers garbage, batches to a token budget that never send more
 //! than the quoted comments, and the `kind: ai` events and commands against their schemas.
 
-use cova_app::Role;
 use cova_config::AnalyzerKind;
-use cova_domain::ManualClock;
 use cova_domain::text::Matcher;
 use cova_domain::time::parse_rfc3339;
-use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
-use cova_tests::{Client, TestApp, TestDatabase, spawn_app, spawn_app_with, spawn_stack};
+use cova_sim::{TikTokScenario, tiktok_post_id};
+use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -130,14 +128,7 @@ async fn quote_run_poll_and_complete_with_every_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quote_expires_runs_once_and_names_its_tasks() {
-    let clock = ManualClock::starting_at(parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"));
-    let app = spawn_stack(
-        TestDatabase::create().await,
-        SimConfig::default(),
-        |b| b.roles(Role::ALL).clock(clock.clock()),
-        |_| {},
-    )
-    .await;
+    let (app, clock) = spawn_on_clock("2026-06-10T12:00:00Z", |_| {}).await;
     let (account, token) = app.integrator().await;
     app.grant(&account, 1_000).await;
     let client = app.client(Some(&token));
@@ -191,14 +182,7 @@ async fn a_quote_expires_runs_once_and_names_its_tasks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_say_why() {
-    let clock = ManualClock::starting_at(parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"));
-    let app = spawn_stack(
-        TestDatabase::create().await,
-        SimConfig::default(),
-        |b| b.roles(Role::ALL).clock(clock.clock()),
-        |_| {},
-    )
-    .await;
+    let (app, clock) = spawn_on_clock("2026-06-10T12:00:00Z", |_| {}).await;
     let (account, token) = app.integrator().await;
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 40);

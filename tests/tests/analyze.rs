@@ -412,16 +412,7 @@ async fn an_idempotency_key_answered_with_a_deduplicated_job_keeps_that_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_outlives_the_recent_result_window_and_expires_after_24_hours() {
     // Mid-month, so that a day later is the same balance month.
-    let clock = cova_domain::ManualClock::starting_at(
-        cova_domain::time::parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"),
-    );
-    let app = cova_tests::spawn_stack(
-        cova_tests::TestDatabase::create().await,
-        SimConfig::default(),
-        |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
-        |_| {},
-    )
-    .await;
+    let (app, clock) = cova_tests::spawn_on_clock("2026-06-10T12:00:00Z", |_| {}).await;
     let (account, token) = app.integrator().await;
     app.grant(&account, 1_000).await;
     let client = app.client(Some(&token));

@@ -3,13 +3,12 @@
 //! asked for; retries with the same event id on a test clock; channels turned off by 410 and
 //! refusing receivers; webhook URLs that would reach private addresses refused.
 
-use cova_app::Role;
 use cova_domain::ManualClock;
 use cova_domain::text::Matcher;
 use cova_domain::time::parse_rfc3339;
-use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
+use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::receiver::{Receiver, Reply, TestCa};
-use cova_tests::{Client, TestApp, TestDatabase, spawn_app, spawn_app_with, spawn_stack, use_receivers};
+use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock, use_receivers};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -225,15 +224,7 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
 }
 
 async fn on_clock(ca: &TestCa) -> (TestApp, ManualClock) {
-    let clock = ManualClock::starting_at(parse_rfc3339("2026-06-10T12:00:00Z").expect("a time"));
-    let app = spawn_stack(
-        TestDatabase::create().await,
-        SimConfig::default(),
-        |b| b.roles(Role::ALL).clock(clock.clock()),
-        |c| use_receivers(c, ca, HOST),
-    )
-    .await;
-    (app, clock)
+    spawn_on_clock("2026-06-10T12:00:00Z", |c| use_receivers(c, ca, HOST)).await
 }
 
 async fn deliveries(client: &Client) -> Vec<Value> {

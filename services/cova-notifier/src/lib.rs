@@ -160,25 +160,21 @@ impl Notifier {
         let db = &self.backends.db;
         let channels = channels::get(db, &alert.account_id).await?;
         let now = self.now();
-        if channels.telegram_enabled && channels.telegram_chat_id.is_some() {
-            let message = text::alert_message(alert);
-            let delivery = NewDelivery {
-                account_id: &alert.account_id,
-                event_id: &alert.id,
-                event_type: "keyword.alert",
-                channel: Channel::Telegram,
-                payload: &message,
+        let enabled = [
+            (Channel::Telegram, channels.telegram_enabled && channels.telegram_chat_id.is_some()),
+            (Channel::Webhook, channels.webhook_enabled && channels.webhook_url.is_some()),
+        ];
+        for (channel, _) in enabled.into_iter().filter(|(_, on)| *on) {
+            let payload = match channel {
+                Channel::Telegram => text::alert_message(alert),
+                Channel::Webhook => text::alert_webhook_body(alert),
             };
-            deliveries::enqueue(db, delivery, now).await?;
-        }
-        if channels.webhook_enabled && channels.webhook_url.is_some() {
-            let body = text::alert_webhook_body(alert);
             let delivery = NewDelivery {
                 account_id: &alert.account_id,
                 event_id: &alert.id,
                 event_type: "keyword.alert",
-                channel: Channel::Webhook,
-                payload: &body,
+                channel,
+                payload: &payload,
             };
             deliveries::enqueue(db, delivery, now).await?;
         }

@@ -21,6 +21,21 @@ pub struct Row {
 
 type RowTuple = (i64, String, Option<String>, String, Option<i64>);
 
+/// The columns of a [`Row`], in [`RowTuple`] order.
+const COLUMNS: (
+    job_comments::position,
+    job_comments::comment_id,
+    job_comments::parent_id,
+    job_comments::body,
+    job_comments::first_seen_at,
+) = (
+    job_comments::position,
+    job_comments::comment_id,
+    job_comments::parent_id,
+    job_comments::body,
+    job_comments::first_seen_at,
+);
+
 fn row((position, comment_id, parent_id, body, first_seen_at): RowTuple) -> Row {
     Row { position, comment_id, parent_id, body, first_seen_at }
 }
@@ -94,13 +109,7 @@ macro_rules! filters {
 pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
     let mut conn = db.conn().await?;
     with_conn!(&mut conn, |c| {
-        let columns = (
-            job_comments::position,
-            job_comments::comment_id,
-            job_comments::parent_id,
-            job_comments::body,
-            job_comments::first_seen_at,
-        );
+        let columns = COLUMNS;
         // With a filter: the parents of matching replies are listed too.
         let mut parents_of_matches: Vec<String> = Vec::new();
         if query.filtered() {
@@ -168,13 +177,7 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
             .filter(job_comments::position.gt(after))
             .order(job_comments::position.asc())
             .limit(limit)
-            .select((
-                job_comments::position,
-                job_comments::comment_id,
-                job_comments::parent_id,
-                job_comments::body,
-                job_comments::first_seen_at,
-            ))
+            .select(COLUMNS)
             .load(c)
             .await
     })?;
@@ -189,13 +192,7 @@ pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
             .filter(job_comments::job_id.eq(job_id))
             .filter(job_comments::first_seen_at.eq(at))
             .order(job_comments::position.asc())
-            .select((
-                job_comments::position,
-                job_comments::comment_id,
-                job_comments::parent_id,
-                job_comments::body,
-                job_comments::first_seen_at,
-            ))
+            .select(COLUMNS)
             .load(c)
             .await
     })?;

@@ -186,6 +186,30 @@ macro_rules! earlier_key {
     }};
 }
 
+/// Inside a transaction: takes the account's row lock with a no-op update (PostgreSQL; SQLite
+/// is already serialised), so the account's concurrent job requests run one after another.
+macro_rules! lock_account {
+    ($c:ident, $account_id:expr) => {
+        diesel::update(accounts::table.find($account_id))
+            .set(accounts::active_tokens.eq(accounts::active_tokens))
+            .execute($c)
+            .await?;
+    };
+}
+
+/// Inside a transaction: (granted, available) of the account's balance for `month`.
+macro_rules! month_balance {
+    ($c:ident, $account_id:expr, $month:expr) => {
+        balances::table
+            .find(($account_id, $month))
+            .select((balances::granted, balances::granted - balances::reserved - balances::spent))
+            .first::<(i64, i64)>($c)
+            .await
+            .optional()?
+            .unwrap_or((0, 0))
+    };
+}
+
 /// Creates an analyze job, or answers why not. Every check and the writes share one
 /// transaction that first locks the account row, so concurrent requests of one account are
 /// serialised: exact dedup, idempotency, balance and concurrency under any parallelism.
@@ -198,11 +222,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
     let job_id = super::new_id();
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
-        // A no-op update takes the account's row lock (PostgreSQL); SQLite is already serialised.
-        diesel::update(accounts::table.find(new.account_id))
-            .set(accounts::active_tokens.eq(accounts::active_tokens))
-            .execute(c)
-            .await?;
+        lock_account!(c, new.account_id);
 
         if let Some(key) = new.idempotency_key
             && let Some((earlier_job, earlier_ref)) = earlier_key!(c, new.account_id, key, now)
@@ -235,13 +255,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             return Ok(CreateOutcome::Deduplicated(job, dedup));
         }
 
-        let balance = balances::table
-            .find((new.account_id, &month))
-            .select((balances::granted, balances::granted - balances::reserved - balances::spent))
-            .first::<(i64, i64)>(c)
-            .await
-            .optional()?;
-        let (granted, available) = balance.unwrap_or((0, 0));
+        let (granted, available) = month_balance!(c, new.account_id, &month);
         if new.refresh && granted <= 0 {
             return Ok(CreateOutcome::PaymentRequired);
         }
@@ -736,10 +750,7 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
     let key_ref = format!("quote:{}", new.quote_id);
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
-        diesel::update(accounts::table.find(new.account_id))
-            .set(accounts::active_tokens.eq(accounts::active_tokens))
-            .execute(c)
-            .await?;
+        lock_account!(c, new.account_id);
         if let Some(key) = new.idempotency_key
             && let Some((earlier_job, earlier_ref)) = earlier_key!(c, new.account_id, key, now)
         {
@@ -775,13 +786,7 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
             Some((Some(job), url)) if job == quote.source_job_id => url,
             _ => return Ok(AiOutcome::Stale),
         };
-        let balance = balances::table
-            .find((new.account_id, &month))
-            .select((balances::granted, balances::granted - balances::reserved - balances::spent))
-            .first::<(i64, i64)>(c)
-            .await
-            .optional()?;
-        let (granted, available) = balance.unwrap_or((0, 0));
+        let (granted, available) = month_balance!(c, new.account_id, &month);
         if granted <= 0 {
             return Ok(AiOutcome::PaymentRequired);
         }
