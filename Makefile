@@ -3,6 +3,8 @@ CARGO ?= cargo
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 REDIS_URL ?= redis://127.0.0.1:6379
 AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/%2f
+# An S3-compatible test server for the media store, e.g. `moto_server -p 5055` (pip install "moto[server]").
+S3_URL ?= http://127.0.0.1:5055
 
 .PHONY: run test test-real lint fmt bench compose-config ci
 
@@ -16,7 +18,7 @@ test:
 
 ## test-real: the same suite on PostgreSQL, Redis and RabbitMQ, plus the tests that need them
 test-real:
-	COVA_TEST_DATABASE_URL=$(PG_URL) COVA_TEST_CACHE_URL=$(REDIS_URL) COVA_TEST_QUEUE_URL=$(AMQP_URL) \
+	COVA_TEST_DATABASE_URL=$(PG_URL) COVA_TEST_CACHE_URL=$(REDIS_URL) COVA_TEST_QUEUE_URL=$(AMQP_URL) COVA_TEST_S3_ENDPOINT=$(S3_URL) \
 		$(CARGO) test --workspace -- --include-ignored
 
 lint:
