@@ -24,10 +24,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One comment to analyse.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Comment {
     pub id: String,
     pub text: String,
+    /// The author's platform id; empty when unknown. Never sent to a model.
+    pub author: String,
 }
 
 /// Sentiment of one comment.

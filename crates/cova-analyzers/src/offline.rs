@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 /// A comment scoring at least this (or at most its negative) is positive (negative).
 const SENTIMENT_THRESHOLD: f32 = 1.5;
-/// The same normalised text this often (and long enough) is copy-paste flooding.
+/// The same normalised text this often from one author (and long enough) is copy-paste
+/// flooding. Different people asking the same thing ("does it ship to Canada?") is not.
 const REPEATED: usize = 3;
 const REPEATED_MIN_CHARS: usize = 15;
 /// Representative comments quoted in the summary.
@@ -370,7 +371,13 @@ fn content(token: &Token, langs: &[Lang]) -> bool {
     match token.kind {
         Kind::Hashtag => true,
         Kind::Word => {
-            let long = token.plain.chars().count() >= 3 || token.plain.chars().any(|c| c as u32 >= 0x2E80);
+            // Ideographs and kana come one character a token (no dictionary segmentation here):
+            // runs of them would be character n-grams, not phrases.
+            let long = if token.plain.chars().any(|c| c as u32 >= 0x2E80) {
+                token.plain.chars().count() >= 2
+            } else {
+                token.plain.chars().count() >= 3
+            };
             long && !token.plain.chars().all(|c| c.is_numeric())
                 && !langs.iter().any(|l| {
                     let lex = l.lexicon();
@@ -484,12 +491,13 @@ impl Analyzer for Offline {
 
 fn analyze(comments: &[Comment], phrases: &[String]) -> Analysis {
     let mut reads: Vec<Read> = comments.iter().map(|c| read(&c.text)).collect();
-    // Copy-paste flooding: the same long text again and again.
-    let mut seen: HashMap<String, Vec<usize>> = HashMap::new();
+    // Copy-paste flooding: one author posting the same long text again and again (comments
+    // of unknown authors count as one author's).
+    let mut seen: HashMap<(&str, String), Vec<usize>> = HashMap::new();
     for (i, c) in comments.iter().enumerate() {
         let key = normalize(&c.text);
         if key.chars().count() >= REPEATED_MIN_CHARS {
-            seen.entry(key).or_default().push(i);
+            seen.entry((c.author.as_str(), key)).or_default().push(i);
         }
     }
     for copies in seen.values().filter(|v| v.len() >= REPEATED) {
@@ -616,8 +624,16 @@ fn summarise(
         .map(|(i, w)| (i, w / (1.0 + (reads[i].tokens.len() as f64).ln())))
         .collect();
     quotable.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let quotes: Vec<String> =
-        quotable.iter().take(QUOTED).map(|(i, _)| format!("“{}”", comments[*i].text.trim())).collect();
+    // Distinct texts: many people often write the very same comment.
+    let mut quoted: Vec<String> = Vec::new();
+    let mut quotes: Vec<String> = Vec::new();
+    for (i, _) in &quotable {
+        let key = normalize(&comments[*i].text);
+        if quotes.len() < QUOTED && !quoted.contains(&key) {
+            quoted.push(key);
+            quotes.push(format!("“{}”", comments[*i].text.trim()));
+        }
+    }
     if !quotes.is_empty() {
         parts.push(format!("Typical: {}.", quotes.join("; ")));
     }
@@ -664,12 +680,20 @@ mod tests {
         assert!(label("wa 0812 3456 7890 order now").spam);
         assert!(!label("this song is so good").spam);
         let flood: Vec<Comment> = (0..4)
-            .map(|i| Comment { id: i.to_string(), text: "Visit me for a great surprise today".into() })
-            .chain([Comment { id: "x".into(), text: "nice video".into() }])
+            .map(|i| Comment {
+                id: i.to_string(),
+                text: "Visit me for a great surprise today".into(),
+                author: "bot".into(),
+            })
+            .chain([Comment { id: "x".into(), text: "nice video".into(), author: "fan".into() }])
             .collect();
         let a = analyze(&flood, &[]);
         assert_eq!(a.spam_ids.len(), 4, "copy-paste flooding");
         assert_eq!(a.spam_share, 0.8);
+        let asking: Vec<Comment> = (0..5)
+            .map(|i| Comment { id: i.to_string(), text: "does it ship to Canada?".into(), author: format!("fan{i}") })
+            .collect();
+        assert!(analyze(&asking, &[]).spam_ids.is_empty(), "many people asking the same is not spam");
     }
 
     #[test]
@@ -695,8 +719,11 @@ mod tests {
             "first",
             "check my profile 🔥",
         ];
-        let comments: Vec<Comment> =
-            texts.iter().enumerate().map(|(i, t)| Comment { id: format!("c{i}"), text: (*t).into() }).collect();
+        let comments: Vec<Comment> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Comment { id: format!("c{i}"), text: (*t).into(), ..Comment::default() })
+            .collect();
         let a = analyze(&comments, &["where to buy".into(), "not there".into()]);
         assert_eq!(a.topics[0].phrase, "glowlab serum", "{:?}", a.topics);
         assert_eq!(a.topics[0].count, 4);
@@ -708,6 +735,15 @@ mod tests {
         assert_eq!(a.spam_ids, ["c7"]);
         assert_eq!(a.sentiment.labels.len(), 8);
         assert!(a.summary.starts_with("8 comments:") && a.summary.contains("glowlab serum"), "{}", a.summary);
+        let twice = [
+            ("a", "the desk lamp is bright enough"),
+            ("b", "the desk lamp is bright enough"),
+            ("c", "that desk lamp looks bright"),
+        ];
+        let twice: Vec<Comment> =
+            twice.iter().map(|(id, t)| Comment { id: (*id).into(), text: (*t).into(), author: (*id).into() }).collect();
+        let summary = analyze(&twice, &[]).summary;
+        assert_eq!(summary.matches("the desk lamp is bright enough").count(), 1, "a text is quoted once: {summary}");
         assert_eq!((a.model.as_str(), a.tokens_used), (Offline::MODEL, None));
         let empty = analyze(&[], &[]);
         assert_eq!((empty.comments, empty.sentiment.positive), (0, 0.0));

@@ -366,7 +366,8 @@ mod tests {
 
     #[test]
     fn batches_fit_the_budget_and_keep_every_comment() {
-        let comments: Vec<Comment> = (0..100).map(|i| Comment { id: i.to_string(), text: "x".repeat(400) }).collect();
+        let comments: Vec<Comment> =
+            (0..100).map(|i| Comment { id: i.to_string(), text: "x".repeat(400), ..Comment::default() }).collect();
         let batches = analyzer(1_000).batches(&comments);
         assert!(batches.len() > 1);
         assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 100);

@@ -57,7 +57,7 @@ mod tests {
     use super::*;
 
     fn comment(id: &str, text: &str) -> Comment {
-        Comment { id: id.into(), text: text.into() }
+        Comment { id: id.into(), text: text.into(), ..Comment::default() }
     }
 
     #[test]

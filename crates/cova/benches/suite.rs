@@ -660,8 +660,11 @@ async fn analyzer_quality(report: &mut Report, texts: &[String]) {
             ),
         );
     }
-    let comments: Vec<Comment> =
-        texts.iter().enumerate().map(|(i, t)| Comment { id: i.to_string(), text: t.clone() }).collect();
+    let comments: Vec<Comment> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Comment { id: i.to_string(), text: t.clone(), ..Comment::default() })
+        .collect();
     let phrases = vec!["where to buy".to_owned(), "price".to_owned(), "shipping".to_owned()];
     let started = Instant::now();
     let result = offline.analyze(&comments, &phrases).await.expect("offline analysis");

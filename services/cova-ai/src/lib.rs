@@ -164,11 +164,13 @@ impl AiWorker {
             let Some(last) = rows.last() else { break };
             after = last.position;
             for row in rows {
-                let text = serde_json::from_str::<serde_json::Value>(&row.body)
-                    .ok()
-                    .and_then(|v| v["text"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                comments.push(Comment { id: row.comment_id, text });
+                let body = serde_json::from_str::<serde_json::Value>(&row.body).unwrap_or_default();
+                let field = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+                comments.push(Comment {
+                    id: row.comment_id,
+                    text: field(&body["text"]),
+                    author: field(&body["author"]["id"]),
+                });
             }
         }
         Ok(comments)
