@@ -153,7 +153,9 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
 /// An AI job as the API shows it; the result only with the quoted tasks' fields.
 async fn ai_job_view(state: &AppState, job: &jobs::Job) -> Result<Value, ApiError> {
     let spec = ai::get_job(&state.backends.db, &job.id).await.map_err(backend_errors::storage)?;
-    let result = spec.as_ref().and_then(|s| {
+    // The job row read above is the state shown: a result committed since then waits for the
+    // next poll, so `result` is never there while `status` says the job runs.
+    let result = spec.as_ref().filter(|_| job.status == cova_domain::JobStatus::Complete).and_then(|s| {
         let mut full: Value = serde_json::from_str(s.result.as_deref()?).ok()?;
         let keep: Vec<&str> = s.task_list().iter().flat_map(|t| cova_domain::ai::fields(t)).copied().collect();
         if let Some(obj) = full.as_object_mut() {
