@@ -58,11 +58,37 @@ pub async fn test_config(database: &TestDatabase) -> Config {
     config.cache.url = std::env::var(CACHE_URL_VAR).unwrap_or_else(|_| "memory://".into());
     config.queue.url = std::env::var(QUEUE_URL_VAR).unwrap_or_else(|_| "memory://".into());
     let name = unique();
+    use_test_media(&mut config, &name).await;
     config.cache.prefix = name.clone();
     config.queue.prefix = name;
     config.scheduler.tick_ms = 100;
     config
 }
+
+/// The bucket every test's media live in (each under its own prefix) on the S3 test server.
+pub const S3_BUCKET: &str = "cova-test";
+
+/// This test's media store: on the S3-compatible server of `COVA_TEST_S3_ENDPOINT` when it is
+/// set (the real-backend pass), else a directory of its own.
+pub async fn use_test_media(config: &mut Config, name: &str) {
+    match std::env::var(S3_ENDPOINT_VAR) {
+        Ok(endpoint) => {
+            // Test servers accept an unsigned bucket creation; an existing bucket answers 409.
+            let created = reqwest::Client::new().put(format!("{endpoint}/{S3_BUCKET}")).send().await;
+            assert!(created.is_ok(), "the S3 test server at {endpoint} is unreachable: {created:?}");
+            config.media.url = format!("s3://{S3_BUCKET}/{name}");
+            config.media.s3_endpoint = Some(endpoint);
+            config.media.s3_access_key_id = Some("test".into());
+            config.media.s3_secret_access_key = Some("test".to_owned().into());
+            config.media.s3_allow_http = true;
+        }
+        Err(_) => {
+            config.media.url = std::env::temp_dir().join("cova-test-media").join(name).display().to_string();
+        }
+    }
+}
+
+pub const S3_ENDPOINT_VAR: &str = "COVA_TEST_S3_ENDPOINT";
 
 /// The JSON Schema of a message, from `proto-schemas/`.
 pub fn schema(name: &str) -> jsonschema::Validator {
@@ -104,6 +130,9 @@ pub fn use_simulator(config: &mut Config, sim: &cova_sim::SimHandle) {
     config.ai.openai.api_key = Some(cova_sim::LLM_API_KEY.to_owned().into());
     config.ai.openai.model = "sim-model".into();
     config.ai.retry_base_ms = 20;
+    // The simulator's CDN is on loopback, on its own port only.
+    config.media.cdn_hosts = vec![sim.base_url().to_owned()];
+    config.media.allow_private = vec!["127.0.0.1/32".into()];
 }
 
 /// Lets the notifier reach the test's webhook receivers: `host` resolves to loopback, loopback
@@ -314,5 +343,8 @@ impl TestApp {
         self.sim.stop().await;
         let _ = self.backends.queue.teardown().await;
         let _ = self.database.drop_database().await;
+        if !self.config.media.url.starts_with("s3://") {
+            let _ = std::fs::remove_dir_all(&self.config.media.url);
+        }
     }
 }

@@ -134,8 +134,13 @@ impl StackBuilder {
 
         // The queue-consuming roles, one line each.
         if has(Role::Scraper) {
-            let scraper =
-                cova_scraper::Scraper::new(backends.clone(), platforms.clone(), config.scraper.clone(), outbox.clone());
+            let scraper = cova_scraper::Scraper::new(
+                backends.clone(),
+                platforms.clone(),
+                config.scraper.clone(),
+                &config.media,
+                outbox.clone(),
+            );
             tasks.spawn(worker::run(backends.queue.clone(), Arc::new(scraper), stop.clone()));
         }
         if has(Role::AiWorker) {

@@ -55,6 +55,7 @@ catalogue! {
     Unavailable => (503, "unavailable", "A backend service is unavailable; retry later."),
     RequestTimeout => (408, "request_timeout", "The request was not received in time; send it again."),
     HeadersTooLarge => (431, "headers_too_large", "The request headers are too large."),
+    RangeNotSatisfiable => (416, "range_not_satisfiable", "The requested byte range is outside the file."),
 }
 
 impl ErrorCode {

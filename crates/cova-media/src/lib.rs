@@ -2,9 +2,16 @@
 //! once per content (the key is the SHA-256 of the bytes) behind one interface over the local
 //! filesystem (the embedded default) and S3-compatible storage (S3, MinIO, Ceph), chosen by
 //! URL scheme. The type of a file is sniffed from its bytes, never taken from upstream.
+//!
+//! Also here: the guarded downloads of platform images ([`fetch`]) and the catalogue that
+//! gives each image an account can open an unguessable id ([`catalog`]).
 
+pub mod catalog;
+mod fetch;
 mod sniff;
 
+pub use catalog::{KeepError, Media, Pending, Prefetcher};
+pub use fetch::{FetchError, Fetcher};
 pub use sniff::{ImageType, sniff};
 
 use bytes::Bytes;
@@ -80,6 +87,20 @@ impl std::fmt::Debug for MediaStore {
 }
 
 impl MediaStore {
+    /// The store `media.*` configures.
+    pub fn from_config(cfg: &cova_config::MediaConfig) -> Result<Self> {
+        use secrecy::ExposeSecret;
+        Self::open(&StoreOptions {
+            url: cfg.url.clone(),
+            endpoint: cfg.s3_endpoint.clone(),
+            region: cfg.s3_region.clone(),
+            access_key_id: cfg.s3_access_key_id.clone(),
+            secret_access_key: cfg.s3_secret_access_key.as_ref().map(|s| s.expose_secret().to_owned()),
+            allow_http: cfg.s3_allow_http,
+            max_bytes: cfg.max_bytes,
+        })
+    }
+
     pub fn open(options: &StoreOptions) -> Result<Self> {
         let config = |e: object_store::Error| MediaError::Config(e.to_string());
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match options.url.split_once("://") {

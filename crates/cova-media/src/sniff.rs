@@ -20,6 +20,12 @@ impl ImageType {
         }
     }
 
+    pub fn from_content_type(content_type: &str) -> Option<Self> {
+        [ImageType::Jpeg, ImageType::Png, ImageType::Gif, ImageType::Webp, ImageType::Avif]
+            .into_iter()
+            .find(|t| t.content_type() == content_type)
+    }
+
     pub const fn extension(self) -> &'static str {
         match self {
             ImageType::Jpeg => "jpg",

@@ -2,10 +2,9 @@
 //! sent only to public addresses, and Telegram Bot API messages. The gateway uses it to check
 //! and test channels, the notifier to deliver.
 
-mod guard;
 mod sender;
 mod signature;
 
-pub use guard::{Guard, Refusal, is_public};
+pub use cova_egress::{Guard, Refusal, is_public};
 pub use sender::{Outcome, SendError, Sender};
 pub use signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign, verify};

@@ -2,9 +2,9 @@
 //! redirects followed, bounded time and a bounded read of the answer; Telegram through the
 //! configured Bot API.
 
-use crate::guard::{Guard, Refusal};
 use crate::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
 use cova_config::NotifierConfig;
+use cova_egress::{Guard, Refusal};
 use secrecy::ExposeSecret;
 use std::time::Duration;
 

@@ -32,14 +32,28 @@ pub struct CommentAuthor {
     pub id: String,
     pub handle: Option<String>,
     pub name: Option<String>,
+    /// The platform's link (signed; it expires within hours).
     pub avatar_url: Option<String>,
+    /// cova's copy of the avatar, once cova has listed it for an account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<Media>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An image. As a platform adapter reads it, `url` is the platform's link; once cova has
+/// listed it for an account, `url` is cova's own (`/api/v1/media/file?id=…`), `id` names it and
+/// `source_url` keeps the platform's link.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Media {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub url: String,
+    /// `cover`, `avatar` or `image`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     pub width: Option<u32>,
     pub height: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
 }
 
 /// Free post metadata.
@@ -63,6 +77,9 @@ pub struct Metadata {
     pub sound: Option<Sound>,
     pub cover: Cover,
     pub description_keywords: DescriptionKeywords,
+    /// cova's copies of the cover and the author's avatar, once listed for an account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<Media>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

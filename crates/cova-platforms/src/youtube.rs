@@ -190,6 +190,7 @@ fn video_metadata(id: &str, item: &Value) -> Metadata {
         sound: None,
         cover,
         description_keywords: keywords,
+        media: Vec::new(),
     }
 }
 
@@ -233,6 +234,7 @@ fn comment(v: &Value, parent_id: Option<&str>, reply_count: u64, keep_raw: bool)
             handle: display.as_deref().and_then(|d| d.strip_prefix('@')).map(str::to_string),
             name: display,
             avatar_url: sn.get("authorProfileImageUrl").and_then(str_of),
+            avatar: None,
         },
         likes: sn.get("likeCount").and_then(u64_of).unwrap_or(0),
         reply_count,

@@ -10,6 +10,7 @@ pub use worker::{Delivered, Handler, Outcome, Source};
 use cova_cache::Cache;
 use cova_config::{Config, redact_url};
 use cova_domain::Clock;
+use cova_media::{Fetcher, Media, MediaStore};
 use cova_queue::Queue;
 use cova_storage::Db;
 use std::time::Duration;
@@ -22,6 +23,8 @@ pub enum StartError {
     Cache { url: String, source: cova_cache::CacheError },
     #[error("queue ({url}): {source}")]
     Queue { url: String, source: cova_queue::QueueError },
+    #[error("media (media.url = {url}): {message}")]
+    Media { url: String, message: String },
 }
 
 /// Handles on the database, cache and queue, and the clock the product rules run on; cheap
@@ -31,6 +34,8 @@ pub struct Backends {
     pub db: Db,
     pub cache: Cache,
     pub queue: Queue,
+    /// The media store, and the downloads that fill it.
+    pub media: Media,
     pub clock: Clock,
 }
 
@@ -57,11 +62,17 @@ impl Backends {
         let queue = Queue::connect_with(&cfg.queue, cova_messages::roles::ALL, cova_messages::event_queues::ALL)
             .await
             .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;
-        Ok(Self { db, cache, queue, clock: Clock::system() })
+        let media_error = |message: String| StartError::Media { url: redact_url(&cfg.media.url), message };
+        let store = MediaStore::from_config(&cfg.media).map_err(|e| media_error(e.to_string()))?;
+        let fetcher = Fetcher::new(&cfg.media).map_err(media_error)?;
+        let clock = Clock::system();
+        let media = Media::new(store, fetcher, db.clone(), clock.clone());
+        Ok(Self { db, cache, queue, media, clock })
     }
 
     /// The same backends on another clock (tests move time by hand).
     pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.media = self.media.with_clock(clock.clone());
         self.clock = clock;
         self
     }

@@ -3,6 +3,7 @@
 //! deterministically from the seed and its id; the id also selects the comment count and the
 //! failure scenario (see [`rules`] and the README).
 
+pub mod cdn;
 mod llm;
 pub mod rules;
 mod server;

@@ -35,10 +35,13 @@ pub enum TikTokScenario {
     NonJsonFirst2 = 19,
     ChallengeRepeats = 20,
     CaptchaOnce = 21,
+    /// Comment images point where cova must never go: a host off the CDN allow-list, a CDN
+    /// redirect to loopback, `file://`, a cloud metadata address.
+    HostileMedia = 22,
 }
 
 impl TikTokScenario {
-    pub const ALL: [TikTokScenario; 22] = [
+    pub const ALL: [TikTokScenario; 23] = [
         Self::Normal,
         Self::PrivatePost,
         Self::PrivateAccount,
@@ -61,6 +64,7 @@ impl TikTokScenario {
         Self::NonJsonFirst2,
         Self::ChallengeRepeats,
         Self::CaptchaOnce,
+        Self::HostileMedia,
     ];
 
     pub fn code(self) -> u64 {

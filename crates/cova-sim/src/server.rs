@@ -6,7 +6,7 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Generated posts kept in memory; the cache is dropped when it grows past this.
@@ -39,6 +39,8 @@ pub(crate) struct State {
     pub cfg: SimConfig,
     pub base: String,
     latency_ms: AtomicU64,
+    /// Seconds the CDN's clock is ahead of the wall clock ([`SimHandle::expire_cdn_links`]).
+    cdn_ahead_s: AtomicI64,
     requests: Mutex<Vec<RecordedRequest>>,
     counters: Mutex<HashMap<String, u32>>,
     posts: Mutex<HashMap<String, Arc<SimPost>>>,
@@ -59,6 +61,7 @@ impl State {
     fn new(cfg: SimConfig, base: String) -> Self {
         Self {
             latency_ms: AtomicU64::new(cfg.latency_ms),
+            cdn_ahead_s: AtomicI64::new(0),
             cfg,
             base,
             requests: Mutex::new(Vec::new()),
@@ -74,7 +77,9 @@ impl State {
         if let Some(p) = lock(&self.posts).get(&key) {
             return p.clone();
         }
-        let generator = Gen { seed: self.cfg.seed, base: &self.base };
+        // Links handed out now stay valid for the CDN's TTL.
+        let expires = self.cdn_now() + crate::cdn::LINK_TTL_S;
+        let generator = Gen { seed: self.cfg.seed, base: &self.base, expires };
         let mut post = make(&generator);
         let extra = lock(&self.grown).get(&key).copied().unwrap_or(0);
         generator.grow(&mut post, extra);
@@ -93,6 +98,17 @@ impl State {
 
     pub fn youtube_post(&self, id: &str) -> Arc<SimPost> {
         self.cached(format!("youtube:{id}"), |g| g.youtube(id))
+    }
+
+    /// The CDN's clock (unix seconds).
+    fn cdn_now(&self) -> i64 {
+        chrono::Utc::now().timestamp() + self.cdn_ahead_s.load(Ordering::Relaxed)
+    }
+
+    /// Every link handed out so far expires; posts read from now on carry fresh links.
+    fn expire_cdn_links(&self) {
+        self.cdn_ahead_s.fetch_add(crate::cdn::LINK_TTL_S + 60, Ordering::Relaxed);
+        lock(&self.posts).clear();
     }
 
     /// Counts requests per key; returns this request's 1-based number.
@@ -183,8 +199,8 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
     {
         return answer;
     }
-    if let Some(file) = r.path.strip_prefix("/cdn/") {
-        return cdn(file);
+    if let Some(path) = r.path.strip_prefix("/cdn/") {
+        return crate::cdn::handle(&r, path, state.cdn_now());
     }
     tiktok::handle(&state, &r)
 }
@@ -193,6 +209,10 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
 fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
     match (r.method.as_str(), rest) {
         ("GET", "requests") => HttpResponse::Ok().json(&*lock(&state.requests)),
+        ("POST", "cdn/expire") => {
+            state.expire_cdn_links();
+            HttpResponse::NoContent().finish()
+        }
         ("DELETE", "requests") => {
             lock(&state.requests).clear();
             HttpResponse::NoContent().finish()
@@ -227,24 +247,13 @@ fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
     }
 }
 
-/// A valid 1×1 PNG: every simulated cover, avatar and comment image.
+/// A valid 1×1 PNG: the start of every simulated cover, avatar and comment image.
 pub(crate) const PNG_1X1: &[u8] = &[
     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
     0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0a, 0x49,
     0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00,
     0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
-
-fn cdn(file: &str) -> HttpResponse {
-    if file.starts_with("img/") {
-        HttpResponse::Ok().content_type("image/png").insert_header(("cache-control", "max-age=86400")).body(PNG_1X1)
-    } else if file.starts_with("audio/") {
-        // An MPEG frame header is enough for players to recognise the type.
-        HttpResponse::Ok().content_type("audio/mpeg").body(vec![0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0])
-    } else {
-        HttpResponse::NotFound().finish()
-    }
-}
 
 /// A running simulator; stops on drop or [`SimHandle::stop`].
 pub struct SimHandle {
@@ -265,6 +274,11 @@ impl SimHandle {
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.state.requests).clone()
+    }
+
+    /// Makes every CDN link handed out so far expire, as hours passing would.
+    pub fn expire_cdn_links(&self) {
+        self.state.expire_cdn_links();
     }
 
     pub fn clear_requests(&self) {

@@ -228,9 +228,16 @@ fn shape(n: u64, rng: &mut Rng) -> Vec<u64> {
 pub(crate) struct Gen<'a> {
     pub seed: u64,
     pub base: &'a str,
+    /// When the CDN links of the posts generated now expire (unix seconds).
+    pub expires: i64,
 }
 
 impl Gen<'_> {
+    /// The signed CDN link of `path`.
+    fn cdn(&self, path: &str) -> String {
+        crate::cdn::link(self.base, path, self.expires)
+    }
+
     fn comment(&self, rng: &mut Rng, platform: &str, id: String, time: i64, top_level: bool) -> SimComment {
         let (language, template) = *rng.pick(TEXTS);
         let text = fill(template, rng);
@@ -242,7 +249,7 @@ impl Gen<'_> {
             format!("UC{:022}", rng.below(10_000_000_000_000_000_000)).chars().take(24).collect()
         };
         let images = if platform == "tiktok" && top_level && rng.chance(15) {
-            vec![SimImage { url: format!("{}/cdn/img/c{id}.png", self.base), width: 640, height: 480 }]
+            vec![SimImage { url: self.cdn(&format!("img/c{id}.png")), width: 640, height: 480 }]
         } else {
             Vec::new()
         };
@@ -254,7 +261,7 @@ impl Gen<'_> {
             text,
             author_handle: (!uid_only).then(|| handle.clone()),
             author_name: (!uid_only).then(|| handle.replace(['.', '_'], " ")),
-            avatar_url: (!uid_only).then(|| format!("{}/cdn/img/a{author_id}.png", self.base)),
+            avatar_url: (!uid_only).then(|| self.cdn(&format!("img/a{author_id}.png"))),
             author_id,
             likes,
             create_time: time,
@@ -321,14 +328,14 @@ impl Gen<'_> {
         let views = 10_000 + rng.below(50_000_000);
         let likes = views / (5 + rng.below(20));
         let cover_urls = if photo {
-            (1..=3).map(|k| format!("{}/cdn/img/p{post_id}-{k}.png", self.base)).collect()
+            (1..=3).map(|k| self.cdn(&format!("img/p{post_id}-{k}.png"))).collect()
         } else if platform == "youtube" {
             ["default", "medium", "high", "maxres"]
                 .iter()
-                .map(|s| format!("{}/cdn/img/yt-{post_id}-{s}.png", self.base))
+                .map(|s| self.cdn(&format!("img/yt-{post_id}-{s}.png")))
                 .collect()
         } else {
-            ["cover", "origin", "dynamic"].iter().map(|s| format!("{}/cdn/img/{s}-{post_id}.png", self.base)).collect()
+            ["cover", "origin", "dynamic"].iter().map(|s| self.cdn(&format!("img/{s}-{post_id}.png"))).collect()
         };
         let (width, height) = if photo {
             (1080, 1440)
@@ -347,7 +354,7 @@ impl Gen<'_> {
             language: "en".into(),
             author_id: format!("68{:017}", rng.below(100_000_000_000_000_000)),
             author_name: format!("{brand} ✨"),
-            author_avatar_url: format!("{}/cdn/img/avatar-{handle}.png", self.base),
+            author_avatar_url: self.cdn(&format!("img/avatar-{handle}.png")),
             author_handle: handle.clone(),
             author_verified: rng.chance(2),
             followers: 1_000 + rng.below(5_000_000),
@@ -368,8 +375,8 @@ impl Gen<'_> {
                 author: format!("{brand} ✨"),
                 original: true,
                 duration_s: 30,
-                url: format!("{}/cdn/audio/{post_id}.mp3", self.base),
-                cover_url: format!("{}/cdn/img/music-{post_id}.png", self.base),
+                url: self.cdn(&format!("audio/{post_id}.mp3")),
+                cover_url: self.cdn(&format!("img/music-{post_id}.png")),
             },
             cover_urls,
             width,
@@ -383,12 +390,36 @@ impl Gen<'_> {
         // A TikTok id carries its creation time in the upper 32 bits.
         let create_time = (id >> 32) as i64;
         let photo = scenario == TikTokScenario::Photo;
+        let mut comments = self.comments("tiktok", &sid, n, create_time);
+        if scenario == TikTokScenario::HostileMedia {
+            self.hostile_images(&mut comments);
+        }
         SimPost {
             platform: "tiktok".into(),
             id: sid.clone(),
             scenario: scenario.to_string(),
             metadata: self.metadata("tiktok", &sid, n, create_time, photo),
-            comments: self.comments("tiktok", &sid, n, create_time),
+            comments,
+        }
+    }
+
+    /// Gives every top-level comment an image link cova must refuse, in turn: the simulator's
+    /// trap under another host name (off the allow-list), a signed CDN redirect to that trap
+    /// on loopback, `file://`, and the cloud metadata address.
+    fn hostile_images(&self, comments: &mut [SimComment]) {
+        let loopback = self.base.replace("127.0.0.1", "localhost");
+        for (k, c) in comments.iter_mut().enumerate() {
+            let url = match k % 4 {
+                0 => format!("{loopback}/cdn/trap/host-{}.png", c.id),
+                1 => {
+                    let to = format!("{loopback}/cdn/trap/redirect-{}.png", c.id);
+                    let to: String = url::form_urlencoded::byte_serialize(to.as_bytes()).collect();
+                    format!("{}&to={to}", self.cdn(&format!("redirect/{}.png", c.id)))
+                }
+                2 => "file:///etc/passwd".to_owned(),
+                _ => "http://169.254.169.254/latest/meta-data/iam/security-credentials/".to_owned(),
+            };
+            c.images = vec![SimImage { url, width: 64, height: 64 }];
         }
     }
 
@@ -438,7 +469,7 @@ mod tests {
 
     #[test]
     fn counts_follow_the_id_rule_and_ids_are_unique() {
-        let g = Gen { seed: 1, base: "http://sim" };
+        let g = Gen { seed: 1, base: "http://sim", expires: 0 };
         for n in [0u64, 1, 2, 49, 5000] {
             let p = g.tiktok(tiktok_post_id(TikTokScenario::Normal, n));
             assert_eq!(p.total_comments() as u64, n);
@@ -462,9 +493,9 @@ mod tests {
 
     #[test]
     fn generation_is_deterministic_per_seed() {
-        let a = Gen { seed: 7, base: "http://sim" }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
-        let b = Gen { seed: 7, base: "http://sim" }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
-        let c = Gen { seed: 8, base: "http://sim" }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
+        let a = Gen { seed: 7, base: "http://sim", expires: 0 }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
+        let b = Gen { seed: 7, base: "http://sim", expires: 0 }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
+        let c = Gen { seed: 8, base: "http://sim", expires: 0 }.tiktok(tiktok_post_id(TikTokScenario::Normal, 300));
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

@@ -65,13 +65,27 @@ async fn short_links_redirect_with_tracking_or_home() {
 }
 
 #[tokio::test]
-async fn cdn_serves_real_images() {
+async fn cdn_serves_real_images_behind_signed_expiring_links() {
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("starts");
-    let resp = client().get(format!("{}/cdn/img/cover-1.png", sim.base_url())).send().await.expect("image");
+    let post = sim.expected_post(&tiktok_post_id(TikTokScenario::Normal, 10).to_string());
+    let link = post.metadata.cover_urls[0].clone();
+    assert!(link.contains("x-expires=") && link.contains("x-signature="), "{link}");
+    let resp = client().get(&link).send().await.expect("image");
+    assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "image/png");
     let bytes = resp.bytes().await.expect("body");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], b"IEND");
+    assert_eq!(bytes.as_ref(), cova_sim::cdn::image_bytes(&format!("cover-{}.png", post.id)).as_slice());
+    let unsigned = link.split('?').next().expect("path").to_owned();
+    let tampered = link.replace("x-expires=", "x-expires=9");
+    for bad in [unsigned, tampered] {
+        assert_eq!(client().get(&bad).send().await.expect("request").status(), 403, "{bad}");
+    }
+    sim.expire_cdn_links();
+    assert_eq!(client().get(&link).send().await.expect("request").status(), 403, "expired");
+    let fresh = sim.expected_post(&post.id).metadata.cover_urls[0].clone();
+    assert_ne!(fresh, link);
+    assert_eq!(client().get(&fresh).send().await.expect("request").status(), 200, "posts read later carry fresh links");
 }
 
 #[tokio::test]

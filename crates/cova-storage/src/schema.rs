@@ -270,6 +270,28 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    media (id) {
+        id -> Text,
+        account_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        slot -> Text,
+        kind -> Text,
+        n -> Integer,
+        source_url -> Text,
+        width -> Nullable<Integer>,
+        height -> Nullable<Integer>,
+        content_key -> Nullable<Text>,
+        content_type -> Nullable<Text>,
+        size -> Nullable<BigInt>,
+        fetched_at -> Nullable<BigInt>,
+        fetch_error -> Nullable<Text>,
+        created_at -> BigInt,
+        expires_at -> BigInt,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
 diesel::allow_tables_to_appear_in_same_query!(
     accounts,
@@ -290,5 +312,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     ai_quotes,
     ai_jobs,
     ai_consents,
-    ai_queries
+    ai_queries,
+    media
 );

@@ -60,9 +60,45 @@ pub async fn resolve(
     Ok(post)
 }
 
-/// The post's metadata as the API shows it, with `cached` set. Spends one unit of `limit`
-/// under `member` only when this request is the one that fetches; a failed fetch gives it back.
+/// The post's metadata as the API shows it to `account_id`, with `cached` set and `media`
+/// naming cova's copies of the cover and the author's avatar (downloaded in the background).
+/// Spends one unit of `limit` under `member` only when this request is the one that fetches;
+/// a failed fetch gives it back.
 pub async fn metadata(
+    state: &AppState,
+    post: &PostRef,
+    meter: &mut Meter,
+    (limit, member): (&Limit, &str),
+    account_id: &str,
+) -> Result<Value, ApiError> {
+    let mut body = shared_metadata(state, post, meter, limit, member).await?;
+    let media = &state.backends.media;
+    match cova_media::catalog::attach_metadata(
+        &state.backends.db,
+        account_id,
+        &post.to_string(),
+        &mut body,
+        state.now(),
+    )
+    .await
+    {
+        Ok(pending) if !pending.is_empty() => {
+            let media = media.clone();
+            tokio::spawn(async move {
+                for p in pending {
+                    // A failure is recorded on the image; it is retried when asked for.
+                    let _ = media.fetch(&p.id, &p.source_url).await;
+                }
+            });
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "listing the post's images failed; the answer goes without them"),
+    }
+    Ok(body)
+}
+
+/// The metadata every account sees (cached per post).
+async fn shared_metadata(
     state: &AppState,
     post: &PostRef,
     meter: &mut Meter,

@@ -127,10 +127,15 @@ impl Meter {
         e
     }
 
-    pub fn json<T: Serialize>(&self, mut builder: actix_web::HttpResponseBuilder, body: &T) -> HttpResponse {
+    /// Adds the gathered headers to an answer being built.
+    pub fn apply(&self, builder: &mut actix_web::HttpResponseBuilder) {
         for (name, value) in &self.headers {
             builder.insert_header((*name, value.as_str()));
         }
+    }
+
+    pub fn json<T: Serialize>(&self, mut builder: actix_web::HttpResponseBuilder, body: &T) -> HttpResponse {
+        self.apply(&mut builder);
         builder.json(body)
     }
 
@@ -207,9 +212,7 @@ impl Meter {
 impl Meter {
     /// An answer without a body (204), with the gathered headers.
     pub fn empty(&self, mut builder: actix_web::HttpResponseBuilder) -> HttpResponse {
-        for (name, value) in &self.headers {
-            builder.insert_header((*name, value.as_str()));
-        }
+        self.apply(&mut builder);
         builder.finish()
     }
 
@@ -218,9 +221,7 @@ impl Meter {
     where
         S: futures::Stream<Item = Result<actix_web::web::Bytes, actix_web::Error>> + 'static,
     {
-        for (name, value) in &self.headers {
-            builder.insert_header((*name, value.as_str()));
-        }
+        self.apply(&mut builder);
         builder.streaming(body)
     }
 }

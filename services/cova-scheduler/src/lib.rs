@@ -3,7 +3,8 @@
 //!   job through the outbox, like `POST /analyses/{ref}/refresh` would; a watch that cannot run
 //!   (no pack, empty balance) is skipped until its next interval with the reason on the entry;
 //! - runs the janitor: breakdowns 14 days past their last full scrape are purged and their
-//!   entries marked `expired`.
+//!   entries marked `expired`; their images (and the stored bytes no other image shares) go
+//!   with them, as do images that no scrape or metadata read listed for 14 days.
 //!
 //! Time comes from the backends' clock, so tests move it by hand; the next run is one
 //! interval after the run (plus jitter), so a scheduler that was down starts one catch-up run.
@@ -38,6 +39,8 @@ pub struct Tick {
     pub skipped: usize,
     /// Breakdowns purged by the janitor.
     pub expired: usize,
+    /// Images deleted by the janitor.
+    pub media_deleted: usize,
 }
 
 impl Scheduler {
@@ -57,6 +60,7 @@ impl Scheduler {
                         joined = t.joined,
                         skipped = t.skipped,
                         expired = t.expired,
+                        media_deleted = t.media_deleted,
                         "scheduler tick"
                     );
                 }
@@ -94,6 +98,20 @@ impl Scheduler {
             tick.expired += expired;
             if (expired as i64) < batch {
                 break;
+            }
+        }
+        loop {
+            match cova_media::catalog::purge_expired(db, self.backends.media.store(), now, batch).await {
+                Ok(deleted) => {
+                    tick.media_deleted += deleted;
+                    if (deleted as i64) < batch {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "purging expired images failed; trying again next tick");
+                    break;
+                }
             }
         }
         Ok(tick)

@@ -3,9 +3,12 @@
 //! to expect), size the job's hold to the post, collect its comments up to that hold (writing
 //! pages as they arrive), then complete it (charge what was collected, bookmark, event) or fail
 //! it (charge nothing, event). Transient failures retry with backoff, then fail the job.
+//! While it collects, the cover and the comment images are downloaded into the media store;
+//! a download that fails never fails the job (the image is fetched when first asked for).
 
-use cova_config::ScraperConfig;
+use cova_config::{MediaConfig, ScraperConfig};
 use cova_domain::limits::{MAX_COMMENTS_PER_POST, hold};
+use cova_media::{Prefetcher, catalog};
 use cova_messages::AnalyzeCommand;
 use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
 use cova_runtime::worker::backoff;
@@ -22,6 +25,8 @@ pub struct Scraper {
     backends: Backends,
     platforms: Platforms,
     config: ScraperConfig,
+    /// Images downloaded at once per job, and how long a job waits for them at its end.
+    prefetch: (usize, Duration),
     /// Nudges the outbox relay after a job ends, so its event leaves at once.
     outbox: Arc<Notify>,
 }
@@ -51,8 +56,15 @@ impl Handler for Scraper {
 }
 
 impl Scraper {
-    pub fn new(backends: Backends, platforms: Platforms, config: ScraperConfig, outbox: Arc<Notify>) -> Self {
-        Self { backends, platforms, config, outbox }
+    pub fn new(
+        backends: Backends,
+        platforms: Platforms,
+        config: ScraperConfig,
+        media: &MediaConfig,
+        outbox: Arc<Notify>,
+    ) -> Self {
+        let prefetch = (media.fetch_concurrency, Duration::from_millis(media.prefetch_wait_ms));
+        Self { backends, platforms, config, prefetch, outbox }
     }
 
     fn now(&self) -> i64 {
@@ -114,6 +126,12 @@ impl Scraper {
         // The post page first: it tells private, restricted and deleted posts apart (the
         // comment list alone may still answer for them) and how many comments to expect.
         let metadata = self.platforms.metadata(&post).await.map_err(Failure::Platform)?;
+        let prefetcher = self.backends.media.prefetcher(self.prefetch.0);
+        let mut shown = serde_json::to_value(&metadata).unwrap_or_default();
+        match catalog::attach_metadata(&self.backends.db, &job.account_id, &job.r#ref, &mut shown, self.now()).await {
+            Ok(pending) => prefetcher.push(pending),
+            Err(e) => tracing::warn!(error = %e, "listing the post's images failed; they are left out"),
+        }
         let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
         // Size the hold to what may be charged: the whole post on a first scrape, its growth on
         // a re-scrape. Lower it (the rest is free for the account's other jobs at once) or
@@ -135,21 +153,29 @@ impl Scraper {
         let expected = reported.map(|n| n.min(limit));
         let mut sink = DbSink {
             backends: self.backends.clone(),
-            job_id: job.id.clone(),
+            job,
+            prefetcher,
             owner: owner.to_owned(),
             lease_ms: self.config.lease_ms as i64,
             lease_lost: false,
             expected,
         };
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        match self.platforms.collect_comments(&post, limit, &mut sink).await {
-            Ok(outcome) => Ok(Scraped {
-                truncated: outcome.truncated,
-                metadata: serde_json::to_string(&metadata).ok(),
-                search: metadata.search_text(),
-            }),
-            Err(_) if sink.lease_lost => Err(Failure::LeaseLost),
-            Err(e) => Err(Failure::Platform(e)),
+        let collected = self.platforms.collect_comments(&post, limit, &mut sink).await;
+        let DbSink { prefetcher, lease_lost, .. } = sink;
+        match collected {
+            Ok(outcome) => {
+                prefetcher.finish(self.prefetch.1).await;
+                Ok(Scraped {
+                    truncated: outcome.truncated,
+                    metadata: Some(shown.to_string()),
+                    search: metadata.search_text(),
+                })
+            }
+            Err(e) => {
+                prefetcher.finish(Duration::ZERO).await;
+                Err(if lease_lost { Failure::LeaseLost } else { Failure::Platform(e) })
+            }
         }
     }
 }
@@ -160,9 +186,11 @@ enum Failure {
 }
 
 /// Writes each page as it arrives, so memory stays flat and progress is visible while polling.
-struct DbSink {
+struct DbSink<'a> {
     backends: Backends,
-    job_id: String,
+    job: &'a Job,
+    /// Downloads the comment images as pages arrive.
+    prefetcher: Prefetcher,
     owner: String,
     lease_ms: i64,
     lease_lost: bool,
@@ -171,8 +199,14 @@ struct DbSink {
 }
 
 #[async_trait::async_trait]
-impl CommentSink for DbSink {
-    async fn page(&mut self, batch: Vec<Comment>) -> Result<(), PlatformError> {
+impl CommentSink for DbSink<'_> {
+    async fn page(&mut self, mut batch: Vec<Comment>) -> Result<(), PlatformError> {
+        let now = self.backends.clock.now_ms();
+        match catalog::attach_comments(&self.backends.db, &self.job.account_id, &self.job.r#ref, &mut batch, now).await
+        {
+            Ok(pending) => self.prefetcher.push(pending),
+            Err(e) => tracing::warn!(error = %e, "listing comment images failed; they are left out"),
+        }
         let rows: Vec<StoredComment> = batch
             .into_iter()
             .map(|mut comment| {
@@ -187,10 +221,9 @@ impl CommentSink for DbSink {
                 }
             })
             .collect();
-        let now = self.backends.clock.now_ms();
         match jobs::append_comments(
             &self.backends.db,
-            &self.job_id,
+            &self.job.id,
             (&self.owner, self.lease_ms),
             &rows,
             self.expected,

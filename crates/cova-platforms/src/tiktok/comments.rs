@@ -43,6 +43,7 @@ pub(crate) fn comment(c: &Value, parent_id: Option<&str>, keep_raw: bool) -> Opt
         handle: get("unique_id").and_then(str_of),
         name: get("nickname").and_then(str_of),
         avatar_url: get("avatar_thumb").and_then(first_url),
+        avatar: None,
     };
     let reply_to = c.get("reply_id").and_then(str_of).filter(|r| r != "0");
     let media = c
@@ -56,6 +57,7 @@ pub(crate) fn comment(c: &Value, parent_id: Option<&str>, keep_raw: bool) -> Opt
                 url: first_url(src)?,
                 width: src.get("width").and_then(u32_of),
                 height: src.get("height").and_then(u32_of),
+                ..Media::default()
             })
         })
         .collect();
@@ -119,7 +121,13 @@ mod tests {
         let uid_only = &e.comments[1];
         assert_eq!(
             uid_only.author,
-            CommentAuthor { id: "6900000000000000002".into(), handle: None, name: None, avatar_url: None }
+            CommentAuthor {
+                id: "6900000000000000002".into(),
+                handle: None,
+                name: None,
+                avatar_url: None,
+                avatar: None
+            }
         );
         assert!(!uid_only.pinned);
         let with_image = &e.comments[2];

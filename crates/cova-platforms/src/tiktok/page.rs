@@ -216,6 +216,7 @@ pub(crate) fn metadata(
         url: format!("https://www.tiktok.com/@{handle}/{kind}/{id}"),
         title: None,
         description_keywords: description_keywords(&description),
+        media: Vec::new(),
         description,
         created_at: item.get("createTime").and_then(i64_of).map(rfc3339_from_unix),
         duration_s: video.and_then(|v| v.get("duration")).and_then(f64_of).filter(|d| *d > 0.0),
@@ -242,6 +243,7 @@ pub(crate) fn metadata_from_oembed(id: &str, o: &Value) -> Metadata {
         url: format!("https://www.tiktok.com/@{url_handle}/video/{id}"),
         title: None,
         description_keywords: description_keywords(&description),
+        media: Vec::new(),
         description,
         // A TikTok id carries its creation time in the upper 32 bits.
         created_at: id.parse::<u64>().ok().map(|n| rfc3339_from_unix((n >> 32) as i64)),

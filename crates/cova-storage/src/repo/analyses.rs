@@ -1,7 +1,7 @@
 //! The account's analyses and the library: one analysis per (account, ref); bookmarked when
 //! `saved_at` is set. Its breakdown is the comments of `last_job_id` (see `breakdown`).
 
-use crate::schema::{analyses, job_comments};
+use crate::schema::{analyses, job_comments, media};
 use crate::{Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::AnalysisStatus;
 use diesel::prelude::*;
@@ -188,6 +188,17 @@ pub async fn save(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<Op
     })
 }
 
+/// Ends the lifetime of a post's images for an account, with its breakdown (the janitor
+/// deletes them and their bytes).
+macro_rules! expire_media {
+    ($c:expr, $account_id:expr, $ref:expr) => {
+        diesel::update(media::table.filter(media::account_id.eq($account_id)).filter(media::ref_.eq($ref)))
+            .set(media::expires_at.eq(0_i64))
+            .execute($c)
+            .await?
+    };
+}
+
 /// Removes the entry from the library: stops its watch and deletes its breakdown. False when
 /// it was not in the library.
 pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
@@ -199,6 +210,7 @@ pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
         if let Some(job) = &analysis.last_job_id {
             diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
         }
+        expire_media!(c, account_id, r#ref);
         let status = match analysis.status {
             AnalysisStatus::MetadataOnly => AnalysisStatus::MetadataOnly,
             _ => AnalysisStatus::Expired,
@@ -311,18 +323,19 @@ pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
 /// purge that was interrupted). Returns how many breakdowns were deleted.
 pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
     let mut conn = db.conn().await?;
-    let stale: Vec<(String, String)> = with_conn!(&mut conn, |c| {
+    let stale: Vec<(String, String, String, String)> = with_conn!(&mut conn, |c| {
         analyses::table
             .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
             .filter(analyses::last_job_id.is_not_null())
             .limit(limit)
-            .select((analyses::id, analyses::last_job_id.assume_not_null()))
+            .select((analyses::id, analyses::account_id, analyses::ref_, analyses::last_job_id.assume_not_null()))
             .load(c)
             .await
     })?;
-    for (id, job) in &stale {
+    for (id, account_id, r#ref, job) in &stale {
         in_transaction!(&mut conn, |c| {
             diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
+            expire_media!(c, account_id, r#ref);
             diesel::update(analyses::table.filter(analyses::id.eq(id)))
                 .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
                 .set(analyses::last_job_id.eq(None::<String>))

@@ -10,6 +10,7 @@ pub mod channels;
 pub mod deliveries;
 pub mod jobs;
 pub mod keywords;
+pub mod media;
 pub mod outbox;
 pub mod tokens;
 pub mod watches;

@@ -22,13 +22,33 @@ impl Cova {
             ("COVA_CACHE__URL", config.cache.url.clone()),
             ("COVA_CACHE__PREFIX", config.cache.prefix.clone()),
         ];
-        let vars = backends.into_iter().chain(extra.iter().cloned()).map(|(k, v)| (k.to_owned(), v)).collect();
+        let media = &config.media;
+        let s3 = media.s3_endpoint.iter().flat_map(|endpoint| {
+            [
+                ("COVA_MEDIA__S3_ENDPOINT", endpoint.clone()),
+                ("COVA_MEDIA__S3_ALLOW_HTTP", "true".to_owned()),
+                ("COVA_MEDIA__S3_ACCESS_KEY_ID", "test".to_owned()),
+                ("COVA_MEDIA__S3_SECRET_ACCESS_KEY", "test".to_owned()),
+            ]
+        });
+        let vars = backends
+            .into_iter()
+            .chain([("COVA_MEDIA__URL", media.url.clone())])
+            .chain(s3)
+            .chain(extra.iter().cloned())
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         Self { vars }
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
         cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        if !self.vars.iter().any(|(k, _)| k == "COVA_MEDIA__URL") {
+            // Never the default `data/media` under the crate.
+            let dir = std::env::temp_dir().join("cova-test-media").join(format!("p{}", std::process::id()));
+            cmd.env("COVA_MEDIA__URL", dir);
+        }
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }

@@ -363,7 +363,7 @@ pub async fn save_metadata(req: HttpRequest, state: web::Data<AppState>, payload
     meter.balance(&state, &principal).await?;
     let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit)).await?;
     let member = uuid::Uuid::new_v4().to_string();
-    let mut body = lookup::metadata(&state, &post, &mut meter, &limit, &member).await?;
+    let mut body = lookup::metadata(&state, &post, &mut meter, (&limit, &member), &principal.account_id).await?;
     let cached = body.as_object_mut().and_then(|o| o.remove("cached")).unwrap_or(Value::Bool(false));
     let metadata: Metadata = serde_json::from_value(body.clone()).map_err(|_| meter.fail(ApiError::internal()))?;
     let entry = analyses::save_metadata(

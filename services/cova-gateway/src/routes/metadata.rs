@@ -26,6 +26,6 @@ pub async fn post_metadata(req: HttpRequest, state: web::Data<AppState>, payload
     meter.balance(&state, &principal).await?;
     let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit)).await?;
     let member = uuid::Uuid::new_v4().to_string();
-    let body = lookup::metadata(&state, &post, &mut meter, &limit, &member).await?;
+    let body = lookup::metadata(&state, &post, &mut meter, (&limit, &member), &principal.account_id).await?;
     Ok(meter.json(HttpResponse::Ok(), &body))
 }

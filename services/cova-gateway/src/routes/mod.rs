@@ -5,6 +5,7 @@ mod analyses;
 mod analyze;
 mod export;
 mod health;
+mod media;
 mod metadata;
 mod notifications;
 mod sandbox;
@@ -67,6 +68,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/ai/run", web::post().to(ai::run)))
                 .service(resource("/ai/jobs/{id}", web::get().to(ai::get_job)))
                 .service(resource("/ai/{ref}/queries", web::put().to(ai::put_queries)))
+                .service(resource("/media/file", web::get().to(media::file)))
+                .service(resource("/media/download", web::get().to(media::download)))
                 .service(resource("/sandbox/metadata", web::post().to(sandbox::metadata)))
                 .service(resource("/sandbox/analyze", web::post().to(sandbox::analyze))),
         );

@@ -1,9 +1,9 @@
-//! The SSRF guard for customer-supplied URLs: `https` only, and every address the host
-//! resolves to must be public (loopback, private, link-local, CGNAT, multicast, unspecified,
-//! broadcast, documentation and benchmarking ranges, IPv6 unique-local and site-local, and
-//! IPv4 addresses hidden in IPv4-mapped, IPv4-compatible, NAT64 or 6to4 IPv6 are refused).
-//! The caller connects to an address this guard returned, so the name is not resolved twice.
-//! Ranges in `notifier.allow_private` are admitted (tests, private deployments).
+//! The SSRF guard for URLs cova is told to contact (customers' webhooks, platform CDN links):
+//! every address the host resolves to must be public (loopback, private, link-local, CGNAT,
+//! multicast, unspecified, broadcast, documentation and benchmarking ranges, IPv6 unique-local
+//! and site-local, and IPv4 addresses hidden in IPv4-mapped, IPv4-compatible, NAT64 or 6to4
+//! IPv6 are refused). The caller connects to an address this guard returned, so the name is
+//! not resolved twice. Configured ranges are admitted (tests, private deployments).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -155,6 +155,13 @@ impl Guard {
     /// name has must be admitted, so a name cannot mix a public and a private address).
     pub async fn resolve(&self, raw: &str) -> Result<(url::Url, SocketAddr), Refusal> {
         let url = self.check_form(raw)?;
+        let addr = self.resolve_url(&url).await?;
+        Ok((url, addr))
+    }
+
+    /// Resolves the host of an already checked URL of any scheme: the address to connect to,
+    /// when every address of the name is admitted.
+    pub async fn resolve_url(&self, url: &url::Url) -> Result<SocketAddr, Refusal> {
         let host =
             url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
@@ -173,7 +180,7 @@ impl Guard {
         if let Some(bad) = addrs.iter().find(|ip| !self.admits(**ip)) {
             return Err(Refusal::NotPublic { host, addr: *bad });
         }
-        Ok((url, SocketAddr::new(first, port)))
+        Ok(SocketAddr::new(first, port))
     }
 }
 

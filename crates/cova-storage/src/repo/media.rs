@@ -1,0 +1,218 @@
+//! The images an account can open through cova, each named by an unguessable id. A scrape or
+//! a metadata read registers the images it saw; their bytes are kept in the media store (see
+//! the cova-media crate) under their content hash, recorded here once fetched.
+
+use crate::schema::media;
+use crate::{Db, Result, in_transaction, with_conn};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use std::collections::HashMap;
+
+/// An image as a scrape or a metadata read lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// What it is within the post (`cover`, `author`, `avatar:<id>`, `image:<comment>:<k>`).
+    pub slot: String,
+    /// `cover`, `avatar` or `image`.
+    pub kind: &'static str,
+    pub source_url: String,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+}
+
+/// A registered image: its id and whether cova already has its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub id: String,
+    pub fetched: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
+#[diesel(table_name = media)]
+pub struct MediaRow {
+    pub id: String,
+    pub account_id: String,
+    #[diesel(column_name = ref_)]
+    pub r#ref: String,
+    pub slot: String,
+    pub kind: String,
+    pub n: i32,
+    pub source_url: String,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub content_key: Option<String>,
+    pub content_type: Option<String>,
+    pub size: Option<i64>,
+    pub expires_at: i64,
+}
+
+/// A new, unguessable media id (122 random bits).
+fn new_media_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Registers the images of a post for an account, living until `expires_at`: a new slot gets
+/// a new id and the next number of its kind; a known one keeps both and takes the fresh link
+/// and lifetime. Returns slot → registration.
+pub async fn register(
+    db: &Db,
+    account_id: &str,
+    r#ref: &str,
+    listed: &[Listed],
+    now: i64,
+    expires_at: i64,
+) -> Result<HashMap<String, Registered>> {
+    if listed.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let slots: Vec<&str> = listed.iter().map(|l| l.slot.as_str()).collect();
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let of_post = media::account_id.eq(account_id).and(media::ref_.eq(r#ref));
+        let known: Vec<String> =
+            media::table.filter(of_post).filter(media::slot.eq_any(&slots)).select(media::slot).load(c).await?;
+        let mut next: HashMap<String, i32> = HashMap::new();
+        if known.len() < listed.len() {
+            let highest: Vec<(String, Option<i32>)> = media::table
+                .filter(of_post)
+                .group_by(media::kind)
+                .select((media::kind, diesel::dsl::max(media::n)))
+                .load(c)
+                .await?;
+            next = highest.into_iter().map(|(k, n)| (k, n.unwrap_or(0))).collect();
+        }
+        for item in listed {
+            if known.contains(&item.slot) {
+                diesel::update(media::table.filter(of_post).filter(media::slot.eq(&item.slot)))
+                    .set((
+                        media::source_url.eq(&item.source_url),
+                        media::width.eq(item.width),
+                        media::height.eq(item.height),
+                        media::expires_at.eq(expires_at),
+                    ))
+                    .execute(c)
+                    .await?;
+                continue;
+            }
+            let n = next.entry(item.kind.to_owned()).or_insert(0);
+            *n += 1;
+            diesel::insert_into(media::table)
+                .values((
+                    media::id.eq(new_media_id()),
+                    media::account_id.eq(account_id),
+                    media::ref_.eq(r#ref),
+                    media::slot.eq(&item.slot),
+                    media::kind.eq(item.kind),
+                    media::n.eq(*n),
+                    media::source_url.eq(&item.source_url),
+                    media::width.eq(item.width),
+                    media::height.eq(item.height),
+                    media::created_at.eq(now),
+                    media::expires_at.eq(expires_at),
+                ))
+                .on_conflict((media::account_id, media::ref_, media::slot))
+                .do_update()
+                .set((media::source_url.eq(&item.source_url), media::expires_at.eq(expires_at)))
+                .execute(c)
+                .await?;
+        }
+        let rows: Vec<(String, String, Option<String>)> = media::table
+            .filter(of_post)
+            .filter(media::slot.eq_any(&slots))
+            .select((media::slot, media::id, media::content_key))
+            .load(c)
+            .await?;
+        Ok(rows.into_iter().map(|(slot, id, key)| (slot, Registered { id, fetched: key.is_some() })).collect())
+    })
+}
+
+/// The image `id` of the account, while it lives.
+pub async fn find(db: &Db, account_id: &str, id: &str, now: i64) -> Result<Option<MediaRow>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        media::table
+            .filter(media::id.eq(id))
+            .filter(media::account_id.eq(account_id))
+            .filter(media::expires_at.gt(now))
+            .select(MediaRow::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
+
+/// Records that the bytes of `id` are kept under `key`.
+pub async fn set_content(db: &Db, id: &str, key: &str, content_type: &str, size: i64, now: i64) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(media::table.find(id))
+            .set((
+                media::content_key.eq(key),
+                media::content_type.eq(content_type),
+                media::size.eq(size),
+                media::fetched_at.eq(now),
+                media::fetch_error.eq(None::<String>),
+            ))
+            .execute(c)
+            .await
+    })?;
+    Ok(())
+}
+
+/// Records why `id` could not be fetched, and forgets bytes that turned out to be gone.
+pub async fn set_failure(db: &Db, id: &str, error: &str) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(media::table.find(id))
+            .set((media::content_key.eq(None::<String>), media::fetch_error.eq(error)))
+            .execute(c)
+            .await
+    })?;
+    Ok(())
+}
+
+/// Up to `limit` images whose lifetime is over: `(id, content key)`.
+pub async fn due(db: &Db, now: i64, limit: i64) -> Result<Vec<(String, Option<String>)>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        media::table
+            .filter(media::expires_at.le(now))
+            .order(media::expires_at.asc())
+            .limit(limit)
+            .select((media::id, media::content_key))
+            .load(c)
+            .await
+    })?)
+}
+
+/// Whether a living image still uses the stored bytes `key`.
+pub async fn key_in_use(db: &Db, key: &str, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    let n: i64 = with_conn!(&mut conn, |c| {
+        media::table.filter(media::content_key.eq(key)).filter(media::expires_at.gt(now)).count().get_result(c).await
+    })?;
+    Ok(n > 0)
+}
+
+/// Deletes image rows (their bytes are dealt with by the caller first).
+pub async fn delete(db: &Db, ids: &[String]) -> Result<usize> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| diesel::delete(media::table.filter(media::id.eq_any(ids))).execute(c).await)?)
+}
+
+/// How many images (living or not) the account has for a post, and how many are fetched.
+pub async fn count(db: &Db, account_id: &str, r#ref: &str) -> Result<(i64, i64)> {
+    let mut conn = db.conn().await?;
+    let rows: Vec<Option<String>> = with_conn!(&mut conn, |c| {
+        media::table
+            .filter(media::account_id.eq(account_id))
+            .filter(media::ref_.eq(r#ref))
+            .select(media::content_key)
+            .load(c)
+            .await
+    })?;
+    Ok((rows.len() as i64, rows.iter().filter(|k| k.is_some()).count() as i64))
+}
