@@ -132,7 +132,8 @@ async fn covers_avatars_and_comment_images_are_served_by_cova() {
         assert_eq!(body, image_bytes(&format!("c{}.png", c["id"].as_str().expect("id"))));
     }
     let (images, fetched) = rows::count(app.db(), &account_id, &format!("tiktok:{id}")).await.expect("count");
-    assert!(fetched >= with_images.len() as i64 + 1 && images > fetched, "avatars wait to be asked for");
+    // The cover, the author's avatar and the comment images are in; commenters' avatars wait.
+    assert!(fetched > with_images.len() as i64 && images > fetched, "avatars wait to be asked for");
 
     // Avatars of commenters: fetched when first asked for.
     let avatars: Vec<&Value> = comments.iter().filter(|c| c["author"]["avatar"].is_object()).collect();

@@ -3,8 +3,7 @@
 //! answers 403. Every image is a valid PNG with its own bytes (the 1×1 pixel followed by its
 //! name), so two images never share a content hash by accident.
 //!
-//! - `img/<name>.png`: an image.
-//! - `big/<bytes>.png`: an image of that many bytes (benchmarks of large files), streamed.
+//! - `img/<name>.png`: an image (padded to `SimConfig::image_bytes`).
 //! - `redirect/<name>?to=<url>`: a redirect to `to` (SSRF tests: the target must be checked).
 //! - `trap/<name>`: an image served to anyone, unsigned. Posts of the `hostile_media` scenario
 //!   point at it through links cova must refuse; a recorded request to it proves a leak.
@@ -32,8 +31,9 @@ pub fn image_bytes(name: &str) -> Vec<u8> {
     bytes
 }
 
-/// Answers a CDN request for `path`; `now` is the CDN's clock (unix seconds).
-pub(crate) fn handle(r: &Req, path: &str, now: i64) -> HttpResponse {
+/// Answers a CDN request for `path`; `now` is the CDN's clock (unix seconds), `pad` the
+/// smallest image size.
+pub(crate) fn handle(r: &Req, path: &str, now: i64, pad: usize) -> HttpResponse {
     if let Some(name) = path.strip_prefix("trap/") {
         return png(image_bytes(name));
     }
@@ -46,11 +46,10 @@ pub(crate) fn handle(r: &Req, path: &str, now: i64) -> HttpResponse {
         return denied("the link has expired");
     }
     if let Some(name) = path.strip_prefix("img/") {
-        png(image_bytes(name))
-    } else if let Some(size) = path.strip_prefix("big/").and_then(|n| n.trim_end_matches(".png").parse::<usize>().ok())
-    {
-        let mut bytes = PNG_1X1.to_vec();
-        bytes.resize(size.max(PNG_1X1.len()), 0);
+        let mut bytes = image_bytes(name);
+        if bytes.len() < pad {
+            bytes.resize(pad, 0);
+        }
         png(bytes)
     } else if path.starts_with("redirect/") {
         match r.param("to") {

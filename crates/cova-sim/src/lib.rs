@@ -39,6 +39,8 @@ pub struct SimConfig {
     pub server_error_every: u32,
     /// Most comments a TikTok page returns, whatever `count` asked (TikTok's practical maximum).
     pub tiktok_page_max: u32,
+    /// Every CDN image is padded to at least this many bytes (benchmarks of larger files).
+    pub image_bytes: usize,
 }
 
 impl Default for SimConfig {
@@ -52,6 +54,7 @@ impl Default for SimConfig {
             too_many_requests_first: 0,
             server_error_every: 0,
             tiktok_page_max: 35,
+            image_bytes: 0,
         }
     }
 }

@@ -200,7 +200,7 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         return answer;
     }
     if let Some(path) = r.path.strip_prefix("/cdn/") {
-        return crate::cdn::handle(&r, path, state.cdn_now());
+        return crate::cdn::handle(&r, path, state.cdn_now(), state.cfg.image_bytes);
     }
     tiktok::handle(&state, &r)
 }

@@ -103,13 +103,88 @@ impl ScraperProcess {
         Self { child: cova.start_until("scraper", "scraper consuming") }
     }
 
-    /// A `/proc/<pid>/status` field in KiB (VmRSS now, VmHWM peak).
     fn memory_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
-        status
+        memory_kib(self.child.id(), field)
+    }
+}
+
+/// A `/proc/<pid>/status` field in KiB (VmRSS now, VmHWM peak).
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc status"))
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// A release `cova serve` process on its own SQLite file and media directory, against a
+/// simulator, with an account holding a pack and a token of every scope.
+struct ServeProcess {
+    child: Child,
+    base: String,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+impl ServeProcess {
+    async fn start(sim: &cova_sim::SimHandle, extra: &[(&str, String)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let vars = [
+            ("COVA_DATABASE__URL", format!("sqlite://{}/cova.db", dir.path().display())),
+            ("COVA_MEDIA__URL", format!("{}/media", dir.path().display())),
+            ("COVA_MEDIA__CDN_HOSTS", sim.base_url().to_owned()),
+            ("COVA_MEDIA__ALLOW_PRIVATE", "127.0.0.1/32".to_owned()),
+            ("COVA_HTTP__ADDR", "127.0.0.1:0".to_owned()),
+            ("COVA_TELEMETRY__LOG_LEVEL", "warn,cova=info".to_owned()),
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", sim.base_url().to_owned()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", "0".to_owned()),
+        ];
+        let vars = vars.into_iter().chain(extra.iter().cloned()).map(|(k, v)| (k.to_owned(), v)).collect();
+        let cova = common::Cova { vars };
+        let admin = |args: &[&str]| {
+            let out = cova.run(args);
+            assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+            common::stdout(&out)
+        };
+        admin(&["migrate"]);
+        admin(&["admin", "accounts", "create", "--email", "bench@example.com"]);
+        admin(&["admin", "packs", "grant", "--email", "bench@example.com", "--comments", "10000"]);
+        let scopes = "metadata:read,analyze:write,library:write";
+        let token = admin(&["admin", "tokens", "create", "--email", "bench@example.com", "--scopes", scopes])
             .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{field} in /proc status"))
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        let (child, base) = cova.start("serve", true);
+        Self { child, base: base.expect("base url"), token, _dir: dir }
+    }
+
+    /// Collects a post to completion.
+    async fn collect(&self, id: u64) {
+        let client = cova_tests::Client::new(&self.base, Some(&self.token));
+        let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+        let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
+        assert_eq!(done["status"], "complete", "{done}");
+    }
+
+    fn mib(&self, field: &str) -> f64 {
+        mib(memory_kib(self.child.id(), field))
+    }
+
+    /// Starts the peak (`VmHWM`) again from the current RSS.
+    fn reset_peak(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").expect("clear_refs");
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -167,6 +242,11 @@ impl Load {
 
 /// One round of fixed-concurrency closed-loop load on a URL: (latencies, seconds).
 async fn load(url: &str, token: Option<&str>) -> (Vec<Duration>, f64) {
+    load_reading(url, token, false).await
+}
+
+/// As [`load`]; with `read_body` each answer's body is read whole before the next request.
+async fn load_reading(url: &str, token: Option<&str>, read_body: bool) -> (Vec<Duration>, f64) {
     let client = reqwest::Client::builder().pool_max_idle_per_host(LOAD_CONCURRENCY).build().expect("client");
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -180,7 +260,10 @@ async fn load(url: &str, token: Option<&str>) -> (Vec<Duration>, f64) {
                 if let Some(t) = &token {
                     req = req.bearer_auth(t);
                 }
-                let ok = req.send().await.map(|r| r.status().is_success()).unwrap_or(false);
+                let ok = match req.send().await {
+                    Ok(r) if r.status().is_success() => !read_body || r.bytes().await.is_ok(),
+                    _ => false,
+                };
                 assert!(ok, "load request failed");
                 latencies.push(started.elapsed());
             }
@@ -430,7 +513,6 @@ async fn scraper_memory(report: &mut Report, real: &RealBackends) {
     let result = &done["result"];
     assert!(result["next_cursor"].is_null(), "one page holds the whole result");
     let json = serde_json::to_vec(&result["comments"]).expect("json").len();
-    let mib = |kib: u64| kib as f64 / 1024.0;
     report.add("scraper_peak_rss_5000_comments", format!("{:.1} MiB ({:.1} MiB idle)", mib(peak), mib(idle)));
     report.add(
         "scraper_collected_json_5000_comments",
@@ -502,61 +584,17 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
 /// A release `cova serve` process on the embedded backends: the time to export a
 /// 5,000-comment breakdown, and the process's peak memory around it (streamed, not buffered).
 async fn export_speed(report: &mut Report) {
-    let dir = tempfile::tempdir().expect("temp dir");
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
-    let vars = [
-        ("COVA_DATABASE__URL", format!("sqlite://{}/cova.db", dir.path().display())),
-        ("COVA_HTTP__ADDR", "127.0.0.1:0".to_owned()),
-        ("COVA_TELEMETRY__LOG_LEVEL", "warn,cova=info".to_owned()),
-        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", sim.base_url().to_owned()),
-        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", "0".to_owned()),
-    ];
-    let cova = common::Cova { vars: vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() };
-    let admin = |args: &[&str]| {
-        let out = cova.run(args);
-        assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
-        common::stdout(&out)
-    };
-    admin(&["migrate"]);
-    admin(&["admin", "accounts", "create", "--email", "bench@example.com"]);
-    admin(&["admin", "packs", "grant", "--email", "bench@example.com", "--comments", "10000"]);
-    let token = admin(&[
-        "admin",
-        "tokens",
-        "create",
-        "--email",
-        "bench@example.com",
-        "--scopes",
-        "analyze:write,library:write",
-    ])
-    .lines()
-    .last()
-    .unwrap_or_default()
-    .to_owned();
-    let (mut child, base) = cova.start("serve", true);
-    let base = base.expect("base url");
-    let client = cova_tests::Client::new(&base, Some(&token));
+    let serve = ServeProcess::start(&sim, &[]).await;
     let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
-    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
-    let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
-    assert_eq!(done["status"], "complete", "{done}");
-    let kib = |field: &str| {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("proc status");
-        status
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()
-            })
-            .unwrap_or(0.0)
-            / 1024.0
-    };
+    serve.collect(id).await;
     let http = reqwest::Client::new();
     for format in ["csv", "jsonl", "xlsx"] {
-        let before = kib("VmRSS");
+        let before = serve.mib("VmRSS");
         let started = Instant::now();
         let res = http
-            .get(format!("{base}/api/v1/analyses/tiktok:{id}/export?format={format}"))
-            .bearer_auth(&token)
+            .get(format!("{}/api/v1/analyses/tiktok:{id}/export?format={format}", serve.base))
+            .bearer_auth(&serve.token)
             .send()
             .await
             .expect("export");
@@ -570,12 +608,80 @@ async fn export_speed(report: &mut Report) {
                 ms(took),
                 bytes as f64 / (1024.0 * 1024.0),
                 before,
-                kib("VmHWM")
+                serve.mib("VmHWM")
             ),
         );
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(serve);
+    sim.stop().await;
+}
+
+/// The cover of a collected post served by `GET /media/file`: requests per second for a
+/// 200 KB image, and the process's peak memory while a slow client reads a 20 MB one.
+async fn media_serving(report: &mut Report) {
+    const SMALL: usize = 200 * 1024;
+    const LARGE: usize = 20 * 1024 * 1024;
+    let id = tiktok_post_id(TikTokScenario::Normal, 12);
+    let cover_of = async |serve: &ServeProcess| -> (String, usize) {
+        let client = cova_tests::Client::new(&serve.base, Some(&serve.token));
+        let entry = client.entry(&format!("tiktok:{id}"), "").await.ok();
+        let url = format!("{}{}", serve.base, entry["metadata"]["media"][0]["url"].as_str().expect("a cover"));
+        let probe = reqwest::Client::new().get(&url).bearer_auth(&serve.token).send().await.expect("cover");
+        assert_eq!(probe.status(), 200);
+        (url, probe.bytes().await.expect("body").len())
+    };
+    let unlimited = ("COVA_LIMITS__API_REQUESTS_PER_MINUTE", "1000000000".to_owned());
+
+    let sim = cova_sim::spawn(SimConfig { image_bytes: SMALL, ..SimConfig::default() }).await.expect("simulator");
+    let serve = ServeProcess::start(&sim, std::slice::from_ref(&unlimited)).await;
+    serve.collect(id).await;
+    let (url, size) = cover_of(&serve).await;
+    let mut served = Load::default();
+    for _ in 0..LOAD_ROUNDS {
+        served.add(load_reading(&url, Some(&serve.token), true).await);
+    }
+    let (rps, p50, p99) = served.summary();
+    report.add(
+        "media_served_200kb_rps",
+        format!(
+            "{rps:.0} ({:.0} MiB/s; p50 {}, p99 {}; {size} bytes)",
+            rps * size as f64 / 1_048_576.0,
+            ms(p50),
+            ms(p99)
+        ),
+    );
+    drop(serve);
+    sim.stop().await;
+
+    let sim = cova_sim::spawn(SimConfig { image_bytes: LARGE, ..SimConfig::default() }).await.expect("simulator");
+    let max = ("COVA_MEDIA__MAX_BYTES", (32 * 1024 * 1024).to_string());
+    let serve = ServeProcess::start(&sim, &[unlimited, max]).await;
+    serve.collect(id).await;
+    let (url, size) = cover_of(&serve).await;
+    assert!(size >= LARGE);
+    // Downloading and probing the file raised the peak: measure the streaming alone.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    serve.reset_peak();
+    let before = serve.mib("VmRSS");
+    let res = reqwest::Client::new().get(&url).bearer_auth(&serve.token).send().await.expect("cover");
+    let mut body = res.bytes_stream();
+    let mut read = 0;
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        read += chunk.expect("chunk").len();
+        // A slow reader: a server that buffered the file would hold all of it now.
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    assert_eq!(read, size);
+    let peak = serve.mib("VmHWM");
+    report.add(
+        "media_stream_20mb_peak_rss",
+        format!(
+            "{peak:.1} MiB ({before:.1} MiB before: +{:.1} MiB for a {:.1} MiB file)",
+            peak - before,
+            size as f64 / 1_048_576.0
+        ),
+    );
+    drop(serve);
     sim.stop().await;
 }
 
@@ -757,6 +863,17 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut report = Report { lines: Vec::new() };
     let real = RealBackends::from_env();
+    // One section alone, printed but not written to the results: `COVA_BENCH_ONLY=media`.
+    if let Ok(only) = std::env::var("COVA_BENCH_ONLY") {
+        rt.block_on(async {
+            match only.as_str() {
+                "media" => media_serving(&mut report).await,
+                "export" => export_speed(&mut report).await,
+                other => panic!("COVA_BENCH_ONLY={other}: the sections run alone are `media` and `export`"),
+            }
+        });
+        return;
+    }
     rt.block_on(async {
         let app = embedded_app().await;
         gateway_overhead(&mut report, "embedded", &app).await;
@@ -764,6 +881,7 @@ fn main() {
         app.stop().await;
         scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
         export_speed(&mut report).await;
+        media_serving(&mut report).await;
         let texts = post_texts().await;
         keyword_matching(&mut report, &texts);
         analyzer_quality(&mut report, &texts).await;

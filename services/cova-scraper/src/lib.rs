@@ -63,7 +63,10 @@ impl Scraper {
         media: &MediaConfig,
         outbox: Arc<Notify>,
     ) -> Self {
-        let prefetch = (media.fetch_concurrency, Duration::from_millis(media.prefetch_wait_ms));
+        // The wait is bounded by half the job's lease (renewed by the last page written), so
+        // that no other scraper takes the job over while its images finish.
+        let wait = media.prefetch_wait_ms.min(config.lease_ms / 2);
+        let prefetch = (media.fetch_concurrency, Duration::from_millis(wait));
         Self { backends, platforms, config, prefetch, outbox }
     }
 
