@@ -254,6 +254,11 @@ async fn a_failing_receiver_gets_the_event_again_with_the_same_event_id() {
     analyze(&client, tiktok_post_id(TikTokScenario::Normal, 4)).await;
     for attempt in 1..=5 {
         eventually(&format!("attempt {attempt}"), async || receiver.received().len() == attempt).await;
+        // The receiver has the request before the notifier has recorded its answer.
+        eventually(&format!("attempt {attempt} recorded"), async || {
+            deliveries(&client).await[0]["attempts"].as_i64() == Some(attempt as i64)
+        })
+        .await;
         let log = deliveries(&client).await;
         let pending = &log[0];
         assert_eq!((pending["state"].as_str(), pending["attempts"].as_i64()), (Some("pending"), Some(attempt as i64)));

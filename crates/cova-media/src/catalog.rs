@@ -270,5 +270,5 @@ pub async fn purge_expired(db: &Db, store: &MediaStore, now: i64, limit: i64) ->
         .filter(|(_, k)| k.as_deref().is_none_or(|k| !kept_back.contains(k)))
         .map(|(id, _)| id.clone())
         .collect();
-    Ok(rows::delete(db, &ids).await?)
+    Ok(rows::delete_expired(db, &ids, now).await?)
 }

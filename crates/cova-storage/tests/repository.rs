@@ -295,3 +295,50 @@ async fn outbox_claims_are_disjoint_and_a_failing_row_is_parked() {
     assert_eq!(outbox::backlog(&db).await.expect("backlog"), 39);
     t.drop_database().await.expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn media_keep_their_ids_and_numbers_across_listings_and_expire() {
+    use cova_storage::repo::media::{self, Listed};
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "media@example.com", true, 0, NOW).await.expect("account");
+    let b = accounts::create(&db, "other@example.com", true, 0, NOW).await.expect("account");
+    let listed = |slot: &str, kind: &'static str, url: &str| Listed {
+        slot: slot.into(),
+        kind,
+        source_url: url.into(),
+        width: Some(10),
+        height: None,
+    };
+    let first = [listed("cover", "cover", "https://cdn/c?1"), listed("image:1:0", "image", "https://cdn/i?1")];
+    let ids = media::register(&db, &a.id, "tiktok:1", &first, NOW, NOW + 1_000).await.expect("register");
+    assert_eq!(ids.len(), 2);
+    assert!(ids.values().all(|r| r.id.len() == 32 && !r.fetched));
+    // Listed again with fresh links, plus a second image: known slots keep id and number.
+    let again = [listed("image:1:0", "image", "https://cdn/i?2"), listed("image:2:0", "image", "https://cdn/j?2")];
+    let more = media::register(&db, &a.id, "tiktok:1", &again, NOW + 10, NOW + 5_000).await.expect("register");
+    assert_eq!(more["image:1:0"].id, ids["image:1:0"].id);
+    let row = |id: &str| {
+        let (db, account) = (db.clone(), a.id.clone());
+        let id = id.to_owned();
+        async move { media::find(&db, &account, &id, NOW).await.expect("find").expect("row") }
+    };
+    let first_image = row(&ids["image:1:0"].id).await;
+    let second_image = row(&more["image:2:0"].id).await;
+    assert_eq!((first_image.n, second_image.n, first_image.source_url.as_str()), (1, 2, "https://cdn/i?2"));
+    assert_eq!(first_image.expires_at, NOW + 5_000);
+    // Another account never sees it; an expired one is gone.
+    assert!(media::find(&db, &b.id, &ids["cover"].id, NOW).await.expect("find").is_none());
+    assert!(media::find(&db, &a.id, &ids["cover"].id, NOW + 1_000).await.expect("find").is_none());
+    // Bytes recorded, shared, then the expired rows deleted (and only those still expired).
+    media::set_content(&db, &ids["cover"].id, "sha256/ab", "image/png", 5, NOW).await.expect("content");
+    assert!(media::key_in_use(&db, "sha256/ab", NOW).await.expect("in use"));
+    assert!(!media::key_in_use(&db, "sha256/ab", NOW + 1_000).await.expect("in use"));
+    let due = media::due(&db, NOW + 1_000, 10).await.expect("due");
+    assert_eq!(due, vec![(ids["cover"].id.clone(), Some("sha256/ab".to_owned()))]);
+    let ids_due: Vec<String> = due.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(media::delete_expired(&db, &ids_due, NOW + 999).await.expect("delete"), 0, "not yet expired then");
+    assert_eq!(media::delete_expired(&db, &ids_due, NOW + 1_000).await.expect("delete"), 1);
+    assert_eq!(media::count(&db, &a.id, "tiktok:1").await.expect("count"), (2, 0));
+    t.drop_database().await.expect("drop");
+}

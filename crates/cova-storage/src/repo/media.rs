@@ -194,13 +194,16 @@ pub async fn key_in_use(db: &Db, key: &str, now: i64) -> Result<bool> {
     Ok(n > 0)
 }
 
-/// Deletes image rows (their bytes are dealt with by the caller first).
-pub async fn delete(db: &Db, ids: &[String]) -> Result<usize> {
+/// Deletes image rows that are still expired at `now` (a scrape may have listed one again
+/// since it was found due; their bytes are dealt with by the caller first).
+pub async fn delete_expired(db: &Db, ids: &[String], now: i64) -> Result<usize> {
     if ids.is_empty() {
         return Ok(0);
     }
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| diesel::delete(media::table.filter(media::id.eq_any(ids))).execute(c).await)?)
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::delete(media::table.filter(media::id.eq_any(ids)).filter(media::expires_at.le(now))).execute(c).await
+    })?)
 }
 
 /// How many images (living or not) the account has for a post, and how many are fetched.
