@@ -160,6 +160,20 @@ async fn covers_avatars_and_comment_images_are_served_by_cova() {
     assert_eq!((status, error_code(&body).as_str()), (400, "validation_error"));
     assert_eq!(get(&app.client(None), cover_url, &[]).await.0, 401);
 
+    // A page on another origin may send the conditional and range headers and read the answers'.
+    let preflight = reqwest::Client::new()
+        .request(Method::OPTIONS, format!("{}{cover_url}", app.base_url))
+        .header("origin", "https://integrator.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization,range,if-none-match")
+        .send()
+        .await
+        .expect("preflight");
+    assert!(preflight.status().is_success(), "{:?}", preflight.status());
+    let (_, headers, _) = get(&client, cover_url, &[("origin", "https://integrator.example")]).await;
+    let exposed = header(&headers, "access-control-expose-headers");
+    assert!(["etag", "content-range", "content-disposition"].iter().all(|h| exposed.contains(h)), "{exposed}");
+
     // The same post for the other account: its own ids, the same stored bytes (kept once).
     let theirs = collect(&other, id).await;
     let their_cover = theirs["metadata"]["media"][0]["id"].as_str().expect("id").to_owned();

@@ -196,6 +196,10 @@ pub fn cors() -> Cors {
             header::CONTENT_TYPE,
             header::HeaderName::from_static("idempotency-key"),
             header::HeaderName::from_static(REQUEST_ID),
+            // Conditional and partial requests of the media endpoints.
+            header::IF_NONE_MATCH,
+            header::RANGE,
+            header::IF_RANGE,
         ])
         .expose_headers([
             "x-ratelimit-limit",
@@ -204,6 +208,9 @@ pub fn cors() -> Cors {
             "x-quota-remaining",
             "retry-after",
             "content-disposition",
+            "etag",
+            "content-range",
+            "accept-ranges",
             REQUEST_ID,
         ])
         .max_age(600)
