@@ -267,6 +267,19 @@ async fn real_answers_match_the_document() {
 
     caller.call(get.clone(), "/healthz", "/healthz", None, None, &[]).await;
     caller.call(get.clone(), "/readyz", "/readyz", None, None, &[]).await;
+    // The document itself, as served, is this document; the page that renders it loads it.
+    for path in ["/api/v1/openapi.json", "/docs"] {
+        let served = caller.call(get.clone(), path, path, None, None, &[]).await;
+        assert_eq!(served.status, 200);
+        let etag = served.headers["etag"].to_str().expect("etag").to_owned();
+        assert_eq!(caller.call(get.clone(), path, path, None, None, &[("if-none-match", &etag)]).await.status, 304);
+    }
+    let served = caller.call(get.clone(), "/api/v1/openapi.json", "/api/v1/openapi.json", None, None, &[]).await;
+    assert_eq!(served.body, doc, "the served document is docs/openapi.json");
+    let page = caller.call(get.clone(), "/docs", "/docs", None, None, &[]).await;
+    let csp = page.headers["content-security-policy"].to_str().expect("csp");
+    assert!(csp.starts_with("default-src 'none'") && csp.contains("connect-src 'self'"), "{csp}");
+    assert!(String::from_utf8_lossy(&page.bytes).contains("/api/v1/openapi.json"));
     assert_eq!(caller.call(get.clone(), "/api/v1/usage", "/api/v1/usage", None, None, &[]).await.status, 401);
     assert_eq!(caller.call(get.clone(), "/api/v1/usage", "/api/v1/usage", t, None, &[]).await.status, 200);
 

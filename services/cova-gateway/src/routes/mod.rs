@@ -8,6 +8,7 @@ mod health;
 mod media;
 mod metadata;
 mod notifications;
+mod reference;
 mod sandbox;
 mod usage;
 mod views;
@@ -22,8 +23,10 @@ fn resource(path: &str, route: Route) -> actix_web::Resource {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/healthz", web::get().to(health::healthz)))
         .service(resource("/readyz", web::get().to(health::readyz)))
+        .service(resource("/docs", web::get().to(reference::page)))
         .service(
             web::scope("/api/v1")
+                .service(resource("/openapi.json", web::get().to(reference::openapi)))
                 .service(resource("/usage", web::get().to(usage::get_usage)))
                 .service(resource("/metadata", web::post().to(metadata::post_metadata)))
                 .service(resource("/analyze", web::post().to(analyze::post_analyze)))
