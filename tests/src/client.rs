@@ -184,6 +184,14 @@ impl Client {
         self.send(self.request(Method::POST, "/api/v1/metadata").json(&serde_json::json!({ "url": url }))).await
     }
 
+    /// Collects the TikTok post `id` and returns the finished job, which must be complete.
+    pub async fn collect(&self, id: u64) -> serde_json::Value {
+        let job = self.analyze(&crate::tiktok_url(id), None).await.ok();
+        let done = self.wait_job(job["job_id"].as_str().expect("job_id")).await;
+        assert_eq!(done["status"], "complete", "{done}");
+        done
+    }
+
     /// Polls the job every 50 ms until it is complete or failed (bounded).
     pub async fn wait_job(&self, job_id: &str) -> serde_json::Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

@@ -65,6 +65,31 @@ pub async fn test_config(database: &TestDatabase) -> Config {
     config
 }
 
+/// The public URL of a TikTok post (of the simulator, when the adapters point at it).
+pub fn tiktok_url(id: u64) -> String {
+    format!("https://www.tiktok.com/@someone/video/{id}")
+}
+
+/// Comments as a result or an entry nests them (`[{…, replies: […]}]`), flattened: each
+/// top-level comment followed by its replies.
+pub fn flat_comments(comments: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for c in comments.as_array().expect("comments") {
+        out.push(c.clone());
+        out.extend(c["replies"].as_array().cloned().unwrap_or_default());
+    }
+    out
+}
+
+/// Waits (real time, at most 30 s) until `done`.
+pub async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The bucket every test's media live in (each under its own prefix) on the S3 test server.
 pub const S3_BUCKET: &str = "cova-test";
 

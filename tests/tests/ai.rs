@@ -8,19 +8,13 @@ use cova_config::AnalyzerKind;
 use cova_domain::text::Matcher;
 use cova_domain::time::parse_rfc3339;
 use cova_sim::{TikTokScenario, tiktok_post_id};
-use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock};
+use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock, tiktok_url};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-fn url_of(id: u64) -> String {
-    format!("https://www.tiktok.com/@someone/video/{id}")
-}
-
 /// Collects the post and answers its ref.
 async fn collected(client: &Client, id: u64) -> String {
-    let job = client.analyze(&url_of(id), None).await.ok();
-    let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
-    assert_eq!(done["status"], "complete", "{done}");
+    client.collect(id).await;
     format!("tiktok:{id}")
 }
 
@@ -196,7 +190,7 @@ async fn refusals_say_why() {
     // Not in the account's data at all; only metadata (nothing collected).
     let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": "tiktok:7000000000000000001"})).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
-    let meta_url = url_of(tiktok_post_id(TikTokScenario::Normal, 12));
+    let meta_url = tiktok_url(tiktok_post_id(TikTokScenario::Normal, 12));
     client.post_json("/api/v1/analyses/save-metadata", json!({"url": meta_url})).await.ok();
     let meta_ref = format!("tiktok:{}", tiktok_post_id(TikTokScenario::Normal, 12));
     let (status, err) = client.post_json("/api/v1/ai/quote", json!({"ref": meta_ref})).await.err();

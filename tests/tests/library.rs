@@ -5,34 +5,15 @@ use cova_app::Role;
 use cova_domain::ManualClock;
 use cova_domain::time::parse_rfc3339;
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
-use cova_tests::{Client, TestApp, TestDatabase, spawn_app, spawn_app_with_sim, spawn_stack};
+use cova_tests::{
+    Client, TestApp, TestDatabase, eventually, flat_comments, spawn_app, spawn_app_with_sim, spawn_stack, tiktok_url,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
-
-fn url_of(id: u64) -> String {
-    format!("https://www.tiktok.com/@someone/video/{id}")
-}
-
-/// Collects a post (its ref) and returns the finished job.
-async fn analyze(client: &Client, id: u64) -> Value {
-    let job = client.analyze(&url_of(id), None).await.ok();
-    let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
-    assert_eq!(done["status"], "complete", "{done}");
-    done
-}
-
-fn all_comments(comments: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    for c in comments.as_array().expect("comments") {
-        out.push(c.clone());
-        out.extend(c["replies"].as_array().cloned().unwrap_or_default());
-    }
-    out
-}
 
 async fn used(client: &Client) -> i64 {
     client.usage().await.ok().comments.used
@@ -46,15 +27,6 @@ async fn app_on_clock(sim: SimConfig) -> (TestApp, ManualClock) {
     (app, clock)
 }
 
-/// Waits (real time, bounded) until `done`.
-async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_job_is_in_the_library_with_its_breakdown() {
     let app = spawn_app().await;
@@ -63,7 +35,7 @@ async fn a_completed_job_is_in_the_library_with_its_breakdown() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 49);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
 
     let list = client.get::<Value>("/api/v1/analyses/saved").await.ok();
     let items = list["items"].as_array().expect("items");
@@ -81,7 +53,7 @@ async fn a_completed_job_is_in_the_library_with_its_breakdown() {
     assert_eq!(expires - scraped, 14 * 86_400_000, "14 days after the last full scrape");
 
     let entry = client.entry(&r#ref, "").await.ok();
-    let comments = all_comments(&entry["comments"]);
+    let comments = flat_comments(&entry["comments"]);
     assert_eq!(comments.len(), 49);
     assert!(comments.iter().all(|c| c["first_seen_at"].is_string()), "every comment says when it was first seen");
     assert_eq!(entry["counts"]["comments"], 49);
@@ -111,7 +83,7 @@ async fn a_completed_job_is_in_the_library_with_its_breakdown() {
     // A text search finds comments by their text.
     let word = comments[0]["text"].as_str().expect("text").split_whitespace().max_by_key(|w| w.len()).expect("a word");
     let found = client.entry(&r#ref, &format!("?q={}", urlencode(word))).await.ok();
-    let hits = all_comments(&found["comments"]);
+    let hits = flat_comments(&found["comments"]);
     assert!(!hits.is_empty());
     let lower = word.to_lowercase();
     for c in found["comments"].as_array().expect("comments") {
@@ -139,7 +111,7 @@ async fn save_remove_and_the_errors_of_the_library() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 12);
     let r#ref = format!("tiktok:{id}");
-    let job = analyze(&client, id).await;
+    let job = client.collect(id).await;
 
     // Removal: 204, out of the library, its breakdown gone.
     let (status, _, body) = client.raw(client.request(Method::DELETE, &format!("/api/v1/analyses/{ref}"))).await;
@@ -198,7 +170,7 @@ async fn a_refresh_charges_exactly_the_new_comments_and_keeps_first_seen() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 30);
     let r#ref = format!("tiktok:{id}");
-    let first = analyze(&client, id).await;
+    let first = client.collect(id).await;
     assert_eq!(used(&client).await, 30);
     let first_seen = client.entry(&r#ref, "").await.ok()["last_scraped_at"].clone();
 
@@ -214,11 +186,11 @@ async fn a_refresh_charges_exactly_the_new_comments_and_keeps_first_seen() {
 
     let entry = client.entry(&r#ref, "").await.ok();
     assert_eq!((entry["comment_count"].as_i64(), entry["counts"]["new"].as_i64()), (Some(37), Some(7)));
-    let comments = all_comments(&entry["comments"]);
+    let comments = flat_comments(&entry["comments"]);
     let known = comments.iter().filter(|c| c["first_seen_at"] == first_seen).count();
     assert_eq!(known, 30, "comments already known keep their first_seen_at");
     let new = client.entry(&r#ref, "?new=true").await.ok();
-    let new_ids: Vec<Value> = all_comments(&new["comments"]).iter().map(|c| c["id"].clone()).collect();
+    let new_ids: Vec<Value> = flat_comments(&new["comments"]).iter().map(|c| c["id"].clone()).collect();
     assert_eq!(new_ids.len(), 7);
     let truth = app.sim.expected_post(&id.to_string());
     let added: Vec<Value> = truth.comments[truth.comments.len() - 7..].iter().map(|c| json!(c.id)).collect();
@@ -247,7 +219,7 @@ async fn refresh_needs_a_pack_and_a_balance_and_joins_a_running_job() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 20);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
     let (status, err) = client.refresh(&r#ref).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (402, "quota_exceeded"), "the balance is spent");
     app.grant(&account, 100).await;
@@ -266,7 +238,7 @@ async fn refresh_needs_a_pack_and_a_balance_and_joins_a_running_job() {
     // An account without a pack this month cannot refresh or watch.
     let (other, other_token) = app.integrator().await;
     let other_client = app.client(Some(&other_token));
-    let meta = other_client.post_json("/api/v1/analyses/save-metadata", json!({"url": url_of(id)})).await.ok();
+    let meta = other_client.post_json("/api/v1/analyses/save-metadata", json!({"url": tiktok_url(id)})).await.ok();
     assert_eq!(meta["status"], "metadata_only");
     let (status, err) = other_client.refresh(&r#ref).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (402, "payment_required"));
@@ -292,7 +264,7 @@ async fn watch_settings_are_validated_and_answered_with_the_next_run() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 5);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
     let path = format!("/api/v1/analyses/{ref}/watch");
     for (body, why) in [
         (json!({"enabled": true, "interval_min": 5}), "too short"),
@@ -345,7 +317,7 @@ async fn a_watch_runs_at_its_interval_and_catches_up_once() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 10);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
     client.put_json(&format!("/api/v1/analyses/{ref}/watch"), json!({"enabled": true, "interval_min": 30})).await.ok();
 
     clock.advance(29 * MINUTE);
@@ -380,7 +352,7 @@ async fn a_watch_without_a_pack_is_skipped_with_a_visible_reason() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 10);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
     client
         .put_json(&format!("/api/v1/analyses/{ref}/watch"), json!({"enabled": true, "interval_min": 10_080}))
         .await
@@ -409,7 +381,7 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 15);
     let r#ref = format!("tiktok:{id}");
-    let job = analyze(&client, id).await;
+    let job = client.collect(id).await;
     let expires = client.entry(&r#ref, "").await.ok()["expires_at"].clone();
 
     // Opening the entry or polling the job on day 13 does not extend the lifetime.
@@ -429,7 +401,7 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     let refresh = client.refresh(&r#ref).await.ok();
     client.wait_job(refresh["job_id"].as_str().expect("id")).await;
     let entry = client.entry(&r#ref, "").await.ok();
-    assert_eq!((entry["status"].as_str(), all_comments(&entry["comments"]).len()), (Some("ready"), 15));
+    assert_eq!((entry["status"].as_str(), flat_comments(&entry["comments"]).len()), (Some("ready"), 15));
     assert_eq!(used(&client).await, 30, "the purged comments were collected and charged again");
     app.stop().await;
 }
@@ -442,7 +414,7 @@ async fn exports_parse_back_with_every_comment() {
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 49);
     let r#ref = format!("tiktok:{id}");
-    analyze(&client, id).await;
+    client.collect(id).await;
     let truth = app.sim.expected_post(&id.to_string());
     let mut expected: Vec<(String, String)> = Vec::new();
     for c in &truth.comments {
@@ -506,7 +478,7 @@ async fn the_session_entry_and_metadata_only_saves() {
     let (status, _) = client.get::<Value>("/api/v1/analyses/session").await.err();
     assert_eq!(status.as_u16(), 404, "nothing started with this token yet");
     let id = tiktok_post_id(TikTokScenario::Normal, 8);
-    analyze(&client, id).await;
+    client.collect(id).await;
     let session = client.get::<Value>("/api/v1/analyses/session").await.ok();
     assert_eq!(
         (session["ref"].as_str(), session["job"]["status"].as_str()),

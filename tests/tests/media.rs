@@ -8,15 +8,11 @@ use cova_media::MediaError;
 use cova_sim::cdn::image_bytes;
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_storage::repo::media as rows;
-use cova_tests::{Client, TestApp, spawn_app, spawn_on_clock};
+use cova_tests::{Client, TestApp, flat_comments, spawn_app, spawn_on_clock, tiktok_url};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use std::time::Duration;
-
-fn url_of(id: u64) -> String {
-    format!("https://www.tiktok.com/@someone/video/{id}")
-}
 
 /// An account with every scope and a pack; returns its client and account id.
 async fn customer(app: &TestApp) -> (Client, String) {
@@ -27,19 +23,8 @@ async fn customer(app: &TestApp) -> (Client, String) {
 
 /// Collects the post and returns its library entry.
 async fn collect(client: &Client, id: u64) -> Value {
-    let job = client.analyze(&url_of(id), None).await.ok();
-    let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
-    assert_eq!(done["status"], "complete", "{done}");
+    client.collect(id).await;
     client.entry(&format!("tiktok:{id}"), "").await.ok()
-}
-
-fn comments_of(entry: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    for c in entry["comments"].as_array().expect("comments") {
-        out.push(c.clone());
-        out.extend(c["replies"].as_array().cloned().unwrap_or_default());
-    }
-    out
 }
 
 async fn get(client: &Client, url: &str, headers: &[(&str, &str)]) -> (u16, HeaderMap, Vec<u8>) {
@@ -119,7 +104,7 @@ async fn covers_avatars_and_comment_images_are_served_by_cova() {
     );
 
     // Comment images: downloaded while collecting, pointed at cova, the platform's link kept.
-    let comments = comments_of(&entry);
+    let comments = flat_comments(&entry["comments"]);
     let with_images: Vec<&Value> =
         comments.iter().filter(|c| !c["media"].as_array().expect("media").is_empty()).collect();
     assert!(with_images.len() >= 3, "the post has comment images");
@@ -144,7 +129,7 @@ async fn covers_avatars_and_comment_images_are_served_by_cova() {
     assert_eq!(body, image_bytes(&sim_name(avatar["source_url"].as_str().expect("source"))));
 
     // The free metadata endpoint names the same images for the account.
-    let meta = client.metadata(&url_of(id)).await.ok();
+    let meta = client.metadata(&tiktok_url(id)).await.ok();
     assert_eq!(meta["media"][0]["id"], cover["id"], "the same image keeps its id: {meta}");
 
     // Another account's ids are not this account's: 404, like an id that does not exist.

@@ -8,30 +8,11 @@ use cova_domain::text::Matcher;
 use cova_domain::time::parse_rfc3339;
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::receiver::{Receiver, Reply, TestCa};
-use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock, use_receivers};
+use cova_tests::{Client, TestApp, eventually, spawn_app, spawn_app_with, spawn_on_clock, tiktok_url, use_receivers};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const HOST: &str = "hooks.test";
-
-async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn url_of(id: u64) -> String {
-    format!("https://www.tiktok.com/@someone/video/{id}")
-}
-
-async fn analyze(client: &Client, id: u64) -> Value {
-    let job = client.analyze(&url_of(id), None).await.ok();
-    let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
-    assert_eq!(done["status"], "complete", "{done}");
-    done
-}
 
 /// Every alert, paged `page` at a time with `since`.
 async fn all_alerts(client: &Client, page: usize) -> Vec<Value> {
@@ -104,7 +85,7 @@ async fn alerts_come_for_new_comments_only_exactly_once_and_in_order() {
     let keywords = ["price", "Preis", "🔥"];
     client.put_json("/api/v1/keywords", json!({"keywords": keywords})).await.ok();
     let id = tiktok_post_id(TikTokScenario::Normal, 120);
-    analyze(&client, id).await;
+    client.collect(id).await;
     let expected = expected_alerts(&app, id, &keywords, 0);
     assert!(expected.len() >= 5, "the post has matching comments: {expected:?}");
     eventually("every alert is recorded", async || all_alerts(&client, 500).await.len() >= expected.len()).await;
@@ -163,7 +144,7 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
     client.put_json("/api/v1/keywords", json!({"keywords": ["price"]})).await.ok();
 
     let id = tiktok_post_id(TikTokScenario::Normal, 60);
-    let job = analyze(&client, id).await;
+    let job = client.collect(id).await;
     let alerts = expected_alerts(&app, id, &["price"], 0).len();
     eventually("the job webhook and the alerts arrive", async || receiver.received().len() > alerts).await;
     let now = cova_domain::time::now_ms() / 1000;
@@ -191,13 +172,13 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
     assert_eq!(job_hooks, 1);
 
     // A failed job is announced too; with job_events off, neither is.
-    let failed = client.analyze(&url_of(tiktok_post_id(TikTokScenario::Deleted, 3)), None).await.ok();
+    let failed = client.analyze(&tiktok_url(tiktok_post_id(TikTokScenario::Deleted, 3)), None).await.ok();
     client.wait_job(failed["job_id"].as_str().expect("id")).await;
     eventually("job.failed arrives", async || receiver.received().iter().any(|r| r.json()["type"] == "job.failed"))
         .await;
     client.put_json("/api/v1/notification-channels", json!({"webhook": {"url": hook, "job_events": false}})).await.ok();
     let count = receiver.received().len();
-    analyze(&client, tiktok_post_id(TikTokScenario::Normal, 5)).await;
+    client.collect(tiktok_post_id(TikTokScenario::Normal, 5)).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(receiver.received().len(), count, "job_events off: nothing sent");
 
@@ -251,7 +232,7 @@ async fn a_failing_receiver_gets_the_event_again_with_the_same_event_id() {
     let client = app.client(Some(&token));
     let hook = format!("{}/hook", receiver.base_url);
     client.put_json("/api/v1/notification-channels", json!({"webhook": {"url": hook, "job_events": true}})).await.ok();
-    analyze(&client, tiktok_post_id(TikTokScenario::Normal, 4)).await;
+    client.collect(tiktok_post_id(TikTokScenario::Normal, 4)).await;
     for attempt in 1..=5 {
         eventually(&format!("attempt {attempt}"), async || receiver.received().len() == attempt).await;
         // The receiver has the request before the notifier has recorded its answer.
@@ -307,7 +288,7 @@ async fn receivers_that_refuse_for_good_get_their_channel_turned_off() {
         .await
         .ok();
     client.put_json("/api/v1/keywords", json!({"keywords": ["price", "preis"]})).await.ok();
-    analyze(&client, tiktok_post_id(TikTokScenario::Normal, 60)).await;
+    client.collect(tiktok_post_id(TikTokScenario::Normal, 60)).await;
     eventually("both channels are turned off", async || {
         let c = client.get::<Value>("/api/v1/notification-channels").await.ok();
         c["webhook"]["enabled"] == false && c["telegram"]["enabled"] == false
@@ -331,7 +312,7 @@ async fn telegram_gets_the_alerts() {
     client.put_json("/api/v1/notification-channels", json!({"telegram": {"chat_id": "-1001234567"}})).await.ok();
     client.put_json("/api/v1/keywords", json!({"keywords": ["price"]})).await.ok();
     let id = tiktok_post_id(TikTokScenario::Normal, 60);
-    analyze(&client, id).await;
+    client.collect(id).await;
     let expected = expected_alerts(&app, id, &["price"], 0).len();
     eventually("every alert reaches the chat", async || app.sim.telegram_messages().len() == expected).await;
     for m in app.sim.telegram_messages() {
