@@ -32,6 +32,18 @@ pub struct Pending {
     pub source_url: String,
 }
 
+/// Where an image sits in a post, which finds the same image again on a re-scrape.
+fn avatar_slot(author_id: &str) -> String {
+    format!("avatar:{author_id}")
+}
+
+fn image_slot(comment_id: &str, k: usize) -> String {
+    format!("image:{comment_id}:{k}")
+}
+
+/// The post author's avatar.
+const AUTHOR_SLOT: &str = "author";
+
 fn dimension(v: Option<u32>) -> Option<i32> {
     v.and_then(|v| i32::try_from(v).ok())
 }
@@ -74,7 +86,7 @@ pub async fn attach_comments(
     for c in comments.iter() {
         if let Some(url) = c.author.avatar_url.as_ref().filter(|_| !c.author.id.is_empty()) {
             listed.push(Listed {
-                slot: format!("avatar:{}", c.author.id),
+                slot: avatar_slot(&c.author.id),
                 kind: AVATAR,
                 source_url: url.clone(),
                 width: None,
@@ -83,7 +95,7 @@ pub async fn attach_comments(
         }
         for (k, m) in c.media.iter().enumerate() {
             listed.push(Listed {
-                slot: format!("image:{}:{k}", c.id),
+                slot: image_slot(&c.id, k),
                 kind: IMAGE,
                 source_url: m.url.clone(),
                 width: dimension(m.width),
@@ -97,12 +109,11 @@ pub async fn attach_comments(
     let registered = register(db, account_id, r#ref, listed, now).await?;
     let mut pending = Vec::new();
     for c in comments.iter_mut() {
-        if let (Some(url), Some(r)) = (c.author.avatar_url.as_ref(), registered.get(&format!("avatar:{}", c.author.id)))
-        {
+        if let (Some(url), Some(r)) = (c.author.avatar_url.as_ref(), registered.get(&avatar_slot(&c.author.id))) {
             c.author.avatar = Some(item(r, AVATAR, url, None, None));
         }
         for (k, m) in c.media.iter_mut().enumerate() {
-            let Some(r) = registered.get(&format!("image:{}:{k}", c.id)) else { continue };
+            let Some(r) = registered.get(&image_slot(&c.id, k)) else { continue };
             let source = m.source_url.take().unwrap_or_else(|| m.url.clone());
             if !r.fetched {
                 pending.push(Pending { id: r.id.clone(), source_url: source.clone() });
@@ -133,13 +144,19 @@ pub async fn attach_metadata(
         listed.push(Listed { slot: COVER.into(), kind: COVER, source_url: url.clone(), width: w, height: h });
     }
     if let Some(url) = &avatar_url {
-        listed.push(Listed { slot: "author".into(), kind: AVATAR, source_url: url.clone(), width: None, height: None });
+        listed.push(Listed {
+            slot: AUTHOR_SLOT.into(),
+            kind: AVATAR,
+            source_url: url.clone(),
+            width: None,
+            height: None,
+        });
     }
     let registered = register(db, account_id, r#ref, listed, now).await?;
     let mut media = Vec::new();
     let mut pending = Vec::new();
     for (slot, kind, url, w, h) in
-        [(COVER, COVER, cover_url, width, height), ("author", AVATAR, avatar_url, None, None)]
+        [(COVER, COVER, cover_url, width, height), (AUTHOR_SLOT, AVATAR, avatar_url, None, None)]
     {
         let (Some(url), Some(r)) = (url, registered.get(slot)) else { continue };
         if !r.fetched {
@@ -204,7 +221,8 @@ impl Media {
         Ok(stored)
     }
 
-    /// Downloads images in the background, `concurrency` at a time, as they are listed.
+    /// Downloads images in the background, `concurrency` at a time, as they are listed. Dropped
+    /// without [`Prefetcher::finish`], the downloads listed so far still run to their end.
     pub fn prefetcher(&self, concurrency: usize) -> Prefetcher {
         let (tx, rx) = futures::channel::mpsc::unbounded::<Pending>();
         let media = self.clone();

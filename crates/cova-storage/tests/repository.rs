@@ -313,7 +313,7 @@ async fn media_keep_their_ids_and_numbers_across_listings_and_expire() {
     let first = [listed("cover", "cover", "https://cdn/c?1"), listed("image:1:0", "image", "https://cdn/i?1")];
     let ids = media::register(&db, &a.id, "tiktok:1", &first, NOW, NOW + 1_000).await.expect("register");
     assert_eq!(ids.len(), 2);
-    assert!(ids.values().all(|r| r.id.len() == 32 && !r.fetched));
+    assert!(ids.values().all(|r| media::is_media_id(&r.id) && !r.fetched));
     // Listed again with fresh links, plus a second image: known slots keep id and number.
     let again = [listed("image:1:0", "image", "https://cdn/i?2"), listed("image:2:0", "image", "https://cdn/j?2")];
     let more = media::register(&db, &a.id, "tiktok:1", &again, NOW + 10, NOW + 5_000).await.expect("register");

@@ -58,6 +58,15 @@ struct UrlBody {
 /// Longest URL accepted (real post URLs are far shorter).
 const MAX_URL_LEN: usize = 2_048;
 
+/// Whether `If-None-Match` names `etag` (a weak `W/` form too) or is `*`: the client's copy
+/// is current, and the answer is 304.
+pub fn etag_matches(req: &actix_web::HttpRequest, etag: &str) -> bool {
+    req.headers()
+        .get_all(actix_web::http::header::IF_NONE_MATCH)
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').map(str::trim).any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag))
+}
+
 /// The `{"url": …}` body of the metadata and analyze endpoints.
 pub fn url_body(body: &Bytes) -> Result<String, ApiError> {
     let parsed: UrlBody = json(body, r#"{"url": "<post URL>"}"#)?;

@@ -72,24 +72,12 @@ pub async fn metadata(
     account_id: &str,
 ) -> Result<Value, ApiError> {
     let mut body = shared_metadata(state, post, meter, limit, member).await?;
-    let media = &state.backends.media;
-    match cova_media::catalog::attach_metadata(
-        &state.backends.db,
-        account_id,
-        &post.to_string(),
-        &mut body,
-        state.now(),
-    )
-    .await
+    let now = state.now();
+    match cova_media::catalog::attach_metadata(&state.backends.db, account_id, &post.to_string(), &mut body, now).await
     {
+        // Downloaded in the background; the answer does not wait for them.
         Ok(pending) if !pending.is_empty() => {
-            let media = media.clone();
-            tokio::spawn(async move {
-                for p in pending {
-                    // A failure is recorded on the image; it is retried when asked for.
-                    let _ = media.fetch(&p.id, &p.source_url).await;
-                }
-            });
+            state.backends.media.prefetcher(state.config.media.fetch_concurrency).push(pending);
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "listing the post's images failed; the answer goes without them"),

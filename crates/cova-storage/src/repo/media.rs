@@ -46,9 +46,14 @@ pub struct MediaRow {
     pub expires_at: i64,
 }
 
-/// A new, unguessable media id (122 random bits).
+/// A new, unguessable media id (122 random bits): 32 lowercase hex digits.
 fn new_media_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Whether `s` has the form of a media id (anything else names no image).
+pub fn is_media_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Registers the images of a post for an account, living until `expires_at`: a new slot gets

@@ -8,6 +8,7 @@ use crate::AppState;
 use crate::auth::authenticate;
 use crate::backend_errors;
 use crate::error::HttpResult;
+use crate::input::etag_matches;
 use crate::metering::Meter;
 use actix_web::body::SizedStream;
 use actix_web::http::header;
@@ -65,8 +66,8 @@ async fn serve(req: &HttpRequest, state: &AppState, query: MediaQuery, attachmen
              kept 14 days after the scrape that listed them.",
         ))
     };
-    // Ids are 32 hex digits: anything else is not one, without asking the database.
-    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    // Anything that is not a media id is not found, without asking the database.
+    if !rows::is_media_id(&id) {
         return Err(gone().into());
     }
     let row = rows::find(&state.backends.db, &principal.account_id, &id, now)
@@ -78,7 +79,7 @@ async fn serve(req: &HttpRequest, state: &AppState, query: MediaQuery, attachmen
         Some(kept) => kept,
         None => fetch(state, &row).await.map_err(|e| meter.fail(e))?,
     };
-    if not_modified(req, &kept.etag()) {
+    if etag_matches(req, &kept.etag()) {
         let mut answer = HttpResponse::NotModified();
         headers(&mut answer, &meter, state, &row, &kept, now);
         return Ok(answer.finish());
@@ -158,14 +159,6 @@ fn headers(answer: &mut HttpResponseBuilder, meter: &Meter, state: &AppState, ro
         .insert_header((header::ACCEPT_RANGES, "bytes"))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::CONTENT_SECURITY_POLICY, "default-src 'none'; sandbox"));
-}
-
-/// `If-None-Match` names the current bytes (or `*`).
-fn not_modified(req: &HttpRequest, etag: &str) -> bool {
-    req.headers()
-        .get_all(header::IF_NONE_MATCH)
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').map(str::trim).any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag))
 }
 
 /// The single byte range asked for: `None` for the whole file (no `Range`, a multi-range or

@@ -24,11 +24,7 @@ fn etag(text: &'static str, cell: &'static OnceLock<String>) -> &'static str {
 }
 
 fn serve(req: &HttpRequest, body: &'static str, content_type: &str, etag: &str) -> HttpResponse {
-    let fresh = req
-        .headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let fresh = crate::input::etag_matches(req, etag);
     let mut answer = if fresh { HttpResponse::NotModified() } else { HttpResponse::Ok() };
     answer
         .insert_header((header::ETAG, etag))
