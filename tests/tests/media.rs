@@ -8,7 +8,7 @@ use cova_media::MediaError;
 use cova_sim::cdn::image_bytes;
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_storage::repo::media as rows;
-use cova_tests::{Client, TestApp, flat_comments, spawn_app, spawn_on_clock, tiktok_url};
+use cova_tests::{Client, TestApp, flat_comments, spawn_app, spawn_app_with, spawn_on_clock, tiktok_url};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
@@ -263,5 +263,28 @@ async fn image_links_off_the_allow_list_are_never_followed() {
     assert!(requests.iter().any(|r| r.path.starts_with("/cdn/redirect/")), "the CDN redirect was looked at");
     let leaked: Vec<&str> = requests.iter().map(|r| r.path.as_str()).filter(|p| p.starts_with("/cdn/trap/")).collect();
     assert!(leaked.is_empty(), "a hostile link was followed: {leaked:?}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_media_store_that_is_down_answers_503_and_fails_no_job() {
+    // An S3 endpoint where nothing listens.
+    let app = spawn_app_with(|c| {
+        c.media.url = "s3://cova-down/media".into();
+        c.media.s3_endpoint = Some("http://127.0.0.1:9".into());
+        c.media.s3_allow_http = true;
+        c.media.s3_access_key_id = Some("test".into());
+        c.media.s3_secret_access_key = Some("test".to_owned().into());
+    })
+    .await;
+    let (client, _) = customer(&app).await;
+    let entry = collect(&client, tiktok_post_id(TikTokScenario::Normal, 12)).await;
+    assert_eq!(entry["status"], "ready", "the comments are in although no image could be kept");
+    let cover = entry["metadata"]["media"][0]["url"].as_str().expect("a cover");
+    let started = std::time::Instant::now();
+    let (status, headers, body) = get(&client, cover, &[]).await;
+    assert_eq!((status, error_code(&body).as_str()), (503, "unavailable"));
+    assert!(headers.contains_key("retry-after"));
+    assert!(started.elapsed() < Duration::from_secs(15), "answered within the store's retry bound");
     app.stop().await;
 }

@@ -47,6 +47,10 @@ impl From<object_store::Error> for MediaError {
 
 pub type Result<T> = std::result::Result<T, MediaError>;
 
+/// How long an S3 request keeps being retried, and how long a connection may take.
+const STORE_RETRY_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+const STORE_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Where media live and how to reach them.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -109,7 +113,17 @@ impl MediaStore {
                 if bucket.is_empty() {
                     return Err(MediaError::Config("an s3:// URL needs a bucket: s3://bucket/prefix".into()));
                 }
+                // Requests wait on the store: one that is down answers within seconds (then
+                // 503), not after the client's default three minutes of retries.
+                let retry = object_store::RetryConfig {
+                    max_retries: 2,
+                    retry_timeout: STORE_RETRY_BOUND,
+                    ..object_store::RetryConfig::default()
+                };
+                let client = object_store::ClientOptions::new().with_connect_timeout(STORE_CONNECT_TIMEOUT);
                 let mut builder = object_store::aws::AmazonS3Builder::new()
+                    .with_retry(retry)
+                    .with_client_options(client)
                     .with_bucket_name(bucket)
                     .with_region(options.region.clone().unwrap_or_else(|| "us-east-1".into()))
                     .with_allow_http(options.allow_http);
