@@ -6,11 +6,18 @@ AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/%2f
 # An S3-compatible test server for the media store, e.g. `moto_server -p 5055` (pip install "moto[server]").
 S3_URL ?= http://127.0.0.1:5055
 
-.PHONY: run test test-real lint fmt bench compose-config ci
+.PHONY: run run-sim test test-real lint fmt bench compose-config k8s-validate ci
 
 ## run: every role in one process on the embedded backends (./data/cova.db)
 run:
 	$(CARGO) run -p cova -- serve
+
+## run-sim: cova-sim on 127.0.0.1:9090 and every role pointed at it (deploy/simulator.toml),
+## in one step; Ctrl-C stops both
+run-sim:
+	$(CARGO) build -p cova -p cova-sim
+	bash -c 'bin=$${CARGO_TARGET_DIR:-target}/debug; $$bin/cova-sim --addr 127.0.0.1:9090 & sim=$$!; \
+		trap "kill $$sim 2>/dev/null" EXIT; $$bin/cova --config deploy/simulator.toml serve'
 
 ## test: the whole suite on the embedded backends
 test:
@@ -34,6 +41,10 @@ bench:
 
 compose-config:
 	docker compose -f docker-compose.yml config -q
+
+## k8s-validate: the Kustomize base deploy/k8s against the Kubernetes API schemas
+k8s-validate:
+	bash .ci/k8s-validate
 
 ci:
 	bash .ci/run

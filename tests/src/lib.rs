@@ -53,6 +53,8 @@ pub async fn test_config(database: &TestDatabase) -> Config {
     let mut config = Config::default();
     config.database = database.config.clone();
     config.http.addr = "127.0.0.1:0".into();
+    // Many stacks share one test process; a test that reads metrics asks for a port of its own.
+    config.metrics.addr = String::new();
     config.http.workers = 2;
     config.http.shutdown_timeout_s = 1;
     config.cache.url = std::env::var(CACHE_URL_VAR).unwrap_or_else(|_| "memory://".into());

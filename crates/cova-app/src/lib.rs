@@ -3,6 +3,8 @@
 //! one place: a queue-consuming role is a handler on the worker runtime plus one line in
 //! [`StackBuilder::start`].
 
+mod ops;
+
 use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};
 use cova_domain::{Clock, JobKind};
@@ -123,6 +125,12 @@ impl StackBuilder {
                     .with_context(|| format!("binding http.addr {} (COVA_HTTP__ADDR)", config.http.addr))?,
             ),
         };
+        let metrics_listener = match config.metrics.addr() {
+            None => None,
+            Some(addr) => Some(TcpListener::bind(addr).with_context(|| {
+                format!("binding metrics.addr {addr} (COVA_METRICS__ADDR; empty turns the listener off)")
+            })?),
+        };
         let platforms = Platforms::new(&config.platforms).context("configuring the platform adapters")?;
         let notify = Arc::new(
             cova_notify::Sender::new(&config.notifier).map_err(|e| anyhow::anyhow!("configuring notifier.*: {e}"))?,
@@ -170,6 +178,21 @@ impl StackBuilder {
             requeue_unfinished(&backends).await;
             outbox.notify_one();
         }
+        let ops = match metrics_listener {
+            Some(listener) => {
+                let addr = listener.local_addr().context("reading the metrics address")?;
+                let server = ops::server(backends.clone(), listener).context("starting the metrics listener")?;
+                let handle = server.handle();
+                let running = tokio::spawn(async move {
+                    if let Err(e) = server.await {
+                        tracing::error!(error = %e, "the metrics listener stopped with an error");
+                    }
+                });
+                tracing::info!(metrics.addr = %addr, "cova metrics on http://{addr}/metrics");
+                Some(Http { addr, handle, running })
+            }
+            None => None,
+        };
         let http = match listener {
             Some(listener) => {
                 let addr = listener.local_addr().context("reading the bound address")?;
@@ -186,7 +209,7 @@ impl StackBuilder {
             }
             None => None,
         };
-        Ok(Stack { backends, http, tasks, stop, outbox })
+        Ok(Stack { backends, http, ops, tasks, stop, outbox })
     }
 }
 
@@ -200,6 +223,8 @@ struct Http {
 pub struct Stack {
     backends: Backends,
     http: Option<Http>,
+    /// The metrics and probes listener (`metrics.addr`).
+    ops: Option<Http>,
     tasks: JoinSet<()>,
     stop: CancellationToken,
     outbox: Arc<Notify>,
@@ -213,6 +238,11 @@ impl Stack {
     /// Where the HTTP API listens, when the gateway runs.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http.as_ref().map(|h| h.addr)
+    }
+
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, unless `metrics.addr` is empty.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.ops.as_ref().map(|h| h.addr)
     }
 
     pub fn backends(&self) -> &Backends {
@@ -237,6 +267,11 @@ impl Stack {
         if !drained {
             tracing::warn!("workers did not stop in time; unacknowledged messages will be redelivered");
             self.tasks.abort_all();
+        }
+        // Last, so the probes answer while the workers drain.
+        if let Some(ops) = self.ops.take() {
+            ops.handle.stop(false).await;
+            let _ = ops.running.await;
         }
         drained
     }

@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 mod backend;
+mod keys;
 pub mod platforms;
+mod print;
 pub use backend::{CacheBackend, DatabaseBackend, QueueBackend, redact_url};
 pub use platforms::PlatformsConfig;
 
@@ -26,6 +28,7 @@ pub struct Config {
     pub queue: QueueConfig,
     pub cache: CacheConfig,
     pub telemetry: TelemetryConfig,
+    pub metrics: MetricsConfig,
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
     pub auth: AuthConfig,
@@ -135,18 +138,49 @@ impl Default for CacheConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
-    /// `json` (one object per line) or `pretty`.
+    /// `auto` (`pretty` when stderr is a terminal, else `json`), `json` (one object per line)
+    /// or `pretty`.
     pub log_format: String,
     /// `tracing` filter directive, e.g. `info` or `cova=debug,info`.
     pub log_level: String,
     /// OTLP/HTTP endpoint (e.g. `http://collector:4318`); traces are exported when set.
     pub otlp_endpoint: Option<String>,
+    /// OTLP/HTTP body encoding: `protobuf` (what every collector takes) or `json`.
+    pub otlp_protocol: String,
     pub service_name: String,
 }
 
 impl Default for TelemetryConfig {
     fn default() -> Self {
-        Self { log_format: "json".into(), log_level: "info".into(), otlp_endpoint: None, service_name: "cova".into() }
+        Self {
+            log_format: "auto".into(),
+            log_level: "info".into(),
+            otlp_endpoint: None,
+            otlp_protocol: "protobuf".into(),
+            service_name: "cova".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Private listen address of every process for `/metrics` (Prometheus), `/healthz` and
+    /// `/readyz`; empty turns it off. Keep it off the public network: the gateway's public
+    /// port never serves metrics.
+    pub addr: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { addr: "127.0.0.1:9464".into() }
+    }
+}
+
+impl MetricsConfig {
+    /// The address to listen on, `None` when turned off.
+    pub fn addr(&self) -> Option<&str> {
+        Some(self.addr.trim()).filter(|a| !a.is_empty())
     }
 }
 
@@ -475,6 +509,10 @@ pub enum ConfigError {
     Load(#[from] config::ConfigError),
     #[error("configuration key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
+    #[error(
+        "environment variable {var} is not a setting{hint} (a `.` in a key is a double underscore: http.addr is COVA_HTTP__ADDR; see docs/configuration.md)"
+    )]
+    UnknownVariable { var: String, hint: String },
 }
 
 fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
@@ -498,6 +536,11 @@ impl Config {
             .filter(|(k, _)| !NON_CONFIG_VARS.contains(&k.as_str()))
             .filter(|(k, _)| !NON_CONFIG_PREFIXES.iter().any(|p| k.starts_with(p)))
             .collect();
+        let mut names: Vec<&String> = env.keys().collect();
+        names.sort();
+        for name in names {
+            keys::check_env_name(name)?;
+        }
         let mut builder = config::Config::builder().add_source(config::Config::try_from(&Config::default())?);
         if let Some(path) = file {
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
@@ -524,6 +567,11 @@ impl Config {
         self.http.addr.parse::<SocketAddr>().map_err(|e| {
             invalid("http.addr", format!("`{}` is not an address like 127.0.0.1:8080 ({e})", self.http.addr))
         })?;
+        if let Some(addr) = self.metrics.addr() {
+            addr.parse::<SocketAddr>().map_err(|e| {
+                invalid("metrics.addr", format!("`{addr}` is not an address like 127.0.0.1:9464, or empty ({e})"))
+            })?;
+        }
         if self.http.body_limit_bytes < 1024 {
             return Err(invalid("http.body_limit_bytes", "must be at least 1024"));
         }
@@ -551,8 +599,11 @@ impl Config {
         if self.queue.prefetch == 0 {
             return Err(invalid("queue.prefetch", "must be at least 1"));
         }
-        if !matches!(self.telemetry.log_format.as_str(), "json" | "pretty") {
-            return Err(invalid("telemetry.log_format", "must be `json` or `pretty`"));
+        if !matches!(self.telemetry.log_format.as_str(), "auto" | "json" | "pretty") {
+            return Err(invalid("telemetry.log_format", "must be `auto`, `json` or `pretty`"));
+        }
+        if !matches!(self.telemetry.otlp_protocol.as_str(), "protobuf" | "json") {
+            return Err(invalid("telemetry.otlp_protocol", "must be `protobuf` or `json`"));
         }
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
             url::Url::parse(endpoint).map_err(|e| invalid("telemetry.otlp_endpoint", e.to_string()))?;
@@ -661,7 +712,7 @@ mod tests {
     #[test]
     fn unknown_key_is_named() {
         let err = Config::load_from(None, env(&[("COVA_HTTP__ADR", "x")])).expect_err("typo");
-        assert!(err.to_string().contains("adr"), "{err}");
+        assert!(err.to_string().contains("did you mean COVA_HTTP__ADDR?"), "{err}");
     }
 
     #[test]

@@ -139,10 +139,12 @@ pub(crate) async fn collect(
                         continue;
                     }
                     let (source, shared, tx, permits) = (source.clone(), shared.clone(), tx.clone(), permits.clone());
-                    tasks.spawn(async move {
+                    // In the job's span, so reply requests stay in the job's trace.
+                    let replies = async move {
                         let _permit = permits.acquire_owned().await.map_err(|_| sink_gone())?;
                         collect_replies(&*source, &shared, &tx, &job.parent_id).await
-                    });
+                    };
+                    tasks.spawn(tracing::Instrument::in_current_span(replies));
                 }
                 // Surface reply failures early instead of after the whole top-level chain.
                 while let Some(res) = tasks.try_join_next() {

@@ -239,14 +239,40 @@ impl Http {
         }
 
         let route = self.pick_route();
-        let result = async {
-            let resp = route.client.request(req.method.clone(), url).headers(headers).send().await?;
-            let status = resp.status();
-            let headers = resp.headers().clone();
-            let body = resp.bytes().await?.to_vec();
-            Ok::<_, reqwest::Error>(Response { status, headers, body })
-        }
+        // A child span of the job (or request) in the trace; never the URL: it carries
+        // signatures and cursors.
+        let span = tracing::info_span!(
+            "platform_request",
+            otel.kind = "client",
+            http.method = %req.method,
+            server.address = %host,
+            http.status = tracing::field::Empty
+        );
+        let started = Instant::now();
+        let result = tracing::Instrument::instrument(
+            async {
+                let resp = route.client.request(req.method.clone(), url).headers(headers).send().await?;
+                let status = resp.status();
+                let headers = resp.headers().clone();
+                let body = resp.bytes().await?.to_vec();
+                Ok::<_, reqwest::Error>(Response { status, headers, body })
+            },
+            span.clone(),
+        )
         .await;
+        let outcome = match &result {
+            Err(_) => "transport_error",
+            Ok(r) => {
+                span.record("http.status", r.status.as_u16());
+                match r.status {
+                    StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+                    s if s.is_server_error() => "server_error",
+                    s if s.is_client_error() => "client_error",
+                    _ => "ok",
+                }
+            }
+        };
+        cova_metrics::platform_request(&host, outcome, started.elapsed());
         match result {
             Err(e) => {
                 if route.via_proxy {

@@ -241,6 +241,16 @@ impl AmqpQueue {
         Ok(u64::from(declared.message_count()))
     }
 
+    pub(crate) async fn depth(&self, name: &str) -> Result<u64> {
+        let (conn, _) = self.link().await?;
+        let ch = conn.create_channel().await.map_err(unavailable)?;
+        // Passive: reads the queue as declared, whatever its arguments.
+        let options = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+        let declared = ch.queue_declare(self.name(name).into(), options, FieldTable::default()).await;
+        let _ = ch.close(200, "done".into()).await;
+        Ok(u64::from(declared.map_err(unavailable)?.message_count()))
+    }
+
     pub(crate) async fn ping(&self) -> Result<()> {
         self.link().await.map(|_| ())
     }

@@ -156,21 +156,24 @@ impl Queue {
     /// Publishes a command to its role's queue and waits for the broker's confirmation; an
     /// unroutable command is an error.
     pub async fn publish(&self, message: Message) -> Result<()> {
+        let key = message.routing_key.clone();
         match self {
             Queue::Memory(q) => q.publish(message),
             Queue::Amqp(q) => q.publish(message).await,
-        }
+        }?;
+        cova_metrics::queue_published(&key);
+        Ok(())
     }
 
     /// Publishes an event (`job.complete`, …) to the events exchange; nobody needs to listen.
     pub async fn publish_event(&self, message: Message) -> Result<()> {
+        let key = message.routing_key.clone();
         match self {
-            Queue::Memory(q) => {
-                q.publish_event(message);
-                Ok(())
-            }
-            Queue::Amqp(q) => q.publish_event(message).await,
+            Queue::Memory(q) => q.publish_event(message),
+            Queue::Amqp(q) => q.publish_event(message).await?,
         }
+        cova_metrics::queue_published(&key);
+        Ok(())
     }
 
     /// Receives every event published from now on, without acks (tests and tools).
@@ -198,6 +201,14 @@ impl Queue {
         match self {
             Queue::Memory(q) => Ok(Consumer::Memory(q.consume(&binding))),
             Queue::Amqp(q) => q.consume(binding).await.map(Consumer::Amqp),
+        }
+    }
+
+    /// Messages waiting in the queue of a role or an event queue (not yet delivered).
+    pub async fn depth(&self, name: &str) -> Result<u64> {
+        match self {
+            Queue::Memory(q) => Ok(q.depth(name)),
+            Queue::Amqp(q) => q.depth(name).await,
         }
     }
 

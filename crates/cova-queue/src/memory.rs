@@ -4,15 +4,21 @@
 
 use crate::{Binding, Message, QueueError, Result, topic_matches};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 struct NamedQueue {
     binding: Binding,
+    /// Sent and not yet received: the receiver is held by a waiting consumer, so its length
+    /// cannot be read.
+    waiting: Arc<AtomicU64>,
     tx: mpsc::UnboundedSender<Message>,
-    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>,
+    rx: Receiver,
 }
+
+type Receiver = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>;
 
 #[derive(Default)]
 struct State {
@@ -41,11 +47,16 @@ impl MemoryQueue {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn declare(&self, binding: &Binding) -> Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>> {
+    fn declare(&self, binding: &Binding) -> (Receiver, Arc<AtomicU64>) {
         let mut state = self.lock();
         let queue = state.queues.entry(binding.name().to_owned()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            NamedQueue { binding: binding.clone(), tx, rx: Arc::new(tokio::sync::Mutex::new(rx)) }
+            NamedQueue {
+                binding: binding.clone(),
+                waiting: Arc::default(),
+                tx,
+                rx: Arc::new(tokio::sync::Mutex::new(rx)),
+            }
         });
         // Declaring again with other patterns adds them, as a broker's extra bindings would.
         if let (Binding::Events { patterns, .. }, Binding::Events { patterns: more, .. }) =
@@ -57,13 +68,15 @@ impl MemoryQueue {
                 }
             }
         }
-        queue.rx.clone()
+        (queue.rx.clone(), queue.waiting.clone())
     }
 
     fn send_to(&self, name: &str, message: Message) -> Result<()> {
         let state = self.lock();
         let queue = state.queues.get(name).ok_or_else(|| QueueError::Unroutable(name.to_owned()))?;
-        queue.tx.send(message).map_err(|_| QueueError::Unavailable("in-process queue closed".into()))
+        queue.tx.send(message).map_err(|_| QueueError::Unavailable("in-process queue closed".into()))?;
+        queue.waiting.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(crate) fn publish(&self, message: Message) -> Result<()> {
@@ -82,8 +95,9 @@ impl MemoryQueue {
         for queue in state.queues.values() {
             if let Binding::Events { patterns, .. } = &queue.binding
                 && patterns.iter().any(|p| topic_matches(p, &message.routing_key))
+                && queue.tx.send(message.clone()).is_ok()
             {
-                let _ = queue.tx.send(message.clone());
+                queue.waiting.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -93,8 +107,13 @@ impl MemoryQueue {
     }
 
     pub(crate) fn consume(&self, binding: &Binding) -> MemoryConsumer {
-        let rx = self.declare(binding);
-        MemoryConsumer { rx, queue: self.clone(), name: binding.name().to_owned() }
+        let (rx, waiting) = self.declare(binding);
+        MemoryConsumer { rx, waiting, queue: self.clone(), name: binding.name().to_owned() }
+    }
+
+    /// Messages sent to a queue and not yet received by its consumer.
+    pub(crate) fn depth(&self, name: &str) -> u64 {
+        self.lock().queues.get(name).map_or(0, |q| q.waiting.load(Ordering::Relaxed))
     }
 
     /// Messages parked in a queue's dead-letter queue, with the reason.
@@ -104,7 +123,8 @@ impl MemoryQueue {
 }
 
 pub struct MemoryConsumer {
-    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>,
+    rx: Receiver,
+    waiting: Arc<AtomicU64>,
     queue: MemoryQueue,
     name: String,
 }
@@ -112,6 +132,7 @@ pub struct MemoryConsumer {
 impl MemoryConsumer {
     pub(crate) async fn next(&mut self) -> Option<MemoryDelivery> {
         let message = self.rx.lock().await.recv().await?;
+        let _ = self.waiting.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
         Some(MemoryDelivery { message, queue: self.queue.clone(), name: self.name.clone() })
     }
 }

@@ -87,7 +87,12 @@ async fn drain(backends: &Backends) -> Result<(), String> {
 }
 
 async fn publish(backends: &Backends, row: &OutboxMessage) -> cova_queue::Result<()> {
-    let headers: BTreeMap<String, String> = serde_json::from_str(&row.headers).unwrap_or_default();
+    // The publish is a span of the trace that wrote the row (the request, the job), and the
+    // message carries this span on to its consumer.
+    let stored: BTreeMap<String, String> = serde_json::from_str(&row.headers).unwrap_or_default();
+    let span = tracing::info_span!("outbox_publish", otel.kind = "producer", routing_key = %row.routing_key, outbox.id = %row.id);
+    cova_telemetry::follow(&span, &stored);
+    let headers = if stored.is_empty() { stored } else { span.in_scope(cova_telemetry::current_trace_headers) };
     let message = Message {
         id: row.id.clone(),
         routing_key: row.routing_key.clone(),
@@ -95,9 +100,12 @@ async fn publish(backends: &Backends, row: &OutboxMessage) -> cova_queue::Result
         headers,
         attempt: 1,
     };
-    match Destination::parse(&row.destination) {
-        Some(Destination::Event) => backends.queue.publish_event(message).await,
-        Some(Destination::Command) => backends.queue.publish(message).await,
-        None => Err(cova_queue::QueueError::Unroutable(format!("destination `{}`", row.destination))),
-    }
+    let sent = async {
+        match Destination::parse(&row.destination) {
+            Some(Destination::Event) => backends.queue.publish_event(message).await,
+            Some(Destination::Command) => backends.queue.publish(message).await,
+            None => Err(cova_queue::QueueError::Unroutable(format!("destination `{}`", row.destination))),
+        }
+    };
+    tracing::Instrument::instrument(sent, span).await
 }

@@ -9,6 +9,7 @@
 //! running ones, saying how many.
 
 use cova_messages::Command;
+use cova_metrics::Settled;
 use cova_queue::{Consumer, Delivery, Queue};
 use serde::de::DeserializeOwned;
 use std::future::Future;
@@ -149,6 +150,12 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
         Err(e) => Outcome::Poison(format!("malformed {} message: {e}", handler.name())),
     };
     let _entered = span.enter();
+    let queue = handler.source().queue_name();
+    let how = match outcome {
+        Outcome::Done => Settled::Acked,
+        Outcome::Retry(_) => Settled::Retried,
+        Outcome::Poison(_) | Outcome::GaveUp(_) => Settled::DeadLettered,
+    };
     let settled = match outcome {
         Outcome::Done => delivery.ack().await,
         Outcome::Retry(reason) => {
@@ -165,9 +172,10 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
             delivery.dead_letter(&reason).await
         }
     };
-    if let Err(e) = settled {
+    match settled {
+        Ok(()) => cova_metrics::queue_settled(queue, how),
         // The broker redelivers an unacknowledged message; handlers are idempotent.
-        tracing::warn!(error = %e, "settling the delivery failed; it will be redelivered");
+        Err(e) => tracing::warn!(error = %e, "settling the delivery failed; it will be redelivered"),
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod cdn;
 mod llm;
+pub mod otlp;
 pub mod rules;
 mod server;
 mod telegram;
@@ -13,6 +14,7 @@ mod truth;
 mod youtube;
 
 pub use llm::{API_KEY as LLM_API_KEY, LlmRequest};
+pub use otlp::ExportedSpan;
 pub use rules::{
     TikTokScenario, YouTubeScenario, decode_short_code, decode_tiktok_id, decode_youtube_id, short_code,
     tiktok_post_id, youtube_video_id,

@@ -50,6 +50,8 @@ pub(crate) struct State {
     telegram: Mutex<Vec<crate::telegram::TelegramMessage>>,
     /// Requests to the fake chat-completions endpoint.
     llm: Mutex<Vec<crate::llm::LlmRequest>>,
+    /// Spans received by the OTLP collector (JSON exports).
+    spans: Mutex<Vec<crate::otlp::ExportedSpan>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,6 +72,7 @@ impl State {
             grown: Mutex::new(HashMap::new()),
             telegram: Mutex::new(Vec::new()),
             llm: Mutex::new(Vec::new()),
+            spans: Mutex::new(Vec::new()),
         }
     }
 
@@ -178,7 +181,19 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
     // An OTLP/HTTP collector that accepts every export: tests that need spans recorded point
     // `telemetry.otlp_endpoint` here and read the exports from the recorder.
     if r.method == "POST" && r.path.starts_with("/v1/") {
-        return HttpResponse::Ok().content_type("application/x-protobuf").finish();
+        if r.path == "/v1/traces" {
+            lock(&state.spans).extend(crate::otlp::spans(&r.body));
+        }
+        let json = req
+            .headers()
+            .get("content-type")
+            .and_then(|t| t.to_str().ok())
+            .is_some_and(|t| t.starts_with("application/json"));
+        return if json {
+            HttpResponse::Ok().content_type("application/json").body("{}")
+        } else {
+            HttpResponse::Ok().content_type("application/x-protobuf").finish()
+        };
     }
     let latency = state.latency_ms.load(Ordering::Relaxed);
     if latency > 0 {
@@ -304,6 +319,11 @@ impl SimHandle {
         format!("{}/llm/v1", self.state.base)
     }
 
+    /// Spans exported to the OTLP collector as JSON, in arrival order.
+    pub fn spans(&self) -> Vec<crate::otlp::ExportedSpan> {
+        lock(&self.state.spans).clone()
+    }
+
     pub fn telegram_messages(&self) -> Vec<crate::telegram::TelegramMessage> {
         lock(&self.state.telegram).clone()
     }
@@ -337,9 +357,15 @@ impl Drop for SimHandle {
 
 fn build(listener: TcpListener, state: Arc<State>, signals: bool) -> std::io::Result<actix_web::dev::Server> {
     let data = web::Data::from(state);
-    let mut server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(dispatch)))
-        .workers(2)
-        .shutdown_timeout(1);
+    // Trace exports of a whole job run to megabytes; the default 256 KiB would refuse them.
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(web::PayloadConfig::new(64 * 1024 * 1024))
+            .default_service(web::to(dispatch))
+    })
+    .workers(2)
+    .shutdown_timeout(1);
     if !signals {
         server = server.disable_signals();
     }

@@ -197,8 +197,8 @@ impl Db {
 
     pub async fn conn(&self) -> Result<DbConn> {
         match &self.inner {
-            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(pool_error),
-            Inner::Sqlite(p) => p.get().await.map(DbConn::Sqlite).map_err(pool_error),
+            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(|e| pool_error(e, &self.url)),
+            Inner::Sqlite(p) => p.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url)),
         }
     }
 
@@ -223,7 +223,7 @@ impl Db {
             } else {
                 type Wrapped = diesel_async::async_connection_wrapper::AsyncConnectionWrapper<AsyncPgConnection>;
                 let mut conn = <Wrapped as diesel::Connection>::establish(&url)
-                    .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+                    .map_err(|e| StorageError::Unavailable(explain_connect(&e.to_string(), &url)))?;
                 conn.run_pending_migrations(MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
             }
             Ok(())
@@ -233,8 +233,22 @@ impl Db {
     }
 }
 
-fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>) -> StorageError {
-    StorageError::Unavailable(e.to_string())
+fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>, url: &str) -> StorageError {
+    StorageError::Unavailable(explain_connect(&e.to_string(), url))
+}
+
+/// PostgreSQL's "database … does not exist" is the first thing a new operator meets: name the
+/// command that fixes it.
+fn explain_connect(message: &str, url: &str) -> String {
+    let Some(rest) = message.split("database \"").nth(1) else { return message.to_owned() };
+    let Some(name) = rest.split('"').next().filter(|_| rest.contains("does not exist")) else {
+        return message.to_owned();
+    };
+    let target = url::Url::parse(url).ok();
+    let host = target.as_ref().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_else(|| "HOST".into());
+    let user =
+        target.as_ref().map(|u| u.username().to_owned()).filter(|u| !u.is_empty()).unwrap_or_else(|| "postgres".into());
+    format!("{message}; create it with `createdb -h {host} -U {user} {name}`, then run `cova migrate`")
 }
 
 /// SQL written with `?` placeholders, numbered `$1, $2, …` for PostgreSQL (for the few

@@ -5,10 +5,11 @@
 use cova_config::TelemetryConfig;
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Metadata};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -25,6 +26,11 @@ pub fn current_trace_headers() -> BTreeMap<String, String> {
     let mut headers = BTreeMap::new();
     opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Headers(&mut headers)));
     headers
+}
+
+/// [`current_trace_headers`] as the JSON object stored beside an outbox row.
+pub fn current_trace_json() -> String {
+    serde_json::to_string(&current_trace_headers()).unwrap_or_else(|_| "{}".into())
 }
 
 /// Makes `span` a child of the trace carried in `headers` (no-op without one).
@@ -77,11 +83,13 @@ impl Drop for TelemetryGuard {
 
 /// Installs the global subscriber. Calling it again (as tests do) keeps the first one.
 pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
-    let filter = EnvFilter::try_new(&cfg.log_level).map_err(|e| TelemetryError::Filter(e.to_string()))?;
+    let filter = filter(&cfg.log_level)?;
     let provider = match &cfg.otlp_endpoint {
         Some(endpoint) => {
+            let protocol = if cfg.otlp_protocol == "json" { Protocol::HttpJson } else { Protocol::HttpBinary };
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_protocol(protocol)
                 .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
                 .build()
                 .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
@@ -96,7 +104,13 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     };
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     let otel = provider.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("cova")).boxed());
-    let fmt = if cfg.log_format == "pretty" {
+    let pretty = match cfg.log_format.as_str() {
+        "pretty" => true,
+        "json" => false,
+        // `auto`: people read a terminal, collectors parse everything else.
+        _ => std::io::stderr().is_terminal(),
+    };
+    let fmt = if pretty {
         tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed()
     } else {
         tracing_subscriber::fmt::layer()
@@ -109,6 +123,70 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     };
     let _ = tracing_subscriber::registry().with(fmt.with_filter(filter.and(ClientFaults))).with(otel).try_init();
     Ok(TelemetryGuard { provider })
+}
+
+/// Targets cova's log lines come from: a directive naming anything else matches nothing.
+const KNOWN_TARGETS: &[&str] = &[
+    "cova",
+    "actix",
+    "lapin",
+    "amq",
+    "diesel",
+    "reqwest",
+    "hyper",
+    "h2",
+    "rustls",
+    "opentelemetry",
+    "tokio",
+    "tower",
+    "object_store",
+    "tracing",
+    "deadpool",
+    "redis",
+    "mio",
+];
+
+/// Libraries that are chatty at INFO (worker start-up, connection details): held at WARN
+/// unless the filter names them.
+const QUIET: &[&str] = &["actix_server", "actix_web", "lapin", "amq_protocol", "opentelemetry", "h2", "hyper"];
+
+const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
+
+/// Parses `telemetry.log_level`, refusing a directive that can match no log line (a typo such
+/// as `infoo` or `cova-gateway=debug` would otherwise silence the process).
+fn filter(spec: &str) -> Result<EnvFilter, TelemetryError> {
+    for directive in spec.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let (target, level) = match directive.split_once('=') {
+            Some((t, l)) => (t, Some(l)),
+            None if LEVELS.contains(&directive.to_ascii_lowercase().as_str()) => continue,
+            None => (directive, None),
+        };
+        let target = target.split(['[', '{']).next().unwrap_or_default();
+        if let Some(level) = level
+            && !LEVELS.contains(&level.to_ascii_lowercase().as_str())
+        {
+            return Err(TelemetryError::Filter(format!(
+                "`{directive}`: `{level}` is not a level (use one of {})",
+                LEVELS.join(", ")
+            )));
+        }
+        if !target.is_empty() && (target.contains('-') || !KNOWN_TARGETS.iter().any(|k| target.starts_with(k))) {
+            return Err(TelemetryError::Filter(format!(
+                "`{directive}` matches no log line: targets are module paths with underscores such as `cova_gateway` (known prefixes: {}), levels are {}",
+                KNOWN_TARGETS.join(", "),
+                LEVELS.join(", ")
+            )));
+        }
+    }
+    let mut filter = EnvFilter::try_new(spec).map_err(|e| TelemetryError::Filter(e.to_string()))?;
+    for quiet in QUIET {
+        if !spec.contains(quiet)
+            && let Ok(directive) = format!("{quiet}=warn").parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
+    Ok(filter)
 }
 
 /// actix-http logs a request head it cannot parse at ERROR ("stream error: request parse
@@ -151,6 +229,28 @@ impl Visit for Message {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
             self.0 = value.to_owned();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_that_match_cova_are_accepted() {
+        for spec in
+            ["info", "debug", "cova=debug,info", "cova_gateway=trace,lapin=info", "warn,cova_scraper[job]=debug"]
+        {
+            assert!(filter(spec).is_ok(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn a_filter_that_matches_nothing_is_refused() {
+        for spec in ["infoo", "cova-gateway=debug", "gateway=debug", "cova=loud"] {
+            let err = filter(spec).err().unwrap_or_else(|| panic!("{spec} accepted"));
+            assert!(err.to_string().starts_with("telemetry.log_level"), "{err}");
         }
     }
 }

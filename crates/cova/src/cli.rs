@@ -1,4 +1,4 @@
-use crate::{admin, serve};
+use crate::{admin, client, serve};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use cova_app::Role;
@@ -31,8 +31,32 @@ pub enum Command {
     AiWorker,
     /// Creates or upgrades the database schema; safe to run again.
     Migrate,
-    /// Operator commands: accounts, packs, tokens.
+    /// Operator commands: accounts, packs, tokens, usage, jobs.
     Admin(AdminArgs),
+    /// The configuration: check it against the backends, or print it (secrets masked).
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Integrator commands over a cova service's HTTP API: analyze, metadata, usage, library, AI.
+    ///
+    /// Reads no server configuration. The service is --url, else COVA_URL, else `url` in the
+    /// client config file ($XDG_CONFIG_HOME/cova/client.toml, else ~/.config/cova/client.toml),
+    /// else http://127.0.0.1:8080. The token is read from COVA_TOKEN, else from `token` in that
+    /// file; never from the command line, where other users could see it.
+    ///
+    /// Exit codes: 0 success, 1 other error, 2 usage, 3 authentication or permission, 4 bad
+    /// input or not found, 5 balance or quota, 6 the job failed, 7 service unavailable or
+    /// unreachable. Errors are one line on stderr: `cova: <detail> (<code>)`.
+    Client(client::ClientArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validates the configuration and probes the database, cache and queue it names; exits 1
+    /// when something is wrong, saying what.
+    Check,
+    /// Prints the effective configuration (defaults, file, environment) as TOML, with URL
+    /// passwords and secrets masked.
+    Print,
 }
 
 #[derive(Debug, Args)]
@@ -52,14 +76,42 @@ pub enum AdminCommand {
     /// API tokens.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// An account's balance this month and its running jobs.
+    Usage {
+        /// The account's e-mail.
+        #[arg(long)]
+        email: String,
+    },
+    /// Jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Everything known about one job: owner, status, timings, comments, charge, failure.
+    Show {
+        /// The job id (as returned by POST /api/v1/analyze).
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum AccountsCommand {
     /// Creates an account with a confirmed e-mail.
     Create {
+        /// The account's e-mail (its login and its identity in every other admin command).
         #[arg(long)]
         email: String,
+    },
+    /// Lists accounts, oldest first, with this month's balance.
+    List {
+        /// How many to show.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        limit: i64,
+        /// How many to skip (for paging).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+        offset: i64,
     },
 }
 
@@ -67,8 +119,10 @@ pub enum AccountsCommand {
 pub enum PacksCommand {
     /// Adds comments to the account's balance for the current month.
     Grant {
+        /// The account's e-mail.
         #[arg(long)]
         email: String,
+        /// How many comments to add (1 to 100,000,000); they expire at the end of the month (UTC).
         #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100_000_000))]
         comments: i64,
     },
@@ -78,23 +132,28 @@ pub enum PacksCommand {
 pub enum TokensCommand {
     /// Creates a token; the token alone is the last line of stdout, shown only this once.
     Create {
+        /// The account's e-mail.
         #[arg(long)]
         email: String,
         /// Comma-separated: metadata:read, analyze:write, library:write, ai:write, keywords:write.
         #[arg(long, value_parser = parse_scopes)]
         scopes: cova_auth::ScopeSet,
+        /// A label to recognise the token by (default: `token <prefix>`).
         #[arg(long, default_value = "")]
         name: String,
     },
     /// Lists the account's tokens (prefixes only).
     List {
+        /// The account's e-mail.
         #[arg(long)]
         email: String,
     },
     /// Revokes the account's token with this display prefix.
     Revoke {
+        /// The account's e-mail.
         #[arg(long)]
         email: String,
+        /// The token's display prefix, as `tokens list` shows it.
         #[arg(long)]
         prefix: String,
     },
@@ -109,8 +168,13 @@ fn parse_scopes(raw: &str) -> Result<cova_auth::ScopeSet, String> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let command = match cli.command {
+        // The client talks to a service over HTTP: no server configuration, no telemetry.
+        Command::Client(args) => return Ok(client::run(args).await?),
+        command => command,
+    };
     let config = Config::load(cli.config.as_deref()).context("loading the configuration")?;
-    match cli.command {
+    match command {
         Command::Serve => serve::run(config, &Role::ALL).await,
         Command::Gateway => serve::run(config, &[Role::Gateway]).await,
         Command::Scraper => serve::run(config, &[Role::Scraper]).await,
@@ -119,6 +183,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::AiWorker => serve::run(config, &[Role::AiWorker]).await,
         Command::Migrate => serve::migrate(config).await,
         Command::Admin(args) => admin::run(config, args.command).await,
+        Command::Config(ConfigCommand::Print) => {
+            print!("{}", config.to_redacted_toml());
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Check) => serve::check(config).await,
+        // Handled above, before any configuration is read.
+        Command::Client(args) => Ok(client::run(args).await?),
     }
 }
 
@@ -139,6 +210,22 @@ mod tests {
         assert_eq!(err.exit_code(), 2);
         let err =
             Cli::try_parse_from(["cova", "admin", "packs", "grant", "--email", "a@b.co"]).expect_err("missing flag");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn client_options_go_anywhere_and_the_token_is_no_flag() {
+        let cli = Cli::try_parse_from(["cova", "client", "analyze", "https://x", "--wait", "--url", "http://h:1"])
+            .expect("global --url after the subcommand");
+        let Command::Client(args) = cli.command else { panic!("client") };
+        assert_eq!(args.url.as_deref(), Some("http://h:1"));
+        assert_eq!(args.timeout, 30);
+        let err = Cli::try_parse_from(["cova", "client", "--token", "cova_x", "usage"]).expect_err("no --token");
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["cova", "client", "usage", "--timeout", "0"]).expect_err("timeout >= 1");
+        assert_eq!(err.exit_code(), 2);
+        let err =
+            Cli::try_parse_from(["cova", "client", "analyze", "https://x", "--format", "xml"]).expect_err("format");
         assert_eq!(err.exit_code(), 2);
     }
 }

@@ -2,9 +2,12 @@
 
 mod admin;
 mod cli;
+mod client;
 mod serve;
+mod table;
 
 use clap::Parser;
+use client::exit::{Exit, exit_code};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -18,11 +21,12 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(cli::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Success.into(),
         Err(e) => {
             // One line, the whole cause chain, no backtrace: operators grep this.
             eprintln!("cova: {}", format!("{e:#}").replace('\n', " "));
-            ExitCode::FAILURE
+            // 1, or the class of a `cova client` error (client/exit.rs).
+            exit_code(&e)
         }
     }
 }

@@ -16,14 +16,45 @@ pub async fn migrate(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn run(config: Config, roles: &[Role]) -> anyhow::Result<()> {
+/// `cova config check`: the configuration loaded and validated (or this is never reached),
+/// then every backend probed.
+pub async fn check(config: Config) -> anyhow::Result<()> {
+    println!("configuration is valid");
+    let backends = cova_runtime::Backends::connect(&config).await.context("connecting")?;
+    let readiness = backends.readiness(Duration::from_secs(5)).await;
+    let urls = [&config.database.url, &config.cache.url, &config.queue.url];
+    for ((name, result), url) in readiness.checks.iter().zip(urls) {
+        match result {
+            Ok(()) => println!("{name:<9} ok      {}", redact_url(url)),
+            Err(e) => println!("{name:<9} FAILED  {}: {e}", redact_url(url)),
+        }
+    }
+    if !readiness.ready() {
+        anyhow::bail!("some backends are unreachable (see above)");
+    }
+    Ok(())
+}
+
+pub async fn run(mut config: Config, roles: &[Role]) -> anyhow::Result<()> {
+    // A split role names itself in traces unless the operator chose a name.
+    if let [role] = roles
+        && config.telemetry.service_name == cova_config::TelemetryConfig::default().service_name
+    {
+        config.telemetry.service_name = format!("cova-{}", role.name());
+    }
     let _telemetry = cova_telemetry::init(&config.telemetry).context("starting telemetry")?;
     let names: Vec<&str> = roles.iter().map(|r| r.name()).collect();
+    let platforms: Vec<String> = config.platform_urls().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
     tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        roles = ?names,
         database = %redact_url(&config.database.url),
         queue = %redact_url(&config.queue.url),
         cache = %redact_url(&config.cache.url),
-        roles = ?names,
+        media = %redact_url(&config.media.url),
+        http.addr = roles.contains(&Role::Gateway).then_some(config.http.addr.as_str()),
+        metrics.addr = config.metrics.addr(),
+        platforms = %platforms.join(" "),
         "cova starting"
     );
     let stack = Stack::builder(config).roles(roles.iter().copied()).start().await?;

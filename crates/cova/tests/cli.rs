@@ -47,6 +47,27 @@ async fn operator_flow_then_usage_over_http() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no account"), "{}", stderr(&out));
 
+    // Operators read accounts, balances and jobs as aligned tables.
+    let out = env.run(&["admin", "accounts", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = stdout(&out);
+    let header = listing.lines().next().expect("header");
+    let row = listing.lines().find(|l| l.starts_with("ops@example.com")).expect("the account's row");
+    assert_eq!(header.find("AVAILABLE"), row.find("2000"), "columns line up:\n{listing}");
+    let out = env.run(&["admin", "usage", "--email", "ops@example.com"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let usage = stdout(&out);
+    assert!(usage.lines().any(|l| l.starts_with("available") && l.ends_with(" 2000")), "{usage}");
+    assert!(usage.lines().any(|l| l.starts_with("running jobs") && l.ends_with(" 0")), "{usage}");
+    let out = env.run(&["admin", "jobs", "show", "no-such-job"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no job no-such-job"), "{}", stderr(&out));
+    let out = env.run(&["admin", "accounts", "list", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2), "a bad flag is a usage error");
+    let out = env.run(&["config", "print"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("[metrics]"), "{}", stdout(&out));
+
     let out = env.run(&[
         "admin",
         "tokens",
@@ -138,7 +159,11 @@ async fn configuration_errors_name_the_key_and_exit_1() {
     let env = env(&db).await;
     let out = env.command(&["migrate"]).env("COVA_HTTP__ADR", "x").output().expect("runs");
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("adr"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean COVA_HTTP__ADDR?"), "{}", stderr(&out));
+    let out = env.command(&["migrate"]).env("COVA_HTTP_ADDR", "127.0.0.1:1").output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did you mean COVA_HTTP__ADDR?"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "printed once: {}", stderr(&out));
     let out = env.command(&["migrate"]).env("COVA_QUEUE__URL", "kafka://x").output().expect("runs");
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("queue.url"), "{}", stderr(&out));

@@ -7,6 +7,7 @@
 use cova_analyzers::{AnalyzeError, Analyzer, Comment};
 use cova_config::AiConfig;
 use cova_messages::AiCommand;
+use cova_metrics::JobKind as JobMetric;
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
 use cova_storage::repo::jobs::{self, Start};
@@ -74,12 +75,29 @@ impl AiWorker {
             Ok(Start::Missing) => return Outcome::Poison(format!("no job {job_id}")),
             Err(e) => return Outcome::Retry(format!("database: {e}")),
         };
-        let span = tracing::info_span!("ai_job", job.id = %job.id, job.r#ref = %job.r#ref);
-        let ran = tracing::Instrument::instrument(self.run(&job), span).await;
+        let span = tracing::info_span!("job", job.id = %job.id, job.kind = "ai", job.r#ref = %job.r#ref, attempt);
+        let started = std::time::Instant::now();
+        span.in_scope(|| tracing::info!("job started"));
+        let ran = tracing::Instrument::instrument(self.run(&job), span.clone()).await;
+        let _entered = span.enter();
         let outcome = match ran {
             Ok(Ok((result, model, tokens))) => {
-                match jobs::complete_ai(db, &job.id, &owner, &result, &model, tokens, self.now()).await {
-                    Ok(_) => {
+                match jobs::complete_ai(
+                    db,
+                    &job.id,
+                    &owner,
+                    jobs::AiOutput { result: &result, model: &model, tokens_used: tokens },
+                    &cova_telemetry::current_trace_json(),
+                    self.now(),
+                )
+                .await
+                {
+                    Ok(done) => {
+                        if done {
+                            let duration_ms = started.elapsed().as_millis() as u64;
+                            tracing::info!(model, tokens, duration_ms, "job complete");
+                            cova_metrics::job_finished(JobMetric::Ai, "complete", started.elapsed(), 0);
+                        }
                         self.outbox.notify_one();
                         return Outcome::Done;
                     }
@@ -88,6 +106,7 @@ impl AiWorker {
             }
             Ok(Err(failed)) => failed,
             Err(AnalyzeError::Transient(e)) if attempt < self.config.max_attempts => {
+                tracing::info!(error = %e, "job attempt failed; it will be retried");
                 if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
                     tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
                 }
@@ -105,9 +124,13 @@ impl AiWorker {
             }
         };
         let Failed(code, detail) = outcome;
-        tracing::warn!(job.id = %job.id, code, detail = %detail, "AI job failed");
-        match jobs::fail(db, &job.id, &owner, code, &detail, self.now()).await {
-            Ok(_) => {
+        match jobs::fail(db, &job.id, &owner, code, &detail, &cova_telemetry::current_trace_json(), self.now()).await {
+            Ok(done) => {
+                if done {
+                    let duration_ms = started.elapsed().as_millis() as u64;
+                    tracing::warn!(code, detail = %detail, duration_ms, "job failed");
+                    cova_metrics::job_finished(JobMetric::Ai, "failed", started.elapsed(), 0);
+                }
                 self.outbox.notify_one();
                 Outcome::Done
             }

@@ -111,6 +111,9 @@ pub async fn request_context(
         .map_or(Duration::from_secs(30), |s| Duration::from_millis(s.config.http.request_timeout_ms));
     let method = req.method().clone();
     let path = loggable_path(req.path()).into_owned();
+    // The route template, not the path: ids in paths would make a series per id.
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+    let observe = |status: u16| cova_metrics::http_request(&route, method.as_str(), status, started.elapsed());
     let span = tracing::info_span!("request", request.id = %request_id, http.method = %method, http.path = %path);
     // The handler runs as its own task: when the time bound (or a client hang-up) abandons the
     // request, the work underneath still finishes instead of being dropped mid-transaction.
@@ -124,14 +127,17 @@ pub async fn request_context(
         Ok(Ok(Ok(res))) => normalise_error_body(res.map_into_boxed_body()).await,
         Ok(Ok(Err(e))) => {
             tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, error = %e, "request failed");
+            observe(e.as_response_error().status_code().as_u16());
             return Err(e);
         }
         Ok(Err(join)) => {
             tracing::error!(request.id = %request_id, http.method = %method, http.path = %path, error = %join, "request handler panicked");
+            observe(500);
             return Err(with_id(ApiError::internal()));
         }
         Err(_) => {
             tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, duration_ms = started.elapsed().as_secs_f64() * 1000.0, "request exceeded http.request_timeout_ms");
+            observe(503);
             return Err(with_id(ApiError::unavailable()));
         }
     };
@@ -140,12 +146,20 @@ pub async fn request_context(
     }
     let status = res.status().as_u16();
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    observe(status);
     if status >= 500 {
         tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, http.status = status, duration_ms, "request");
+    } else if is_probe(&path) {
+        // Orchestrators probe every few seconds; at INFO they would drown the requests.
+        tracing::debug!(request.id = %request_id, http.method = %method, http.path = %path, http.status = status, duration_ms, "request");
     } else {
         tracing::info!(request.id = %request_id, http.method = %method, http.path = %path, http.status = status, duration_ms, "request");
     }
     Ok(res)
+}
+
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
 }
 
 /// Refuses URLs before anything else looks at the request: a token in the query leaks into

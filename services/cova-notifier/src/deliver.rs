@@ -187,6 +187,13 @@ impl Deliverer {
             tracing::warn!(error = %e, "recording a delivery attempt failed; its claim expires");
             return;
         }
+        let outcome = match (&verdict, &disable) {
+            (Verdict::Delivered(_), _) => "delivered",
+            (_, Some(_)) => "disabled",
+            (Verdict::Retry(..), None) => "retrying",
+            (Verdict::Failed(..), None) => "failed",
+        };
+        cova_metrics::delivery(channel.as_str(), outcome);
         if let Some(reason) = &disable
             && let Err(e) = channels::disable(db, &delivery.account_id, channel, reason, now).await
         {

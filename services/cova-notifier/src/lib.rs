@@ -147,7 +147,9 @@ impl Notifier {
                 });
             }
         }
-        let created = alerts::record(db, &job.account_id, &job.r#ref, &found, self.now()).await?;
+        let created =
+            alerts::record(db, &job.account_id, &job.r#ref, &found, &cova_telemetry::current_trace_json(), self.now())
+                .await?;
         if !created.is_empty() {
             tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, alerts = created.len(), "keyword alerts raised");
             self.outbox.notify_one();

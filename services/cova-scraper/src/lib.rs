@@ -10,6 +10,7 @@ use cova_config::{MediaConfig, ScraperConfig};
 use cova_domain::limits::{MAX_COMMENTS_PER_POST, hold};
 use cova_media::{Prefetcher, catalog};
 use cova_messages::AnalyzeCommand;
+use cova_metrics::JobKind as JobMetric;
 use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
@@ -85,18 +86,40 @@ impl Scraper {
             Ok(Start::Missing) => return Outcome::Poison(format!("no job {job_id}")),
             Err(e) => return Outcome::Retry(format!("database: {e}")),
         };
-        let span = tracing::info_span!("job", job.id = %job.id, job.r#ref = %job.r#ref);
-        let result = tracing::Instrument::instrument(self.collect(&job, &owner, held, previous), span).await;
+        let span = tracing::info_span!("job", job.id = %job.id, job.kind = "analyze", job.r#ref = %job.r#ref, attempt);
+        let started = std::time::Instant::now();
+        span.in_scope(|| tracing::info!(hold = held, "job started"));
+        let result = tracing::Instrument::instrument(self.collect(&job, &owner, held, previous), span.clone()).await;
+        let _entered = span.enter();
+        let finished = |status: &'static str, comments: u64| {
+            cova_metrics::job_finished(JobMetric::Analyze, status, started.elapsed(), comments);
+        };
         match result {
-            Ok(scraped) => match jobs::complete(db, &job.id, &owner, &scraped, self.now()).await {
-                Ok(_) => {
-                    self.outbox.notify_one();
-                    Outcome::Done
+            Ok((scraped, stats)) => {
+                match jobs::complete(db, &job.id, &owner, &scraped, &cova_telemetry::current_trace_json(), self.now())
+                    .await
+                {
+                    Ok(done) => {
+                        if done {
+                            let duration_ms = started.elapsed().as_millis() as u64;
+                            tracing::info!(
+                                comments = stats.comments,
+                                pages = stats.pages,
+                                duration_ms,
+                                truncated = scraped.truncated,
+                                "job complete"
+                            );
+                            finished("complete", stats.comments);
+                        }
+                        self.outbox.notify_one();
+                        Outcome::Done
+                    }
+                    Err(e) => Outcome::Retry(format!("database: {e}")),
                 }
-                Err(e) => Outcome::Retry(format!("database: {e}")),
-            },
+            }
             Err(Failure::LeaseLost) => Outcome::Done,
             Err(Failure::Platform(e)) if e.is_transient() && attempt < self.config.max_attempts => {
+                tracing::info!(code = e.code().as_str(), error = %e, "job attempt failed; it will be retried");
                 // Let the retry (on whichever worker) claim the job at once; a lease left
                 // behind would only make it wait for the expiry.
                 if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
@@ -111,8 +134,23 @@ impl Scraper {
                 } else {
                     e.detail().to_owned()
                 };
-                match jobs::fail(db, &job.id, &owner, e.code().as_str(), &detail, self.now()).await {
-                    Ok(_) => {
+                match jobs::fail(
+                    db,
+                    &job.id,
+                    &owner,
+                    e.code().as_str(),
+                    &detail,
+                    &cova_telemetry::current_trace_json(),
+                    self.now(),
+                )
+                .await
+                {
+                    Ok(done) => {
+                        if done {
+                            let duration_ms = started.elapsed().as_millis() as u64;
+                            tracing::warn!(code = e.code().as_str(), detail, duration_ms, "job failed");
+                            finished("failed", 0);
+                        }
                         self.outbox.notify_one();
                         if gave_up { Outcome::GaveUp(detail) } else { Outcome::Done }
                     }
@@ -124,7 +162,7 @@ impl Scraper {
 
     /// Collects the post. `previous` comments are already in the account's analysis of it: a
     /// re-scrape holds (and is charged) only for new ones.
-    async fn collect(&self, job: &Job, owner: &str, held: i64, previous: i64) -> Result<Scraped, Failure> {
+    async fn collect(&self, job: &Job, owner: &str, held: i64, previous: i64) -> Result<(Scraped, Stats), Failure> {
         let post: PostRef = job.r#ref.parse().map_err(Failure::Platform)?;
         // The post page first: it tells private, restricted and deleted posts apart (the
         // comment list alone may still answer for them) and how many comments to expect.
@@ -162,18 +200,20 @@ impl Scraper {
             lease_ms: self.config.lease_ms as i64,
             lease_lost: false,
             expected,
+            pages: 0,
         };
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         let collected = self.platforms.collect_comments(&post, limit, &mut sink).await;
-        let DbSink { prefetcher, lease_lost, .. } = sink;
+        let DbSink { prefetcher, lease_lost, pages, .. } = sink;
         match collected {
             Ok(outcome) => {
                 prefetcher.finish(self.prefetch.1).await;
-                Ok(Scraped {
+                let scraped = Scraped {
                     truncated: outcome.truncated,
                     metadata: Some(shown.to_string()),
                     search: metadata.search_text(),
-                })
+                };
+                Ok((scraped, Stats { comments: u64::from(outcome.collected), pages }))
             }
             Err(e) => {
                 prefetcher.finish(Duration::ZERO).await;
@@ -188,6 +228,12 @@ enum Failure {
     LeaseLost,
 }
 
+/// What a collection did, for its log line and metrics.
+struct Stats {
+    comments: u64,
+    pages: u32,
+}
+
 /// Writes each page as it arrives, so memory stays flat and progress is visible while polling.
 struct DbSink<'a> {
     backends: Backends,
@@ -199,11 +245,14 @@ struct DbSink<'a> {
     lease_lost: bool,
     /// What the platform reports (capped by the hold), shown as progress.
     expected: Option<i64>,
+    /// Pages written so far.
+    pages: u32,
 }
 
 #[async_trait::async_trait]
 impl CommentSink for DbSink<'_> {
     async fn page(&mut self, mut batch: Vec<Comment>) -> Result<(), PlatformError> {
+        self.pages += 1;
         let now = self.backends.clock.now_ms();
         match catalog::attach_comments(&self.backends.db, &self.job.account_id, &self.job.r#ref, &mut batch, now).await
         {

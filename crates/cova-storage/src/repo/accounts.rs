@@ -66,6 +66,20 @@ pub async fn get(db: &Db, id: &str) -> Result<Account> {
     Ok(with_conn!(&mut conn, |c| accounts::table.find(id).select(Account::as_select()).first(c).await)?)
 }
 
+/// Accounts in order of creation, at most `limit` after skipping `offset`.
+pub async fn list(db: &Db, limit: i64, offset: i64) -> Result<Vec<Account>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        accounts::table
+            .order((accounts::created_at.asc(), accounts::id.asc()))
+            .limit(limit)
+            .offset(offset)
+            .select(Account::as_select())
+            .load(c)
+            .await
+    })?)
+}
+
 /// Lower-cased and trimmed; a minimal shape check (the confirmation mail is the real proof).
 fn normalise_email(raw: &str) -> Result<String> {
     let email = raw.trim().to_lowercase();

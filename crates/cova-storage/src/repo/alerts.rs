@@ -32,7 +32,14 @@ pub struct Alert {
 
 /// Records the alerts that are new (a comment already alerted for a keyword never alerts
 /// again) and queues a `keyword.alert` event for each, in one transaction. Returns the new ones.
-pub async fn record(db: &Db, account_id: &str, r#ref: &str, matches: &[NewAlert], now: i64) -> Result<Vec<Alert>> {
+pub async fn record(
+    db: &Db,
+    account_id: &str,
+    r#ref: &str,
+    matches: &[NewAlert],
+    trace: &str,
+    now: i64,
+) -> Result<Vec<Alert>> {
     if matches.is_empty() {
         return Ok(Vec::new());
     }
@@ -75,7 +82,7 @@ pub async fn record(db: &Db, account_id: &str, r#ref: &str, matches: &[NewAlert]
                 comment: m.comment.clone(),
                 created_at: cova_domain::time::rfc3339(now),
             };
-            outbox_in!(c, &Outgoing::event(&event), "{}", now);
+            outbox_in!(c, &Outgoing::event(&event), trace, now);
             created.push(Alert {
                 id,
                 account_id: account_id.to_owned(),

@@ -7,6 +7,7 @@
 use crate::schema::{balances, ledger, reservations};
 use crate::{Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::time::{month_end_ms, month_of};
+use cova_metrics::Movement;
 use diesel::prelude::*;
 use diesel::upsert::excluded;
 use diesel_async::RunQueryDsl;
@@ -43,7 +44,7 @@ macro_rules! reserve_in {
 pub(crate) use reserve_in;
 
 /// Inside a transaction: settles (`Some(collected)`: charges at most the hold) or releases
-/// (`None`) the job's reservation, once. Evaluates to `Result<Option<charged>>`.
+/// (`None`) the job's reservation, once. Evaluates to `Result<Option<Closed>>`.
 macro_rules! close_in {
     ($c:ident, $job_id:expr, $collected:expr, $now:expr) => {{
         use $crate::repo::balances::Reservation;
@@ -56,7 +57,7 @@ macro_rules! close_in {
             .first($c)
             .await
             .optional()?;
-        let outcome: $crate::Result<Option<i64>> = match held {
+        let outcome: $crate::Result<Option<$crate::repo::balances::Closed>> = match held {
             None => Ok(None),
             Some(held) => {
                 let charged = collected.unwrap_or(0).clamp(0, held.amount);
@@ -93,7 +94,7 @@ macro_rules! close_in {
                             .execute($c)
                             .await?;
                     }
-                    Ok(Some(charged))
+                    Ok(Some(Closed { charged, released: held.amount - charged }))
                 }
             }
         };
@@ -101,6 +102,21 @@ macro_rules! close_in {
     }};
 }
 pub(crate) use close_in;
+
+/// How a hold ended: charged, and returned to the balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed {
+    pub charged: i64,
+    pub released: i64,
+}
+
+impl Closed {
+    /// Call once the transaction that closed the hold has committed.
+    pub(crate) fn record(&self) {
+        cova_metrics::balance(Movement::Settled, self.charged);
+        cova_metrics::balance(Movement::Released, self.released);
+    }
+}
 
 /// How often a reservation that lost a race re-reads the balance before giving up.
 const RESERVE_ATTEMPTS: usize = 16;
@@ -206,11 +222,11 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
     let month = month_of(now);
     for _ in 0..RESERVE_ATTEMPTS {
         let mut conn = db.conn().await?;
-        let outcome: Option<i64> = in_transaction!(&mut conn, |c| {
+        let outcome: Option<(i64, bool)> = in_transaction!(&mut conn, |c| {
             let existing =
                 reservations::table.find(job_id).select(reservations::amount).first::<i64>(c).await.optional()?;
-            if existing.is_some() {
-                return Ok(existing);
+            if let Some(held) = existing {
+                return Ok(Some((held, false)));
             }
             let row = balances::table
                 .find((account_id, &month))
@@ -220,16 +236,19 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
                 .optional()?;
             let available = row.map_or(0, |(g, r, s)| g - r - s);
             if available <= 0 {
-                return Ok(Some(0));
+                return Ok(Some((0, false)));
             }
             let amount = wanted.min(available);
             if !reserve_in!(c, account_id, job_id, &month, amount, now) {
                 // Someone else reserved in between: read again.
                 return Ok(None);
             }
-            Ok(Some(amount))
+            Ok(Some((amount, true)))
         })?;
-        if let Some(amount) = outcome {
+        if let Some((amount, new)) = outcome {
+            if new {
+                cova_metrics::balance(Movement::Reserved, amount);
+            }
             return Ok(amount);
         }
     }
@@ -249,7 +268,11 @@ pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
 
 async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))
+    let closed: Option<Closed> = in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))?;
+    Ok(closed.map(|closed| {
+        closed.record();
+        closed.charged
+    }))
 }
 
 /// Moves a job's hold towards `target` once the post has reported its size: lowers it
@@ -260,7 +283,7 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
     let target = target.max(1);
     for _ in 0..RESERVE_ATTEMPTS {
         let mut conn = db.conn().await?;
-        let outcome: Option<Option<i64>> = in_transaction!(&mut conn, |c| {
+        let outcome: Option<Option<(i64, i64)>> = in_transaction!(&mut conn, |c| {
             let held = reservations::table
                 .find(job_id)
                 .filter(reservations::state.eq("held"))
@@ -278,7 +301,7 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
                 (target - held.amount).min(available.max(0))
             };
             if change == 0 {
-                return Ok(Some(Some(held.amount)));
+                return Ok(Some(Some((held.amount, 0))));
             }
             // Conditional on what is available now, so a raise can never overdraw.
             let moved = diesel::update(balance)
@@ -294,10 +317,17 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
                 .set(reservations::amount.eq(held.amount + change))
                 .execute(c)
                 .await?;
-            Ok(Some(Some(held.amount + change)))
+            Ok(Some(Some((held.amount + change, change))))
         })?;
         if let Some(hold) = outcome {
-            return Ok(hold);
+            return Ok(hold.map(|(amount, change)| {
+                if change > 0 {
+                    cova_metrics::balance(Movement::Reserved, change);
+                } else {
+                    cova_metrics::balance(Movement::Released, -change);
+                }
+                amount
+            }));
         }
     }
     Err(StorageError::Unavailable("the balance is too contended; retry".into()))

@@ -2,7 +2,7 @@
 //! in one transaction (with the command written to the outbox), then the scraper's
 //! start → progress → complete / fail transitions, each happening at most once.
 
-use super::balances::{close_in, reserve_in};
+use super::balances::{Closed, close_in, reserve_in};
 use super::outbox::insert_in as outbox_in;
 use crate::StorageError;
 use crate::schema::{
@@ -221,7 +221,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
     let month = month_of(now);
     let job_id = super::new_id();
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let outcome = in_transaction!(&mut conn, |c| {
         lock_account!(c, new.account_id);
 
         if let Some(key) = new.idempotency_key
@@ -297,7 +297,11 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
         outbox_in!(c, &command, trace_headers, now);
         let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
         Ok(CreateOutcome::Created { job, reserved })
-    })
+    })?;
+    if let CreateOutcome::Created { reserved, .. } = &outcome {
+        cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
+    }
+    Ok(outcome)
 }
 
 /// The job if it exists and belongs to the account (another account's job is "absent").
@@ -505,20 +509,20 @@ pub struct Scraped {
 /// (new comments beyond it are not kept, and the job reports `truncated`); the rest of the
 /// hold returns to the balance; a token's job is bookmarked; the `job.complete` event is
 /// queued. Returns false when the job was not in progress (a duplicate delivery).
-pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, now: i64) -> Result<bool> {
+pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, trace: &str, now: i64) -> Result<bool> {
     let carry_sql = crate::pool::bind_params(
         db.is_postgres(),
         "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
          WHERE p.job_id = ? AND p.comment_id = job_comments.comment_id) WHERE job_id = ?",
     );
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
-            return Ok(false);
+            return Ok(None);
         }
-        let Some(job) = find_job!(c, job_id)? else { return Ok(false) };
+        let Some(job) = find_job!(c, job_id)? else { return Ok(None) };
         if job.status != JobStatus::InProgress {
-            return Ok(false);
+            return Ok(None);
         }
         let existing = analyses::table
             .find((&job.account_id, &job.r#ref))
@@ -589,7 +593,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, now
             ))
             .execute(c)
             .await?;
-        let _charged: Option<i64> = close_in!(c, job_id, Some(new_count), now)?;
+        let closed = close_in!(c, job_id, Some(new_count), now)?;
         if let Some(previous) = &previous_job {
             diesel::delete(job_comments::table.filter(job_comments::job_id.eq(previous))).execute(c).await?;
         }
@@ -632,9 +636,10 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, now
                 .await?;
         }
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        outbox_in!(c, &end_event(&job), "{}", now);
-        Ok(true)
-    })
+        outbox_in!(c, &end_event(&job), trace, now);
+        Ok(Some(closed))
+    })?;
+    Ok(record_closed(done))
 }
 
 /// The new comments that do not fit the hold: in collection order, a new comment is kept
@@ -656,11 +661,11 @@ fn beyond_budget(new_rows: &[(String, Option<String>)], hold: i64) -> Vec<String
 
 /// Fails the job once with an API error code: releases the whole hold (nothing is charged),
 /// drops partial comments, and queues the `job.failed` event. False on a duplicate.
-pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, now: i64) -> Result<bool> {
+pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, trace: &str, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
-            return Ok(false);
+            return Ok(None);
         }
         let done = diesel::update(jobs::table.find(job_id))
             .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
@@ -674,14 +679,23 @@ pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, 
             .execute(c)
             .await?;
         if done == 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        let _released: Option<i64> = close_in!(c, job_id, None, now)?;
+        let closed = close_in!(c, job_id, None, now)?;
         diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        outbox_in!(c, &end_event(&job), "{}", now);
-        Ok(true)
-    })
+        outbox_in!(c, &end_event(&job), trace, now);
+        Ok(Some(closed))
+    })?;
+    Ok(record_closed(done))
+}
+
+/// Records a committed hold's end in the metrics; true when the transaction did its work.
+fn record_closed(done: Option<Option<Closed>>) -> bool {
+    if let Some(Some(closed)) = &done {
+        closed.record();
+    }
+    done.is_some()
 }
 
 /// Jobs of `kind` that are queued or in progress (used at start by the embedded single
@@ -748,8 +762,10 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
     let job_id = super::new_id();
     // Keys are shared with /analyze; an AI run remembers its quote in place of a ref.
     let key_ref = format!("quote:{}", new.quote_id);
+    // Set inside the transaction, recorded once it has committed.
+    let reserved = std::sync::atomic::AtomicI64::new(0);
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let outcome = in_transaction!(&mut conn, |c| {
         lock_account!(c, new.account_id);
         if let Some(key) = new.idempotency_key
             && let Some((earlier_job, earlier_ref)) = earlier_key!(c, new.account_id, key, now)
@@ -836,8 +852,22 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
         let command = Outgoing::command(&AiCommand { job_id: job_id.clone() });
         outbox_in!(c, &command, trace_headers, now);
         let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
+        reserved.store(quote.charge, std::sync::atomic::Ordering::Relaxed);
         Ok(AiOutcome::Created(job))
-    })
+    })?;
+    if matches!(outcome, AiOutcome::Created(_)) {
+        cova_metrics::balance(cova_metrics::Movement::Reserved, reserved.into_inner());
+    }
+    Ok(outcome)
+}
+
+/// What an AI job produced.
+#[derive(Debug, Clone, Copy)]
+pub struct AiOutput<'a> {
+    /// The result (JSON).
+    pub result: &'a str,
+    pub model: &'a str,
+    pub tokens_used: Option<i64>,
 }
 
 /// Completes an AI job once: stores its result, charges the quoted charge (held at run) and
@@ -846,15 +876,15 @@ pub async fn complete_ai(
     db: &Db,
     job_id: &str,
     owner: &str,
-    result: &str,
-    model: &str,
-    tokens_used: Option<i64>,
+    output: AiOutput<'_>,
+    trace: &str,
     now: i64,
 ) -> Result<bool> {
+    let AiOutput { result, model, tokens_used } = output;
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
-            return Ok(false);
+            return Ok(None);
         }
         let charge = ai_jobs::table
             .find(job_id)
@@ -862,7 +892,7 @@ pub async fn complete_ai(
             .first::<(i64, i64)>(c)
             .await
             .optional()?;
-        let Some((charge, comments)) = charge else { return Ok(false) };
+        let Some((charge, comments)) = charge else { return Ok(None) };
         let done = diesel::update(jobs::table.find(job_id))
             .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
             .set((
@@ -873,16 +903,17 @@ pub async fn complete_ai(
             .execute(c)
             .await?;
         if done == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         diesel::update(ai_jobs::table.find(job_id))
             .set((ai_jobs::result.eq(result), ai_jobs::model.eq(model), ai_jobs::tokens_used.eq(tokens_used)))
             .execute(c)
             .await?;
-        let _charged: Option<i64> = close_in!(c, job_id, Some(charge), now)?;
+        let closed = close_in!(c, job_id, Some(charge), now)?;
         diesel::delete(job_leases::table.find(job_id)).execute(c).await?;
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        outbox_in!(c, &end_event(&job), "{}", now);
-        Ok(true)
-    })
+        outbox_in!(c, &end_event(&job), trace, now);
+        Ok(Some(closed))
+    })?;
+    Ok(record_closed(done))
 }

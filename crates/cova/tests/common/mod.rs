@@ -49,6 +49,8 @@ impl Cova {
             let dir = std::env::temp_dir().join("cova-test-media").join(format!("p{}", std::process::id()));
             cmd.env("COVA_MEDIA__URL", dir);
         }
+        // Tests run side by side: a port of their own (read from the log when needed).
+        cmd.env("COVA_METRICS__ADDR", "127.0.0.1:0");
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }
@@ -145,4 +147,36 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The metrics listener's base URL (`http://addr`) from a process' log, waiting up to 30 s.
+pub fn metrics_base(log: &Log) -> String {
+    const MARKER: &str = "cova metrics on ";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(rest) = log.lines().iter().find_map(|l| l.split(MARKER).nth(1).map(str::to_owned)) {
+            let url: String = rest.chars().take_while(|c| *c != '"').collect();
+            return url.trim_end_matches("/metrics").to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no metrics address in the log");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of one series (`name{labels}` exactly as exposed), 0 when absent.
+pub fn series(exposition: &str, series: &str) -> f64 {
+    exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// The sum of every series of a metric whose labels contain `label` (e.g. `outcome="ok"`).
+pub fn sum_where(exposition: &str, name: &str, label: &str) -> f64 {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -102,7 +102,7 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
         Ok((quote_id, idempotency_key(&req)?))
     })
     .await?;
-    let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
+    let trace = cova_telemetry::current_trace_json();
     let outcome = jobs::create_ai(
         &state.backends.db,
         NewAi {

@@ -309,7 +309,7 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     let (principal, meter, (r#ref, key)) =
         checked(&req, &state, async |_| Ok((parse_ref(&path)?, super::analyze::idempotency_key(&req)?))).await?;
     let entry = saved_entry(&state, &meter, &principal.account_id, &r#ref).await?;
-    let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
+    let trace = cova_telemetry::current_trace_json();
     let outcome = jobs::create_analyze(
         &state.backends.db,
         jobs::NewAnalyze {

@@ -47,7 +47,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
     let r#ref = post.to_string();
     let known_comments = known_comment_count(&state, &r#ref).await;
     // The scraper's work joins this request's trace.
-    let trace = serde_json::to_string(&cova_telemetry::current_trace_headers()).unwrap_or_else(|_| "{}".into());
+    let trace = cova_telemetry::current_trace_json();
     let outcome = jobs::create_analyze(
         &state.backends.db,
         NewAnalyze {

@@ -1,0 +1,206 @@
+//! The command line of `cova client`.
+
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+// The options of `cova client`; its help text is on `cli::Command::Client`.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Base URL of the cova service [default: `url` of the client config file, else http://127.0.0.1:8080].
+    #[arg(long, global = true, env = "COVA_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// Seconds each HTTP request may take, its answer included.
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 30,
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub timeout: u64,
+    #[command(subcommand)]
+    pub command: ClientCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Starts collecting the comments of a post and prints `<job_id> <status>`; with --wait,
+    /// waits for the job and writes every comment.
+    Analyze(AnalyzeArgs),
+    /// Waits for an analyze job started earlier and writes every comment.
+    Job(JobArgs),
+    /// Prints the free metadata of a post (no comments).
+    Metadata {
+        /// A TikTok or YouTube post URL.
+        #[arg(value_name = "POST_URL")]
+        post_url: String,
+    },
+    /// Prints this month's comment balance and the account's limits.
+    Usage,
+    /// The account's library of analysed posts.
+    #[command(subcommand)]
+    Library(LibraryCommand),
+    /// AI analyses of a post's collected comments.
+    #[command(subcommand)]
+    Ai(AiCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// A TikTok or YouTube post URL.
+    #[arg(value_name = "POST_URL")]
+    pub post_url: String,
+    /// Wait until the job ends (polling every 1.5 s; a progress bar on stderr when it is a
+    /// terminal), then write the result.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub output: ResultOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// The `job_id` printed by `cova client analyze`.
+    pub job_id: String,
+    #[command(flatten)]
+    pub output: ResultOutput,
+}
+
+// Where and how a job's comments are written (flattened into `analyze` and `job`; a doc
+// comment here would become their about text).
+#[derive(Debug, Args)]
+pub struct ResultOutput {
+    /// json: the job with every comment and its replies, as the API returns it; csv and jsonl:
+    /// one row or line per comment, replies included [default: json].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<ResultFormat>,
+    /// Write to FILE (through FILE.tmp, renamed once complete) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResultFormat {
+    Json,
+    Csv,
+    Jsonl,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LibraryCommand {
+    /// Prints the whole library as `{"items": […]}`, most recently saved first.
+    List(ListArgs),
+    /// Prints one entry with its whole breakdown (every comment and reply).
+    Get {
+        /// The post's ref, `<platform>:<post_id>` (e.g. tiktok:7000000000000000012).
+        #[arg(value_name = "REF")]
+        reference: String,
+    },
+    /// Downloads an entry's breakdown.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only entries of this platform.
+    #[arg(long, value_enum)]
+    pub platform: Option<Platform>,
+    /// Only entries with this status.
+    #[arg(long, value_enum)]
+    pub status: Option<EntryStatus>,
+    /// Only watched entries (true) or unwatched ones (false).
+    #[arg(long, value_name = "BOOL")]
+    pub watched: Option<bool>,
+    /// Text to find in the post's title or description, or its author's handle or name.
+    #[arg(long, value_name = "TEXT")]
+    pub query: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Platform {
+    Tiktok,
+    Youtube,
+}
+
+impl Platform {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Tiktok => "tiktok",
+            Platform::Youtube => "youtube",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EntryStatus {
+    Ready,
+    Expired,
+    #[value(name = "metadata_only")]
+    MetadataOnly,
+}
+
+impl EntryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryStatus::Ready => "ready",
+            EntryStatus::Expired => "expired",
+            EntryStatus::MetadataOnly => "metadata_only",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The post's ref, `<platform>:<post_id>` (e.g. tiktok:7000000000000000012).
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    /// csv, jsonl and xlsx: the service's export, one row per comment; json: the entry with
+    /// every comment and its replies.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+    pub format: ExportFormat,
+    /// Write to FILE (through FILE.tmp, renamed once complete) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Jsonl,
+    Xlsx,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AiCommand {
+    /// Quotes an AI run on a post's collected comments, runs the quote and prints the AI job;
+    /// with --wait, waits until it ends and prints it with its result. Running it is consent to
+    /// send the comment texts to the model the service is configured with.
+    Run(AiRunArgs),
+    /// Prints an AI job; with --wait, waits until it ends.
+    Job {
+        /// The AI job's id (`id` of the job `cova client ai run` printed).
+        id: String,
+        /// Wait until the AI job ends (polling every 1.5 s).
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AiRunArgs {
+    /// The post's ref, `<platform>:<post_id>` (e.g. tiktok:7000000000000000012).
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    /// Comma-separated parts of the result: summary, sentiment, topics, questions, languages,
+    /// spam, phrase_matches [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "TASKS")]
+    pub tasks: Vec<String>,
+    /// Run only if the quoted charge (comment units) is at most this; otherwise exit 5
+    /// without running.
+    #[arg(long, value_name = "UNITS")]
+    pub max_charge: Option<u64>,
+    /// Wait until the AI job ends (polling every 1.5 s), then print it with its result.
+    #[arg(long)]
+    pub wait: bool,
+}

@@ -1,0 +1,309 @@
+//! `cova client …`: the integrator's command line over a cova service's HTTP API. It reads no
+//! server configuration and starts no telemetry: it needs only a URL and a token (see
+//! `config.rs`). Errors end the process with the exit code of their class (see `exit.rs`).
+
+mod args;
+mod config;
+pub mod exit;
+mod http;
+mod output;
+mod progress;
+
+pub use self::args::ClientArgs;
+
+use self::args::{
+    AiCommand, AiRunArgs, ClientCommand, ExportArgs, ExportFormat, LibraryCommand, ResultFormat, ResultOutput,
+};
+use self::exit::Exit;
+use self::http::{AiJobView, Api, JobView, QuoteView, view};
+use self::output::{Rows, Sink};
+use self::progress::Progress;
+use serde_json::Value;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// How often a job is polled (the API asks for once every 1 to 2 seconds).
+const POLL: Duration = Duration::from_millis(1_500);
+/// Failed polls in a row (the service unreachable, 503, 429) tolerated while waiting.
+const POLL_RETRIES: u32 = 5;
+/// The longest pause a `Retry-After` may impose on a poll.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// An error of `cova client`: what to tell the user (`detail`, and the API's `code` when there
+/// is one) and the exit code's class.
+#[derive(Debug)]
+pub struct ClientError {
+    pub exit: Exit,
+    pub detail: String,
+    pub code: Option<String>,
+    /// Seconds the service asked to wait (`Retry-After`).
+    pub retry_after: Option<u64>,
+}
+
+impl ClientError {
+    pub fn new(exit: Exit, detail: impl Into<String>) -> Self {
+        Self { exit, detail: detail.into(), code: None, retry_after: None }
+    }
+
+    /// Worth polling again: the service is unreachable or busy for now.
+    fn is_transient(&self) -> bool {
+        self.exit == Exit::Unavailable || self.code.as_deref() == Some("rate_limited")
+    }
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.code {
+            Some(code) => write!(f, "{} ({code})", self.detail),
+            None => f.write_str(&self.detail),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
+    check_usage(&args.command)?;
+    let settings = config::Settings::resolve(args.url.as_deref())?;
+    let api = Api::new(settings.base, settings.token, Duration::from_secs(args.timeout))?;
+    match args.command {
+        ClientCommand::Analyze(a) => {
+            if a.wait {
+                // Before the job is started and paid for.
+                output::check_destination(a.output.output.as_deref())?;
+            }
+            let job = api.analyze(&a.post_url).await?;
+            let state: JobView = view(&job)?;
+            if a.wait {
+                deliver(&api, &state.job_id, &a.output).await
+            } else {
+                let mut line = format!("{} {}", state.job_id, state.status);
+                if let Some(dedup) = &state.deduplicated {
+                    line.push(' ');
+                    line.push_str(dedup);
+                }
+                output::print_line(&line)
+            }
+        }
+        ClientCommand::Job(j) => deliver(&api, &j.job_id, &j.output).await,
+        ClientCommand::Metadata { post_url } => output::print_json(&api.metadata(&post_url).await?),
+        ClientCommand::Usage => output::print_json(&api.usage().await?),
+        ClientCommand::Library(LibraryCommand::List(l)) => {
+            let mut filters = Vec::new();
+            if let Some(p) = l.platform {
+                filters.push(("platform", p.as_str().to_owned()));
+            }
+            if let Some(s) = l.status {
+                filters.push(("status", s.as_str().to_owned()));
+            }
+            if let Some(w) = l.watched {
+                filters.push(("watched", w.to_string()));
+            }
+            if let Some(q) = l.query {
+                filters.push(("q", q));
+            }
+            let filters: Vec<(&str, &str)> = filters.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            output::print_json(&api.library(&filters).await?)
+        }
+        ClientCommand::Library(LibraryCommand::Get { reference }) => output::print_json(&api.entry(&reference).await?),
+        ClientCommand::Library(LibraryCommand::Export(e)) => export(&api, &e).await,
+        ClientCommand::Ai(AiCommand::Run(r)) => ai_run(&api, &r).await,
+        ClientCommand::Ai(AiCommand::Job { id, wait }) => {
+            let job = if wait { wait_ai(&api, &id).await? } else { api.ai_job(&id).await? };
+            output::print_json(&job)
+        }
+    }
+}
+
+/// Argument combinations clap cannot check, refused before anything is sent (exit 2).
+fn check_usage(command: &ClientCommand) -> Result<(), ClientError> {
+    match command {
+        ClientCommand::Analyze(a) if !a.wait && (a.output.format.is_some() || a.output.output.is_some()) => Err(
+            ClientError::new(Exit::Usage, "--format and --output need --wait (without it only the job id is printed)"),
+        ),
+        ClientCommand::Library(LibraryCommand::Export(e))
+            if e.format == ExportFormat::Xlsx
+                && e.output.as_deref().is_none_or(|p| p.as_os_str() == "-")
+                && std::io::stdout().is_terminal() =>
+        {
+            Err(ClientError::new(
+                Exit::Usage,
+                "an XLSX file is binary: write it with --output FILE, or redirect stdout",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Waits for an analyze job, then writes its comments in the format asked.
+///
+/// JSON is the job as `GET /analyze/{job_id}` returns it, every page joined. CSV and JSON Lines
+/// come from the service's export of the post's breakdown, which a completed job's comments
+/// are until a later scrape replaces them; when the export is refused (a token without
+/// `library:write`, or the post removed from the library), the client renders the job's own
+/// comments with the export's columns.
+async fn deliver(api: &Api, job_id: &str, out: &ResultOutput) -> Result<(), ClientError> {
+    let dest = out.output.as_deref();
+    output::check_destination(dest)?;
+    let done = wait_job(api, job_id).await?;
+    let result = view::<JobView>(&done)?
+        .result
+        .ok_or_else(|| ClientError::new(Exit::Other, format!("job {job_id} is complete but has no result")))?;
+    if result.released {
+        eprintln!(
+            "cova: note: a later scrape of {} replaced the comments of job {job_id}; {}",
+            result.analysis_id,
+            match out.format {
+                Some(ResultFormat::Csv | ResultFormat::Jsonl) => "writing the post's current breakdown",
+                _ => "its result has no comments any more",
+            }
+        );
+    }
+    let rows = match out.format.unwrap_or(ResultFormat::Json) {
+        ResultFormat::Json => {
+            let whole = api.whole_job(job_id).await?;
+            let mut sink = Sink::open(dest)?;
+            output::write_json(&mut sink, &whole)?;
+            return sink.finish();
+        }
+        ResultFormat::Csv => Rows::Csv,
+        ResultFormat::Jsonl => Rows::Jsonl,
+    };
+    let format = match rows {
+        Rows::Csv => "csv",
+        Rows::Jsonl => "jsonl",
+    };
+    let mut sink = Sink::open(dest)?;
+    match api.export(&result.analysis_id, format, &mut sink).await {
+        Ok(()) => sink.finish(),
+        // Refused before any byte was written: the sink is still empty.
+        Err(e) if !result.released && matches!(e.code.as_deref(), Some("forbidden_scope" | "not_found")) => {
+            let whole = api.whole_job(job_id).await?;
+            let comments = whole["result"]["comments"].as_array().map(Vec::as_slice).unwrap_or_default();
+            output::write_rows(&mut sink, comments, rows)?;
+            sink.finish()
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Polls an analyze job (one comment per poll: the cheap form) until it ends; returns the
+/// complete job, or the job's failure as an error (exit 6).
+async fn wait_job(api: &Api, job_id: &str) -> Result<Value, ClientError> {
+    let mut bar = Progress::on_stderr();
+    let mut failures = 0;
+    loop {
+        let pause = match api.job(job_id, Some(1), None).await {
+            Ok(job) => {
+                failures = 0;
+                let state: JobView = view(&job)?;
+                bar.comments(&state.status, state.progress.comments_collected, state.progress.comments_expected);
+                match state.status.as_str() {
+                    "complete" => return Ok(job),
+                    "failed" => {
+                        bar.finish();
+                        return Err(job_failed("job", job_id, state.error));
+                    }
+                    _ => POLL,
+                }
+            }
+            Err(e) if e.is_transient() && failures < POLL_RETRIES => {
+                failures += 1;
+                backoff(&e)
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Polls an AI job until it ends; returns the complete job, or its failure as an error.
+async fn wait_ai(api: &Api, id: &str) -> Result<Value, ClientError> {
+    let mut bar = Progress::on_stderr();
+    let mut failures = 0;
+    loop {
+        let pause = match api.ai_job(id).await {
+            Ok(job) => {
+                failures = 0;
+                let state: AiJobView = view(&job)?;
+                bar.status(&format!("AI job {}", state.id), &state.status);
+                match state.status.as_str() {
+                    "complete" => return Ok(job),
+                    "failed" => {
+                        bar.finish();
+                        return Err(job_failed("AI job", id, state.error));
+                    }
+                    _ => POLL,
+                }
+            }
+            Err(e) if e.is_transient() && failures < POLL_RETRIES => {
+                failures += 1;
+                backoff(&e)
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+fn backoff(e: &ClientError) -> Duration {
+    e.retry_after.map_or(POLL, |s| Duration::from_secs(s).clamp(POLL, MAX_BACKOFF))
+}
+
+fn job_failed(what: &str, id: &str, error: Option<http::ErrorView>) -> ClientError {
+    let (detail, code) = match error {
+        Some(e) => (format!("{what} {id} failed: {}", e.detail), Some(e.code)),
+        None => (format!("{what} {id} failed"), None),
+    };
+    ClientError { exit: Exit::JobFailed, detail, code, retry_after: None }
+}
+
+/// `library export`: the service's file for csv, jsonl and xlsx; the entry with every comment
+/// for json.
+async fn export(api: &Api, args: &ExportArgs) -> Result<(), ClientError> {
+    let dest = args.output.as_deref();
+    output::check_destination(dest)?;
+    let format = match args.format {
+        ExportFormat::Json => {
+            let entry = api.entry(&args.reference).await?;
+            let mut sink = Sink::open(dest)?;
+            output::write_json(&mut sink, &entry)?;
+            return sink.finish();
+        }
+        ExportFormat::Csv => "csv",
+        ExportFormat::Jsonl => "jsonl",
+        ExportFormat::Xlsx => "xlsx",
+    };
+    let mut sink = Sink::open(dest)?;
+    api.export(&args.reference, format, &mut sink).await?;
+    sink.finish()
+}
+
+/// `ai run`: quote, check the charge against `--max-charge`, run the quote, and with `--wait`
+/// poll the AI job until it ends.
+async fn ai_run(api: &Api, args: &AiRunArgs) -> Result<(), ClientError> {
+    let quote: QuoteView = view(&api.ai_quote(&args.reference, &args.tasks).await?)?;
+    if let Some(max) = args.max_charge
+        && quote.charge > max
+    {
+        return Err(ClientError::new(
+            Exit::Balance,
+            format!(
+                "the AI run of {} ({} comments) costs {} comment units, more than --max-charge {max}; nothing was run",
+                args.reference, quote.comments, quote.charge
+            ),
+        ));
+    }
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "cova: running quote {}: {} comments, {} comment units",
+            quote.quote_id, quote.comments, quote.charge
+        );
+    }
+    let job = api.ai_run(&quote.quote_id).await?;
+    if !args.wait {
+        return output::print_json(&job);
+    }
+    let id = view::<AiJobView>(&job)?.id;
+    output::print_json(&wait_ai(api, &id).await?)
+}

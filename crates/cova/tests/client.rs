@@ -1,0 +1,312 @@
+//! `cova client …`, the integrator's command line, run as a real process against `cova serve`
+//! on the simulator: every comment written as CSV or JSON Lines, the library and AI commands,
+//! and the exit code of each error class. The client's environment is only what each test
+//! gives it (COVA_URL, COVA_TOKEN, and a temporary HOME and XDG_CONFIG_HOME, so the
+//! developer's own ~/.config is never read).
+
+use cova_sim::{SimConfig, SimPost, TikTokScenario, tiktok_post_id};
+use cova_storage::testing::TestDatabase;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Command, Output};
+
+mod common;
+
+use common::{Cova, stderr, stdout};
+
+/// Runs `cova client <args>` with nothing of the caller's environment but PATH.
+fn client(home: &Path, url: Option<&str>, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
+    cmd.arg("client")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"));
+    if let Some(url) = url {
+        cmd.env("COVA_URL", url);
+    }
+    if let Some(token) = token {
+        cmd.env("COVA_TOKEN", token);
+    }
+    cmd.output().expect("cova client runs")
+}
+
+fn run_ok(cova: &Cova, args: &[&str]) -> String {
+    let out = cova.run(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn token(cova: &Cova, email: &str, scopes: &str) -> String {
+    run_ok(cova, &["admin", "tokens", "create", "--email", email, "--scopes", scopes])
+        .lines()
+        .last()
+        .expect("the token is the last line")
+        .to_owned()
+}
+
+/// Every comment id of a post on the simulator, top-level comments and replies.
+fn comment_ids(post: &SimPost) -> BTreeSet<String> {
+    post.comments
+        .iter()
+        .flat_map(|c| std::iter::once(c.id.clone()).chain(c.replies.iter().map(|r| r.id.clone())))
+        .collect()
+}
+
+/// The header and the records of a CSV text.
+fn records(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header row").iter().map(str::to_owned).collect();
+    let rows = reader.records().map(|r| r.expect("a CSV record").iter().map(str::to_owned).collect()).collect();
+    (header, rows)
+}
+
+/// Asserts the exit code, and that the error is one `cova: …` line on stderr.
+fn assert_fails(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "expected exit {code}: {err}");
+    assert!(err.starts_with("cova: ") && err.contains(needle), "expected `{needle}` in: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+/// `cova client` for one service, with the token given per call.
+struct Caller<'a> {
+    home: &'a Path,
+    base: &'a str,
+}
+
+impl Caller<'_> {
+    fn run(&self, token: &str, args: &[&str]) -> Output {
+        client(self.home, Some(self.base), Some(token), args)
+    }
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_collects_exports_and_classifies_errors_against_serve() {
+    let db = TestDatabase::create().await;
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+    let prefix = format!("cl{}", std::process::id());
+    let mut vars: Vec<(String, String)> = vec![
+        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
+        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
+        ("COVA_QUEUE__PREFIX".into(), prefix),
+        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
+        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
+        ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
+        ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
+    ];
+    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+        vars.push(("COVA_CACHE__URL".into(), url));
+    }
+    let cova = Cova { vars };
+    run_ok(&cova, &["migrate"]);
+    run_ok(&cova, &["admin", "accounts", "create", "--email", "dev@example.com"]);
+    run_ok(&cova, &["admin", "packs", "grant", "--email", "dev@example.com", "--comments", "5000"]);
+    let full = token(&cova, "dev@example.com", "metadata:read,analyze:write,library:write,ai:write");
+    let analyze_only = token(&cova, "dev@example.com", "analyze:write");
+    let (child, base) = cova.start("serve", true);
+    let serve = Serve(child);
+    let base = base.expect("base url");
+    let home = tempfile::tempdir().expect("temp home");
+    let home = home.path();
+    let caller = Caller { home, base: &base };
+
+    // `usage`: the API's JSON, with the balance.
+    let out = caller.run(&full, &["usage"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let usage: Value = serde_json::from_str(&stdout(&out)).expect("usage is JSON");
+    assert_eq!(usage["comments"]["remaining"], 5000);
+    assert_eq!(usage["account"]["email"], "dev@example.com");
+
+    // `metadata`.
+    let id = tiktok_post_id(TikTokScenario::Normal, 150);
+    let url = format!("https://www.tiktok.com/@someone/video/{id}");
+    let out = caller.run(&full, &["metadata", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let metadata: Value = serde_json::from_str(&stdout(&out)).expect("metadata is JSON");
+    assert_eq!(metadata["ref"], format!("tiktok:{id}"));
+
+    // `analyze --wait --format csv -o FILE`: one row per comment the post has, replies included.
+    let post = sim.expected_post(&id.to_string());
+    let file = home.join("out.csv");
+    let file_arg = file.to_str().expect("a UTF-8 path");
+    let out = caller.run(&full, &["analyze", &url, "--wait", "--format", "csv", "-o", file_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "the result went to the file: {}", stdout(&out));
+    assert!(stderr(&out).is_empty(), "no progress bar when stderr is not a terminal: {}", stderr(&out));
+    assert!(!home.join("out.csv.tmp").exists(), "the temporary file was renamed");
+    let (header, rows) = records(&std::fs::read_to_string(file.as_path()).expect("the CSV file"));
+    assert_eq!(header.first().map(String::as_str), Some("id"));
+    assert_eq!(header.len(), 14, "{header:?}");
+    assert_eq!(rows.len(), post.total_comments(), "one data row per comment");
+    let ids: BTreeSet<String> = rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, comment_ids(&post));
+
+    // `analyze --wait --format jsonl` to stdout: one JSON object per line.
+    let id2 = tiktok_post_id(TikTokScenario::Normal, 40);
+    let url2 = format!("https://www.tiktok.com/@someone/video/{id2}");
+    let post2 = sim.expected_post(&id2.to_string());
+    let out = caller.run(&full, &["analyze", &url2, "--wait", "--format", "jsonl"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+    assert!(lines.iter().all(Value::is_object), "{text}");
+    assert_eq!(lines.len(), post2.total_comments());
+    let ids: BTreeSet<String> = lines.iter().filter_map(|l| l["id"].as_str().map(str::to_owned)).collect();
+    assert_eq!(ids, comment_ids(&post2));
+
+    // Without --wait: `<job_id> <status>`; the post was just collected, so the same job comes back.
+    let out = caller.run(&analyze_only, &["analyze", &url2]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = stdout(&out);
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.get(1..), Some(&["complete", "recent_result"][..]), "{line}");
+    let job_id = fields[0].to_owned();
+
+    // `job ID --format json`: the job with every comment.
+    let out = caller.run(&analyze_only, &["job", &job_id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let job: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
+    assert_eq!(job["status"], "complete");
+    assert_eq!(job["result"]["comments_total"], post2.total_comments());
+    assert_eq!(job["result"]["comments"].as_array().map(Vec::len), Some(post2.comments.len()));
+    assert_eq!(job["result"]["next_cursor"], Value::Null);
+
+    // A token without library:write cannot export: the client renders the job's comments
+    // itself, with the same rows as the service's export.
+    let out = caller.run(&analyze_only, &["job", &job_id, "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut rendered = records(&stdout(&out));
+    let out = caller.run(&full, &["library", "export", &format!("tiktok:{id2}"), "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut exported = records(&stdout(&out));
+    // The same rows; the export lists them in collection order (replies may come later than
+    // right after their parent), the client each top-level comment followed by its replies.
+    rendered.1.sort();
+    exported.1.sort();
+    assert_eq!(rendered, exported, "the client's CSV rows are the service's");
+    assert_eq!(rendered.1.len(), post2.total_comments());
+
+    // `library list`, `library get`.
+    let out = caller.run(&full, &["library", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let library: Value = serde_json::from_str(&stdout(&out)).expect("the library is JSON");
+    let refs: BTreeSet<&str> =
+        library["items"].as_array().map(|a| a.iter().filter_map(|e| e["ref"].as_str()).collect()).unwrap_or_default();
+    let wanted = format!("tiktok:{id}");
+    let wanted2 = format!("tiktok:{id2}");
+    assert_eq!(refs, BTreeSet::from([wanted.as_str(), wanted2.as_str()]));
+    let out = caller.run(&full, &["library", "get", &wanted]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let entry: Value = serde_json::from_str(&stdout(&out)).expect("the entry is JSON");
+    assert_eq!(entry["counts"]["comments"], post.total_comments());
+    assert_eq!(entry["comments"].as_array().map(Vec::len), Some(post.comments.len()));
+
+    // `ai run --wait`: quoted, run, and printed with its result once complete.
+    let out = caller.run(&full, &["ai", "run", &wanted2, "--max-charge", "1"]);
+    assert_fails(&out, 5, "--max-charge");
+    let out = caller.run(&full, &["ai", "run", &wanted2, "--wait", "--tasks", "summary,sentiment"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ai: Value = serde_json::from_str(&stdout(&out)).expect("the AI job is JSON");
+    assert_eq!(ai["status"], "complete", "{ai}");
+    assert_eq!(ai["result"]["comments"], post2.total_comments());
+    assert!(ai["result"]["summary"].is_string(), "{ai}");
+
+    // Bad input and not found: exit 4.
+    let out = caller.run(&full, &["analyze", "https://example.com/not-a-post"]);
+    assert_fails(&out, 4, "(validation_error)");
+    let out = caller.run(&full, &["library", "get", "tiktok:7000000000000000999"]);
+    assert_fails(&out, 4, "(not_found)");
+    let out = caller.run(&analyze_only, &["job", "0193a4c2-0000-7000-8000-000000000000"]);
+    assert_fails(&out, 4, "(not_found)");
+
+    // Authentication and permission: exit 3.
+    let unknown = cova_auth::generate().value;
+    let out = caller.run(&unknown, &["usage"]);
+    assert_fails(&out, 3, "(unauthorized)");
+    let out = caller.run(&analyze_only, &["library", "list"]);
+    assert_fails(&out, 3, "(forbidden_scope)");
+    let out = client(home, Some(base.as_str()), None, &["usage"]);
+    assert_fails(&out, 3, "COVA_TOKEN");
+
+    // A job that fails: exit 6, and no output file.
+    let deleted = format!("https://www.tiktok.com/@someone/video/{}", tiktok_post_id(TikTokScenario::Deleted, 5));
+    let failed_file = home.join("failed.csv");
+    let failed_arg = failed_file.to_str().expect("a UTF-8 path");
+    let out = caller.run(&full, &["analyze", &deleted, "--wait", "--format", "csv", "-o", failed_arg]);
+    assert_fails(&out, 6, "(parse_error)");
+    assert!(!failed_file.exists() && !home.join("failed.csv.tmp").exists(), "a failed run writes nothing");
+
+    // The URL and the token from the client config file, when the environment has neither.
+    let dir = home.join("config").join("cova");
+    std::fs::create_dir_all(&dir).expect("config dir");
+    let config = dir.join("client.toml");
+    std::fs::write(&config, format!("# written by the test\nurl = \"{base}\"\ntoken = \"{full}\"\n"))
+        .expect("config file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let out = client(home, None, None, &["usage"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("dev@example.com"), "{}", stdout(&out));
+    // COVA_TOKEN wins over the file.
+    let out = client(home, None, Some(unknown.as_str()), &["usage"]);
+    assert_fails(&out, 3, "(unauthorized)");
+    std::fs::write(config.as_path(), "tokn = \"x\"\n").expect("config file");
+    let out = client(home, Some(base.as_str()), Some(full.as_str()), &["usage"]);
+    assert_fails(&out, 1, "unknown key `tokn`");
+
+    drop(serve);
+    sim.stop().await;
+    let _ = db.drop_database().await;
+}
+
+#[test]
+fn without_a_service_errors_are_classified_before_or_at_the_connection() {
+    let home = tempfile::tempdir().expect("temp home");
+    let home = home.path();
+    // A port nothing listens on.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", listener.local_addr().expect("addr"))
+    };
+    let token = cova_auth::generate().value;
+
+    let out = client(home, Some(closed.as_str()), Some(token.as_str()), &["usage"]);
+    assert_fails(&out, 7, "cannot connect");
+    let out = client(home, Some(closed.as_str()), Some(token.as_str()), &["--timeout", "2", "library", "list"]);
+    assert_fails(&out, 7, "cannot connect");
+
+    let out = client(home, Some(closed.as_str()), None, &["usage"]);
+    assert_fails(&out, 3, "no token");
+    let out = client(home, Some(closed.as_str()), Some("hunter2"), &["usage"]);
+    assert_fails(&out, 3, "not a cova token");
+
+    let out = client(home, Some("ftp://example.com"), Some(token.as_str()), &["usage"]);
+    assert_fails(&out, 2, "http");
+    let out = client(home, Some(closed.as_str()), Some(token.as_str()), &["analyze", "https://x", "--format", "csv"]);
+    assert_fails(&out, 2, "--wait");
+    let out = client(home, Some(closed.as_str()), Some(token.as_str()), &["analyze"]);
+    assert_eq!(out.status.code(), Some(2), "clap's usage error: {}", stderr(&out));
+    let out = client(
+        home,
+        Some(closed.as_str()),
+        Some(token.as_str()),
+        &["analyze", "https://x", "--wait", "-o", "/nonexistent/dir/out.csv"],
+    );
+    assert_fails(&out, 1, "does not exist");
+}

@@ -1,0 +1,304 @@
+//! What an operator sees of a job: `/metrics`, `/readyz` and `/healthz` on the metrics
+//! address of each process, with the job, queue, platform and balance series counting exactly
+//! what happened; and, on the real backends, one trace from the request through the outbox and
+//! the queue to the scraper's platform calls, across processes.
+
+use cova_sim::{ExportedSpan, SimConfig, TikTokScenario, tiktok_post_id};
+use cova_storage::testing::TestDatabase;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{Cova, Log, metrics_base, series, sum_where};
+
+const COMMENTS: u64 = 120;
+
+struct Running {
+    procs: Vec<Child>,
+    base: String,
+    /// Metrics addresses: the gateway's, then the scraper's (the same process when embedded).
+    gateway_ops: String,
+    scraper_ops: String,
+    token: String,
+    /// The gateway's (or `serve`'s) log.
+    log: Log,
+    cova: Cova,
+    prefix: String,
+    queue_url: Option<String>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+/// Starts cova against the simulator: `cova serve` on the embedded queue, or `cova gateway`
+/// plus `cova scraper` when a real queue is configured, with traces exported to the simulator.
+async fn start(db: &TestDatabase, sim: &cova_sim::SimHandle, split: bool) -> Running {
+    let prefix = format!("o{:x}{}", std::process::id(), rand_suffix());
+    let mut vars: Vec<(String, String)> = vec![
+        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
+        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
+        ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
+        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
+        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
+        ("COVA_TELEMETRY__OTLP_ENDPOINT".into(), sim.base_url().to_owned()),
+        ("COVA_TELEMETRY__OTLP_PROTOCOL".into(), "json".into()),
+        ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
+    ];
+    let queue_url = split.then(|| common_real("COVA_TEST_QUEUE_URL"));
+    if let Some(url) = &queue_url {
+        vars.push(("COVA_QUEUE__URL".into(), url.clone()));
+    }
+    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+        vars.push(("COVA_CACHE__URL".into(), url));
+    }
+    let cova = Cova { vars };
+    run_ok(&cova, &["migrate"]);
+    run_ok(&cova, &["admin", "accounts", "create", "--email", "ops@example.com"]);
+    run_ok(&cova, &["admin", "packs", "grant", "--email", "ops@example.com", "--comments", "5000"]);
+    let token =
+        run_ok(&cova, &["admin", "tokens", "create", "--email", "ops@example.com", "--scopes", "analyze:write"])
+            .lines()
+            .last()
+            .expect("token")
+            .to_owned();
+    let (front, base, front_log) = cova.start_logging(if split { "gateway" } else { "serve" });
+    let gateway_ops = metrics_base(&front_log);
+    let mut procs = vec![front];
+    let scraper_ops = if split {
+        let (worker, log): (Child, Log) = cova.start_collecting("scraper", "scraper consuming");
+        procs.push(worker);
+        metrics_base(&log)
+    } else {
+        gateway_ops.clone()
+    };
+    Running { procs, base, gateway_ops, scraper_ops, token, log: front_log, cova, prefix, queue_url }
+}
+
+fn rand_suffix() -> u32 {
+    Instant::now().elapsed().subsec_nanos() ^ std::process::id().rotate_left(7)
+}
+
+fn common_real(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: this test needs the real backend (make test-real)"))
+}
+
+fn run_ok(cova: &Cova, args: &[&str]) -> String {
+    let out = cova.run(args);
+    assert!(out.status.success(), "cova {args:?}: {}", common::stderr(&out));
+    common::stdout(&out)
+}
+
+async fn analyze(run: &Running, http: &reqwest::Client) -> Value {
+    let url = format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, COMMENTS));
+    let res = http
+        .post(format!("{}/api/v1/analyze", run.base))
+        .bearer_auth(&run.token)
+        .json(&json!({ "url": url }))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(res.status(), 202);
+    let created: Value = res.json().await.expect("json");
+    let id = created["job_id"].as_str().expect("job id").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job: Value = http
+            .get(format!("{}/api/v1/analyze/{id}?limit=1", run.base))
+            .bearer_auth(&run.token)
+            .send()
+            .await
+            .expect("poll")
+            .json()
+            .await
+            .expect("json");
+        if job["status"] == "complete" || job["status"] == "failed" {
+            assert_eq!(job["status"], "complete", "{job}");
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job did not finish: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn get(http: &reqwest::Client, url: &str) -> (u16, String) {
+    let res = http.get(url).send().await.expect("get");
+    (res.status().as_u16(), res.text().await.expect("body"))
+}
+
+/// Waits until the job's events have been handled everywhere (the counters are final).
+async fn metrics_once(http: &reqwest::Client, ops: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, text) = get(http, &format!("{ops}/metrics")).await;
+        assert_eq!(status, 200);
+        if ready(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "metrics never settled:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn metrics_count_a_job(split: bool) {
+    let db = if split {
+        TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await
+    } else {
+        TestDatabase::create().await
+    };
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+    let run = start(&db, &sim, split).await;
+    let http = reqwest::Client::new();
+    let job = analyze(&run, &http).await;
+
+    // The operator's view of the same job.
+    let shown = run_ok(&run.cova, &["admin", "jobs", "show", job["job_id"].as_str().expect("job id")]);
+    assert!(shown.lines().any(|l| l.starts_with("status") && l.ends_with(" complete")), "{shown}");
+    assert!(shown.lines().any(|l| l.starts_with("comments") && l.contains(&format!(" {COMMENTS}"))), "{shown}");
+    assert!(shown.contains("settled"), "{shown}");
+
+    let scraper =
+        metrics_once(&http, &run.scraper_ops, |t| series(t, r#"cova_queue_consumed_total{queue="scraper"}"#) >= 1.0)
+            .await;
+    assert_eq!(series(&scraper, r#"cova_jobs_total{kind="analyze",status="complete"}"#), 1.0, "{scraper}");
+    assert_eq!(series(&scraper, r#"cova_job_comments_total{kind="analyze"}"#), COMMENTS as f64, "{scraper}");
+    assert_eq!(series(&scraper, r#"cova_queue_consumed_total{queue="scraper"}"#), 1.0, "{scraper}");
+    assert_eq!(series(&scraper, r#"cova_queue_retried_total{queue="scraper"}"#), 0.0, "{scraper}");
+    assert!(scraper.contains("cova_job_duration_seconds_bucket{kind=\"analyze\""), "{scraper}");
+    assert_eq!(series(&scraper, r#"cova_queue_depth{queue="scraper"}"#), 0.0, "{scraper}");
+    assert_eq!(series(&scraper, r#"cova_queue_dead_letters{queue="scraper"}"#), 0.0, "{scraper}");
+
+    // Every request the platform saw is counted once, by host and outcome.
+    let platform_calls =
+        sim.requests().iter().filter(|r| !r.path.starts_with("/v1/") && !r.path.starts_with("/cdn/")).count() as f64;
+    assert!(platform_calls >= 2.0, "the post page and at least one comment page");
+    let gateway = metrics_once(&http, &run.gateway_ops, |_| true).await;
+    // Any process' relay may publish an outbox row: split, count both processes.
+    let both = |name: &str, label: &str| {
+        sum_where(&scraper, name, label) + if split { sum_where(&gateway, name, label) } else { 0.0 }
+    };
+    assert_eq!(both("cova_platform_requests_total", r#"host="127.0.0.1""#), platform_calls, "{scraper}");
+    assert_eq!(both("cova_platform_requests_total", r#"outcome="ok""#), platform_calls, "{scraper}");
+    assert_eq!(both("cova_queue_published_total", r#"routing_key="scraper""#), 1.0, "{gateway}");
+    assert_eq!(both("cova_queue_published_total", r#"routing_key="job.complete""#), 1.0, "{scraper}");
+
+    // Balance movements add up: every comment held was charged or given back.
+    let reserved = both("cova_balance_comments_total", r#"movement="reserved""#);
+    let settled = both("cova_balance_comments_total", r#"movement="settled""#);
+    let released = both("cova_balance_comments_total", r#"movement="released""#);
+    assert_eq!(settled, COMMENTS as f64);
+    assert_eq!(reserved, settled + released, "{gateway}\n{scraper}");
+
+    // The gateway counts requests by route template, never by raw path.
+    assert_eq!(
+        series(&gateway, r#"cova_http_requests_total{route="/api/v1/analyze",method="POST",status="202"}"#),
+        1.0,
+        "{gateway}"
+    );
+    assert!(sum_where(&gateway, "cova_http_requests_total", r#"route="/api/v1/analyze/{job_id}""#) >= 1.0, "{gateway}");
+    assert!(!gateway.contains(r#"route="/api/v1/analyze/0"#), "raw ids never become series: {gateway}");
+    assert!(gateway.contains("cova_outbox_backlog 0"), "{gateway}");
+
+    // Probes on the metrics address; the public port never serves metrics.
+    for ops in [&run.gateway_ops, &run.scraper_ops] {
+        assert_eq!(get(&http, &format!("{ops}/healthz")).await.0, 200);
+        let (status, body) = get(&http, &format!("{ops}/readyz")).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(r#""queue":"ok""#), "{body}");
+    }
+    assert_eq!(get(&http, &format!("{}/metrics", run.base)).await.0, 404);
+    cleanup(run).await;
+    sim.stop().await;
+    let _ = db.drop_database().await;
+}
+
+async fn cleanup(run: Running) {
+    if let Some(url) = run.queue_url.clone() {
+        let cfg = cova_config::QueueConfig { url, prefix: run.prefix.clone(), prefetch: 1 };
+        if let Ok(q) =
+            cova_queue::Queue::connect_with(&cfg, cova_messages::roles::ALL, cova_messages::event_queues::ALL).await
+        {
+            let _ = q.teardown().await;
+        }
+    }
+    drop(run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_job_in_one_process() {
+    metrics_count_a_job(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn metrics_count_a_job_across_processes() {
+    metrics_count_a_job(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn one_trace_runs_from_the_request_to_the_platform_calls() {
+    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+    let run = start(&db, &sim, true).await;
+    let http = reqwest::Client::new();
+    analyze(&run, &http).await;
+
+    // Spans are exported in batches: wait for the platform calls to arrive.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans = sim.spans();
+        let platform = spans.iter().filter(|s| s.name == "platform_request").count();
+        if platform >= 2 && spans.iter().any(|s| s.name == "outbox_publish") {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spans never arrived: {spans:?}; exports: {:?}; log: {:?}",
+            sim.requests().iter().filter(|r| r.path.starts_with("/v1/")).map(|r| r.body_bytes).collect::<Vec<_>>(),
+            run.log.lines().iter().filter(|l| !l.contains("\"INFO\"")).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let by_id: HashMap<&str, &ExportedSpan> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let parent = |s: &ExportedSpan| by_id.get(s.parent_span_id.as_str()).copied();
+
+    // Walk up from a platform call: job → message (scraper process) → outbox publish →
+    // request (gateway process), all one trace.
+    let call = spans.iter().find(|s| s.name == "platform_request").expect("a platform call");
+    let mut chain = vec![call];
+    while let Some(p) = chain.last().and_then(|s| parent(s)) {
+        chain.push(p);
+    }
+    let names: Vec<(&str, &str)> = chain.iter().map(|s| (s.name.as_str(), s.service.as_str())).collect();
+    assert_eq!(
+        names,
+        [
+            ("platform_request", "cova-scraper"),
+            ("job", "cova-scraper"),
+            ("message", "cova-scraper"),
+            // Whichever process' relay published the command.
+            ("outbox_publish", chain.get(3).map_or("", |s| s.service.as_str())),
+            ("request", "cova-gateway"),
+        ],
+        "{spans:?}"
+    );
+    assert!(chain.iter().all(|s| s.trace_id == call.trace_id), "one trace id along the chain");
+    assert!(chain.last().is_some_and(|root| root.parent_span_id.is_empty()), "the request is the root");
+    // Every platform call of the job is in that trace.
+    let calls: Vec<&ExportedSpan> = spans.iter().filter(|s| s.name == "platform_request").collect();
+    assert!(calls.iter().all(|s| s.trace_id == call.trace_id), "{calls:?}");
+
+    cleanup(run).await;
+    sim.stop().await;
+    let _ = db.drop_database().await;
+}
