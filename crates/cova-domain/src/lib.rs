@@ -5,6 +5,7 @@
 //! Pure: no I/O and no backend. Every layer imports these rules instead of restating them.
 
 pub mod ai;
+pub mod export;
 pub mod job;
 pub mod library;
 pub mod limits;

@@ -5,28 +5,11 @@
 
 use super::ClientError;
 use super::exit::Exit;
+use cova_domain::export::{self, COLUMNS, inert};
 use serde_json::Value;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-
-/// The columns of a CSV export, in the service's order.
-pub const COLUMNS: [&str; 14] = [
-    "id",
-    "parent_id",
-    "text",
-    "author_id",
-    "author_handle",
-    "author_name",
-    "likes",
-    "reply_count",
-    "created_at",
-    "first_seen_at",
-    "language",
-    "pinned",
-    "liked_by_author",
-    "media_urls",
-];
 
 /// Where a result goes. Dropped without [`Sink::finish`], a file sink removes its temporary
 /// file and leaves the destination as it was.
@@ -225,31 +208,7 @@ fn write_jsonl<W: Write>(mut out: W, comments: &[Value]) -> io::Result<()> {
 /// The cells of one comment, in [`COLUMNS`] order.
 fn cells(c: &Value) -> [String; 14] {
     let text = |key: &str| c[key].as_str().unwrap_or_default().to_owned();
-    let author = |key: &str| c["author"][key].as_str().unwrap_or_default().to_owned();
-    let media: Vec<&str> =
-        c["media"].as_array().map(|m| m.iter().filter_map(|x| x["url"].as_str()).collect()).unwrap_or_default();
-    [
-        text("id"),
-        text("parent_id"),
-        text("text"),
-        author("id"),
-        author("handle"),
-        author("name"),
-        c["likes"].as_u64().unwrap_or(0).to_string(),
-        c["reply_count"].as_u64().unwrap_or(0).to_string(),
-        text("created_at"),
-        text("first_seen_at"),
-        text("language"),
-        c["pinned"].as_bool().unwrap_or(false).to_string(),
-        c["liked_by_author"].as_bool().unwrap_or(false).to_string(),
-        media.join(" "),
-    ]
-}
-
-/// A spreadsheet would run a cell that starts like a formula: such text gets a leading `'`
-/// (as in the service's export).
-fn inert(cell: String) -> String {
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{cell}") } else { cell }
+    export::cells(c, &text("id"), &text("parent_id"), &text("first_seen_at"))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::{AppState, backend_errors};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
+use cova_domain::export::{self, COLUMNS, inert};
 use cova_domain::time::rfc3339;
 use cova_errors::ApiError;
 use cova_platforms::PostRef;
@@ -23,24 +24,6 @@ use serde_json::Value;
 
 /// Comments read from the database per step of the stream.
 const CHUNK: i64 = 500;
-
-/// The columns of a CSV or XLSX export.
-pub const COLUMNS: [&str; 14] = [
-    "id",
-    "parent_id",
-    "text",
-    "author_id",
-    "author_handle",
-    "author_name",
-    "likes",
-    "reply_count",
-    "created_at",
-    "first_seen_at",
-    "language",
-    "pinned",
-    "liked_by_author",
-    "media_urls",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -171,33 +154,10 @@ async fn still_breakdown(db: &Db, account: &str, r#ref: &str, job: &str) -> bool
 }
 
 /// The cells of one comment, in [`COLUMNS`] order.
-fn cells(row: &Row) -> Vec<String> {
+fn cells(row: &Row) -> [String; 14] {
     let v: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
-    let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
-    let author = |key: &str| v["author"][key].as_str().unwrap_or_default().to_owned();
-    let media: Vec<&str> =
-        v["media"].as_array().map(|m| m.iter().filter_map(|x| x["url"].as_str()).collect()).unwrap_or_default();
-    vec![
-        row.comment_id.clone(),
-        row.parent_id.clone().unwrap_or_default(),
-        text("text"),
-        author("id"),
-        author("handle"),
-        author("name"),
-        v["likes"].as_u64().unwrap_or(0).to_string(),
-        v["reply_count"].as_u64().unwrap_or(0).to_string(),
-        text("created_at"),
-        row.first_seen_at.map(rfc3339).unwrap_or_default(),
-        text("language"),
-        v["pinned"].as_bool().unwrap_or(false).to_string(),
-        v["liked_by_author"].as_bool().unwrap_or(false).to_string(),
-        media.join(" "),
-    ]
-}
-
-/// A spreadsheet would run a cell that starts like a formula: such user text gets a leading `'`.
-fn inert(cell: String) -> String {
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{cell}") } else { cell }
+    let first_seen = row.first_seen_at.map(rfc3339).unwrap_or_default();
+    export::cells(&v, &row.comment_id, row.parent_id.as_deref().unwrap_or_default(), &first_seen)
 }
 
 fn encode_csv(chunk: &[Row], first: bool) -> Bytes {
