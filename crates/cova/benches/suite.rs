@@ -862,6 +862,9 @@ async fn delivery_throughput(report: &mut Report) {
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut report = Report { lines: Vec::new() };
+    // Recording as a deployed process does (metrics.addr is on by default), so the gateway's
+    // figures include the cost of its request metrics.
+    cova_metrics::install();
     let real = RealBackends::from_env();
     // One section alone, printed but not written to the results: `COVA_BENCH_ONLY=media`.
     if let Ok(only) = std::env::var("COVA_BENCH_ONLY") {
@@ -924,6 +927,7 @@ fn write_results(report: &Report) {
     let _ = writeln!(out, "- machine: {cpus} CPUs, {cpu}");
     let _ =
         writeln!(out, "- embedded: SQLite file, in-process queue, in-memory cache; real: PostgreSQL, Redis, RabbitMQ");
+    let _ = writeln!(out, "- metrics: the Prometheus recorder installed, as in a deployed process");
     let _ = writeln!(
         out,
         "- load: {LOAD_CONCURRENCY} concurrent keep-alive clients in the same process, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating gateway and bare handler; {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts, release `cova scraper` processes)\n",

@@ -302,3 +302,33 @@ async fn one_trace_runs_from_the_request_to_the_platform_calls() {
     sim.stop().await;
     let _ = db.drop_database().await;
 }
+
+/// A scraper whose broker is unreachable is alive but visibly not ready, on its metrics
+/// address (its only port), and says which backend is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_its_broker_is_not_ready() {
+    let db = TestDatabase::create().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let cova = Cova {
+        vars: vec![
+            ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+            // Nothing listens there: the port was free a moment ago.
+            ("COVA_QUEUE__URL".into(), format!("amqp://guest:guest@127.0.0.1:{closed}/%2f")),
+        ],
+    };
+    run_ok(&cova, &["migrate"]);
+    let (mut scraper, log) = cova.start_collecting("scraper", "cova metrics on ");
+    let ops = metrics_base(&log);
+    let http = reqwest::Client::new();
+    assert_eq!(get(&http, &format!("{ops}/healthz")).await.0, 200, "alive");
+    let res = http.get(format!("{ops}/readyz")).send().await.expect("readyz");
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("5"));
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["code"], "unavailable", "{body}");
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("queue")), "{body}");
+    assert_eq!(body["checks"]["database"], "ok", "{body}");
+    let _ = scraper.kill();
+    let _ = scraper.wait();
+    let _ = db.drop_database().await;
+}
