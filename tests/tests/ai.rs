@@ -176,7 +176,9 @@ async fn a_quote_expires_runs_once_and_names_its_tasks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_say_why() {
-    let (app, clock) = spawn_on_clock("2026-06-10T12:00:00Z", |_| {}).await;
+    // Late in the month: the jump to the next one below stays inside the library's 14 days, so
+    // the janitor never purges the breakdown between the quote and the run.
+    let (app, clock) = spawn_on_clock("2026-06-25T12:00:00Z", |_| {}).await;
     let (account, token) = app.integrator().await;
     let client = app.client(Some(&token));
     let id = tiktok_post_id(TikTokScenario::Normal, 40);
