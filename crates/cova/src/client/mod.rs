@@ -190,48 +190,54 @@ async fn deliver(api: &Api, job_id: &str, out: &ResultOutput) -> Result<(), Clie
 /// Polls an analyze job (one comment per poll: the cheap form) until it ends; returns the
 /// complete job, or the job's failure as an error (exit 6).
 async fn wait_job(api: &Api, job_id: &str) -> Result<Value, ClientError> {
-    let mut bar = Progress::on_stderr();
-    let mut failures = 0;
-    loop {
-        let pause = match api.job(job_id, Some(1), None).await {
-            Ok(job) => {
-                failures = 0;
-                let state: JobView = view(&job)?;
-                bar.comments(&state.status, state.progress.comments_collected, state.progress.comments_expected);
-                match state.status.as_str() {
-                    "complete" => return Ok(job),
-                    "failed" => {
-                        bar.finish();
-                        return Err(job_failed("job", job_id, state.error));
-                    }
-                    _ => POLL,
-                }
-            }
-            Err(e) if e.is_transient() && failures < POLL_RETRIES => {
-                failures += 1;
-                backoff(&e)
-            }
-            Err(e) => return Err(e),
-        };
-        tokio::time::sleep(pause).await;
-    }
+    let show = |bar: &mut Progress, job: &Value| {
+        let state: JobView = view(job)?;
+        bar.comments(&state.status, state.progress.comments_collected, state.progress.comments_expected);
+        Ok(Polled { status: state.status, error: state.error })
+    };
+    poll_until_done("job", job_id, || api.job(job_id, Some(1), None), show).await
 }
 
 /// Polls an AI job until it ends; returns the complete job, or its failure as an error.
 async fn wait_ai(api: &Api, id: &str) -> Result<Value, ClientError> {
+    let show = |bar: &mut Progress, job: &Value| {
+        let state: AiJobView = view(job)?;
+        bar.status(&format!("AI job {}", state.id), &state.status);
+        Ok(Polled { status: state.status, error: state.error })
+    };
+    poll_until_done("AI job", id, || api.ai_job(id), show).await
+}
+
+/// What one poll tells: the job's status and, once it failed, why.
+struct Polled {
+    status: String,
+    error: Option<http::ErrorView>,
+}
+
+/// The one polling loop: every [`POLL`], a transient failure (unreachable, 503, 429) tolerated
+/// [`POLL_RETRIES`] times in a row after its `Retry-After`, until the job is `complete` (its
+/// JSON) or `failed` (exit 6).
+async fn poll_until_done<Fut>(
+    what: &str,
+    id: &str,
+    mut fetch: impl FnMut() -> Fut,
+    mut show: impl FnMut(&mut Progress, &Value) -> Result<Polled, ClientError>,
+) -> Result<Value, ClientError>
+where
+    Fut: std::future::Future<Output = Result<Value, ClientError>>,
+{
     let mut bar = Progress::on_stderr();
     let mut failures = 0;
     loop {
-        let pause = match api.ai_job(id).await {
+        let pause = match fetch().await {
             Ok(job) => {
                 failures = 0;
-                let state: AiJobView = view(&job)?;
-                bar.status(&format!("AI job {}", state.id), &state.status);
-                match state.status.as_str() {
+                let polled = show(&mut bar, &job)?;
+                match polled.status.as_str() {
                     "complete" => return Ok(job),
                     "failed" => {
                         bar.finish();
-                        return Err(job_failed("AI job", id, state.error));
+                        return Err(job_failed(what, id, polled.error));
                     }
                     _ => POLL,
                 }
