@@ -9,8 +9,8 @@ use serde_json::json;
 use std::net::TcpListener;
 use std::time::Duration;
 
-/// How long one probe or one gauge read may take before it counts as down.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one gauge read may take: as long as a probe.
+const PROBE_TIMEOUT: Duration = cova_runtime::PROBE_TIMEOUT;
 
 pub(crate) fn server(backends: Backends, listener: TcpListener) -> std::io::Result<actix_web::dev::Server> {
     cova_metrics::install();
@@ -73,10 +73,10 @@ async fn readyz(backends: web::Data<Backends>) -> HttpResponse {
     if readiness.ready() {
         return HttpResponse::Ok().json(json!({"status": "ready", "checks": checks}));
     }
-    let down: Vec<&str> = readiness.checks.iter().filter(|(_, r)| r.is_err()).map(|(name, _)| *name).collect();
-    tracing::warn!(down = ?down, "not ready");
+    let down = readiness.down();
+    tracing::warn!(down, "not ready");
     HttpResponse::ServiceUnavailable().insert_header(("Retry-After", "5")).json(json!({
-        "detail": format!("{} unavailable", down.join(", ")),
+        "detail": down,
         "code": cova_errors::ErrorCode::Unavailable.as_str(),
         "checks": checks,
     }))

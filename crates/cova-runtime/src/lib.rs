@@ -45,9 +45,19 @@ pub struct Readiness {
     pub checks: Vec<(&'static str, Result<(), String>)>,
 }
 
+/// How long one readiness probe of a backend may take before it counts as down.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Readiness {
     pub fn ready(&self) -> bool {
         self.checks.iter().all(|(_, r)| r.is_ok())
+    }
+
+    /// The backends that did not answer, as `/readyz` says it: `queue unavailable, …`.
+    pub fn down(&self) -> String {
+        let down: Vec<String> =
+            self.checks.iter().filter(|(_, r)| r.is_err()).map(|(name, _)| format!("{name} unavailable")).collect();
+        down.join(", ")
     }
 }
 

@@ -3,7 +3,6 @@ use crate::error::HttpResult;
 use actix_web::{HttpResponse, web};
 use cova_errors::ApiError;
 use serde_json::json;
-use std::time::Duration;
 
 /// Liveness: the process answers.
 pub async fn healthz() -> HttpResponse {
@@ -12,21 +11,16 @@ pub async fn healthz() -> HttpResponse {
 
 /// Readiness: every configured backend answers; otherwise 503 naming the ones that do not.
 pub async fn readyz(state: web::Data<AppState>) -> HttpResult {
-    let readiness = state.backends.readiness(Duration::from_secs(2)).await;
+    let readiness = state.backends.readiness(cova_runtime::PROBE_TIMEOUT).await;
     if readiness.ready() {
         let checks: serde_json::Map<_, _> =
             readiness.checks.iter().map(|(name, _)| (name.to_string(), json!("ok"))).collect();
         return Ok(HttpResponse::Ok().json(json!({"status": "ready", "checks": checks})));
     }
-    let down: Vec<String> = readiness
-        .checks
-        .iter()
-        .filter_map(|(name, r)| {
-            r.as_ref().err().map(|e| {
-                tracing::warn!(backend = name, error = %e, "readiness check failed");
-                format!("{name} unavailable")
-            })
-        })
-        .collect();
-    Err(ApiError::new(cova_errors::ErrorCode::Unavailable, down.join(", ")).with_retry_after(5).into())
+    for (name, r) in &readiness.checks {
+        if let Err(e) = r {
+            tracing::warn!(backend = name, error = %e, "readiness check failed");
+        }
+    }
+    Err(ApiError::new(cova_errors::ErrorCode::Unavailable, readiness.down()).with_retry_after(5).into())
 }
