@@ -6,7 +6,7 @@ AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/%2f
 # An S3-compatible test server for the media store, e.g. `moto_server -p 5055` (pip install "moto[server]").
 S3_URL ?= http://127.0.0.1:5055
 
-.PHONY: run run-sim test test-real lint fmt bench compose-config k8s-validate ci
+.PHONY: run run-sim test test-real lint fmt bench screenshots compose-config k8s-validate ci
 
 ## run: every role in one process on the embedded backends (./data/cova.db)
 run:
@@ -16,7 +16,8 @@ run:
 ## in one step; Ctrl-C stops both
 run-sim:
 	$(CARGO) build -p cova -p cova-sim
-	bash -c 'bin=$${CARGO_TARGET_DIR:-target}/debug; $$bin/cova-sim --addr 127.0.0.1:9090 & sim=$$!; \
+	bash -c 'bin=$${CARGO_TARGET_DIR:-target}/debug; \
+		$$bin/cova-sim --addr 127.0.0.1:9090 --payments-webhook http://127.0.0.1:8080/api/v1/billing/webhook & sim=$$!; \
 		trap "kill $$sim 2>/dev/null" EXIT; $$bin/cova --config deploy/simulator.toml serve'
 
 ## test: the whole suite on the embedded backends
@@ -38,6 +39,11 @@ fmt:
 ## bench: release-mode benchmarks, printed and written to bench/results.md
 bench:
 	$(CARGO) bench -p cova --bench suite
+
+## screenshots: the workspace's main pages as PNGs in docs/screenshots/, taken by the
+## headless-Chromium test (needs Debian's chromium and chromium-driver)
+screenshots:
+	COVA_SCREENSHOTS=$(CURDIR)/docs/screenshots $(CARGO) test -p cova-tests --test browser -- --include-ignored
 
 compose-config:
 	docker compose -f docker-compose.yml config -q

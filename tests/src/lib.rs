@@ -5,9 +5,11 @@
 //! real servers: `COVA_TEST_DATABASE_URL` (postgres://…), `COVA_TEST_CACHE_URL` (redis://…),
 //! `COVA_TEST_QUEUE_URL` (amqp://…). Each test gets its own database, key prefix and queue names.
 
+pub mod browser;
 pub mod client;
 pub mod proxy;
 pub mod receiver;
+pub mod workspace;
 
 pub use client::{ApiError, Client, Reply, Usage};
 pub use cova_storage::testing::TestDatabase;
@@ -160,6 +162,11 @@ pub fn use_simulator(config: &mut Config, sim: &cova_sim::SimHandle) {
     // The simulator's CDN is on loopback, on its own port only.
     config.media.cdn_hosts = vec![sim.base_url().to_owned()];
     config.media.allow_private = vec!["127.0.0.1/32".into()];
+    // The workspace's mail and payments go to the simulator's SMTP receiver and provider.
+    config.smtp.url = sim.smtp_url();
+    config.payments.api_base_url = sim.payments_base_url();
+    config.payments.secret_key = Some(cova_sim::PAYMENTS_SECRET_KEY.to_owned().into());
+    config.payments.webhook_secret = Some(cova_sim::PAYMENTS_WEBHOOK_SECRET.to_owned().into());
 }
 
 /// Lets the notifier reach the test's webhook receivers: `host` resolves to loopback, loopback
@@ -244,6 +251,7 @@ pub async fn spawn_stack(
     let stack = build(builder).start().await.expect("cova starts");
     let backends = stack.backends().clone();
     let addr = stack.http_addr().expect("the gateway runs");
+    sim.set_payments_webhook(&format!("http://{addr}/api/v1/billing/webhook"));
     TestApp { base_url: format!("http://{addr}"), config, backends, sim, stack, database }
 }
 

@@ -129,8 +129,10 @@ async fn every_error_is_a_detail_and_code_body() {
     // The typed client refuses any error body that is not exactly {detail, code}.
     let (status, err) = client.get::<serde_json::Value>("/api/v1/nothing-here").await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
-    let (status, err) = client.get::<serde_json::Value>("/").await.err();
+    let (status, err) = client.get::<serde_json::Value>("/nothing-here").await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (404, "not_found"));
+    let (status, err) = client.send::<serde_json::Value>(client.request(Method::POST, "/")).await.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"), "the workspace page is GET only");
     let (status, err) = client.send::<serde_json::Value>(client.request(Method::DELETE, "/api/v1/usage")).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"));
     let (status, err) = client.send::<serde_json::Value>(client.request(Method::POST, "/healthz")).await.err();
@@ -233,7 +235,8 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
     let notify = std::sync::Arc::new(cova_notify::Sender::new(&config.notifier).expect("notifier settings"));
-    let state = cova_gateway::AppState::new(config, backends.clone(), platforms, std::sync::Arc::default(), notify);
+    let state = cova_gateway::AppState::new(config, backends.clone(), platforms, std::sync::Arc::default(), notify)
+        .expect("gateway settings");
     let server = cova_gateway::server(state, listener).expect("server");
     let handle = server.handle();
     tokio::spawn(server);

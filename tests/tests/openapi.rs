@@ -364,6 +364,9 @@ async fn real_answers_match_the_document() {
     // Watch phrases, quotes, runs and AI jobs, for an account of their own.
     ai(&caller, &narrow, &receiver).await;
 
+    // The workspace: sign-up, the session, tokens, packs, password reset.
+    workspace(&caller).await;
+
     // Every documented operation was exercised, so none is documented but missing.
     let documented: BTreeSet<(String, String)> = doc["paths"]
         .as_object()
@@ -879,4 +882,115 @@ async fn limit_refusals_match_the_document() {
     }
     assert_eq!((last.status, last.body["code"].as_str()), (429, Some("rate_limited")));
     app.stop().await;
+}
+
+async fn workspace(caller: &Caller<'_>) {
+    use cova_tests::workspace::{PASSWORD, link_token, mailed_link, set_cookie_value};
+    let app = caller.app;
+    let base = app.base_url.as_str();
+    let (get, post, delete) = (Method::GET, Method::POST, Method::DELETE);
+    let own = [("origin", base)];
+    let email = "workspace@example.com";
+
+    let signup = "/api/v1/auth/signup";
+    assert_eq!(
+        plain(caller, &post, signup, Some(json!({"email": email, "password": PASSWORD})), &own).await.status,
+        202
+    );
+    assert_eq!(
+        plain(caller, &post, signup, Some(json!({"email": email, "password": "short"})), &own).await.status,
+        400
+    );
+    assert_eq!(
+        plain(
+            caller,
+            &post,
+            signup,
+            Some(json!({"email": email, "password": PASSWORD})),
+            &[("origin", "https://evil.example")]
+        )
+        .await
+        .status,
+        403
+    );
+    let confirm = "/api/v1/auth/confirm";
+    assert_eq!(plain(caller, &post, confirm, Some(json!({"token": "nope"})), &own).await.status, 400);
+    let token = link_token(&mailed_link(app, email, "confirm").await);
+    assert_eq!(plain(caller, &post, confirm, Some(json!({"token": token})), &own).await.status, 200);
+
+    let login = "/api/v1/auth/login";
+    assert_eq!(
+        plain(caller, &post, login, Some(json!({"email": email, "password": "not the password"})), &own).await.status,
+        401
+    );
+    let signed_in = plain(caller, &post, login, Some(json!({"email": email, "password": PASSWORD})), &own).await;
+    assert_eq!(signed_in.status, 200);
+    let cookie = format!("cova_session={}", set_cookie_value(&signed_in.headers).expect("a session cookie"));
+    let csrf = signed_in.body["csrf_token"].as_str().expect("csrf").to_owned();
+    let session = [("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str()), ("origin", base)];
+    let session_path = "/api/v1/auth/session";
+    assert_eq!(plain(caller, &get, session_path, None, &session).await.status, 200);
+    assert_eq!(plain(caller, &get, session_path, None, &[]).await.status, 401);
+
+    let tokens = "/api/v1/tokens";
+    let created =
+        plain(caller, &post, tokens, Some(json!({"name": "ci", "scopes": ["metadata:read"]})), &session).await;
+    assert_eq!(created.status, 201);
+    assert_eq!(plain(caller, &post, tokens, Some(json!({"name": "ci", "scopes": []})), &session).await.status, 400);
+    assert_eq!(
+        plain(caller, &post, tokens, Some(json!({"name": "ci", "scopes": ["metadata:read"]})), &session[..1])
+            .await
+            .status,
+        403
+    );
+    assert_eq!(plain(caller, &get, tokens, None, &session).await.status, 200);
+    assert_eq!(plain(caller, &get, tokens, None, &[]).await.status, 401);
+    let value = created.body["token"].as_str().expect("value").to_owned();
+    let only_tokens = caller.call(get.clone(), tokens, tokens, Some(&value), None, &[]).await;
+    assert_eq!(only_tokens.status, 403);
+    let one = format!("/api/v1/tokens/{}", created.body["id"].as_str().expect("id"));
+    assert_eq!(caller.call(delete.clone(), "/api/v1/tokens/{id}", &one, None, None, &session).await.status, 204);
+    assert_eq!(caller.call(delete.clone(), "/api/v1/tokens/{id}", &one, None, None, &session).await.status, 404);
+
+    assert_eq!(plain(caller, &get, "/api/v1/billing/packs", None, &session).await.status, 200);
+    let checkout = "/api/v1/billing/checkout";
+    assert_eq!(plain(caller, &post, checkout, Some(json!({"pack": "none"})), &session).await.status, 400);
+    let opened = plain(caller, &post, checkout, Some(json!({"pack": "2k"})), &session).await;
+    assert_eq!(opened.status, 201);
+    assert_eq!(plain(caller, &get, "/api/v1/billing/purchases", None, &session).await.status, 200);
+    let hook = "/api/v1/billing/webhook";
+    let event = json!({"id": "evt_doc", "object": "event", "type": "checkout.session.completed",
+        "data": {"object": {"id": opened.body["checkout_id"], "payment_status": "paid"}}});
+    let signature = cova_sim::payments_signature_header(app.now() / 1000, &event.to_string());
+    assert_eq!(plain(caller, &post, hook, Some(event.clone()), &[("stripe-signature", &signature)]).await.status, 200);
+    assert_eq!(plain(caller, &post, hook, Some(event), &[("stripe-signature", "t=1,v1=00")]).await.status, 400);
+
+    let logout = "/api/v1/auth/logout";
+    assert_eq!(plain(caller, &post, logout, None, &session[..1]).await.status, 403);
+    assert_eq!(plain(caller, &post, logout, None, &session).await.status, 204);
+    assert_eq!(plain(caller, &post, logout, None, &session).await.status, 401);
+
+    let reset = "/api/v1/auth/reset";
+    assert_eq!(plain(caller, &post, reset, Some(json!({"email": email})), &own).await.status, 202);
+    let reset_confirm = "/api/v1/auth/reset/confirm";
+    assert_eq!(
+        plain(caller, &post, reset_confirm, Some(json!({"token": "nope", "password": PASSWORD})), &own).await.status,
+        400
+    );
+    let token = link_token(&mailed_link(app, email, "reset").await);
+    let changed =
+        plain(caller, &post, reset_confirm, Some(json!({"token": token, "password": "another fine passphrase"})), &own)
+            .await;
+    assert_eq!(changed.status, 200);
+}
+
+/// A call to a path without parameters and without a token.
+async fn plain(
+    caller: &Caller<'_>,
+    method: &Method,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> Answer {
+    caller.call(method.clone(), path, path, None, body, headers).await
 }

@@ -196,8 +196,13 @@ impl StackBuilder {
         let http = match listener {
             Some(listener) => {
                 let addr = listener.local_addr().context("reading the bound address")?;
-                let state =
-                    cova_gateway::AppState::new(config.clone(), backends.clone(), platforms, outbox.clone(), notify);
+                let mut config = config.clone();
+                if config.workspace.public_url.is_empty() {
+                    // E-mailed links name the address actually bound (port 0 in tests).
+                    config.workspace.public_url = format!("http://{addr}");
+                }
+                let state = cova_gateway::AppState::new(config, backends.clone(), platforms, outbox.clone(), notify)
+                    .context("starting the gateway")?;
                 let server = cova_gateway::server(state, listener).context("starting the HTTP server")?;
                 let handle = server.handle();
                 let running = tokio::spawn(async move {

@@ -58,6 +58,13 @@ impl FromStr for Scope {
 pub struct ScopeSet(u8);
 
 impl ScopeSet {
+    /// Every scope: what a cookie session may do.
+    pub fn all() -> Self {
+        let mut set = ScopeSet::default();
+        Scope::ALL.into_iter().for_each(|s| set.insert(s));
+        set
+    }
+
     pub fn contains(self, scope: Scope) -> bool {
         self.0 & scope.bit() != 0
     }

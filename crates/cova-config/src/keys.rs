@@ -29,7 +29,7 @@ fn known_paths() -> BTreeMap<String, Kind> {
         }
     }
     // Secrets are never serialised; they are settings all the same.
-    for secret in ["notifier.telegram_bot_token", "media.s3_secret_access_key", "ai.openai.api_key"] {
+    for &secret in crate::SECRET_KEYS {
         out.insert(secret.to_owned(), Kind::Leaf);
     }
     out

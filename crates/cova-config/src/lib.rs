@@ -32,6 +32,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
     pub auth: AuthConfig,
+    pub workspace: WorkspaceConfig,
+    pub smtp: SmtpConfig,
+    pub payments: PaymentsConfig,
     pub scraper: ScraperConfig,
     pub scheduler: SchedulerConfig,
     pub notifier: NotifierConfig,
@@ -202,11 +205,116 @@ impl Default for LimitsConfig {
 pub struct BillingConfig {
     /// Comments granted once per account at signup, spendable only from the workspace.
     pub free_allowance: i64,
+    /// The packs the workspace sells, in the order it shows them.
+    pub packs: Vec<PackConfig>,
 }
 
 impl Default for BillingConfig {
     fn default() -> Self {
-        Self { free_allowance: 500 }
+        let pack = |id: &str, comments, amount| PackConfig { id: id.into(), comments, amount, currency: "usd".into() };
+        Self {
+            free_allowance: 500,
+            packs: vec![pack("2k", 2_000, 900), pack("10k", 10_000, 3_900), pack("50k", 50_000, 14_900)],
+        }
+    }
+}
+
+impl BillingConfig {
+    pub fn pack(&self, id: &str) -> Option<&PackConfig> {
+        self.packs.iter().find(|p| p.id == id)
+    }
+}
+
+/// One pack of the catalogue: `comments` for `amount` in the currency's smallest unit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PackConfig {
+    pub id: String,
+    pub comments: i64,
+    pub amount: i64,
+    pub currency: String,
+}
+
+/// The web workspace: cookie sessions and the links its e-mails carry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Where people reach cova, e.g. `https://cova.example.com`: the base of e-mailed links,
+    /// and `https` makes the session cookie `Secure` with the `__Host-` prefix. Empty: `http://<http.addr>`.
+    pub public_url: String,
+    /// Other origins whose pages may use the cookie session (credentialed CORS).
+    pub allowed_origins: Vec<String>,
+    /// A session ends after this long without a request.
+    pub session_idle_min: u64,
+    /// A session ends this long after login, however active.
+    pub session_max_hours: u64,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        Self { public_url: String::new(), allowed_origins: Vec::new(), session_idle_min: 720, session_max_hours: 168 }
+    }
+}
+
+/// Outgoing e-mail (confirmation and password reset).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SmtpConfig {
+    /// `smtp://host:port` (plain; add `?tls=required` for STARTTLS), `smtps://host:465` (TLS),
+    /// with `user:password@` when the server wants a login. Empty: each message is written as
+    /// an `.eml` file under `mail_dir`, and the file is logged.
+    pub url: String,
+    pub from: String,
+    pub mail_dir: String,
+    pub timeout_ms: u64,
+}
+
+impl Default for SmtpConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            from: "cova <no-reply@cova.localhost>".into(),
+            mail_dir: "data/mail".into(),
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+/// The payment provider (a Stripe-compatible API) that sells packs.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PaymentsConfig {
+    pub api_base_url: String,
+    #[serde(skip_serializing)]
+    pub secret_key: Option<secrecy::SecretString>,
+    #[serde(skip_serializing)]
+    pub webhook_secret: Option<secrecy::SecretString>,
+    /// How old a webhook's signed timestamp may be.
+    pub webhook_tolerance_s: u64,
+    pub timeout_ms: u64,
+}
+
+impl Default for PaymentsConfig {
+    fn default() -> Self {
+        Self {
+            api_base_url: "https://api.stripe.com".into(),
+            secret_key: None,
+            webhook_secret: None,
+            webhook_tolerance_s: 300,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for PaymentsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaymentsConfig")
+            .field("api_base_url", &self.api_base_url)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
+            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "***"))
+            .field("webhook_tolerance_s", &self.webhook_tolerance_s)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
     }
 }
 
@@ -519,6 +627,31 @@ fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key, message: message.into() }
 }
 
+impl WorkspaceConfig {
+    /// The base of e-mailed links, without a trailing `/`.
+    pub fn base_url(&self, http_addr: &str) -> String {
+        if self.public_url.is_empty() {
+            format!("http://{http_addr}")
+        } else {
+            self.public_url.trim_end_matches('/').to_owned()
+        }
+    }
+
+    /// Whether the session cookie must be `Secure` (and carry the `__Host-` prefix).
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url.starts_with("https://")
+    }
+}
+
+/// Settings that hold secrets: never serialised, still settings.
+pub const SECRET_KEYS: &[&str] = &[
+    "notifier.telegram_bot_token",
+    "media.s3_secret_access_key",
+    "ai.openai.api_key",
+    "payments.secret_key",
+    "payments.webhook_secret",
+];
+
 impl Config {
     /// Loads defaults, then the file (if any), then the process environment.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
@@ -554,6 +687,7 @@ impl Config {
                 .with_list_parse_key("notifier.allow_private")
                 .with_list_parse_key("media.cdn_hosts")
                 .with_list_parse_key("media.allow_private")
+                .with_list_parse_key("workspace.allowed_origins")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -664,6 +798,35 @@ impl Config {
         if self.billing.free_allowance < 0 {
             return Err(invalid("billing.free_allowance", "must not be negative"));
         }
+        for pack in &self.billing.packs {
+            if pack.id.is_empty() || pack.comments <= 0 || pack.amount <= 0 || pack.currency.len() != 3 {
+                return Err(invalid(
+                    "billing.packs",
+                    format!("pack `{}` needs an id, positive comments and amount, and a 3-letter currency", pack.id),
+                ));
+            }
+        }
+        for (key, url) in [("workspace.public_url", &self.workspace.public_url), ("smtp.url", &self.smtp.url)] {
+            if !url.is_empty() {
+                url::Url::parse(url).map_err(|e| invalid(key, format!("`{}`: {e}", redact_url(url))))?;
+            }
+        }
+        if !self.smtp.url.is_empty() && !matches!(self.smtp.url.split(':').next(), Some("smtp" | "smtps")) {
+            return Err(invalid("smtp.url", "must start with smtp:// or smtps://"));
+        }
+        for origin in &self.workspace.allowed_origins {
+            let parsed = url::Url::parse(origin).map_err(|e| invalid("workspace.allowed_origins", e.to_string()))?;
+            if parsed.origin().ascii_serialization() != *origin {
+                return Err(invalid(
+                    "workspace.allowed_origins",
+                    format!("`{origin}` is not an origin like https://app.example.com (no path, no trailing /)"),
+                ));
+            }
+        }
+        if self.workspace.session_idle_min == 0 || self.workspace.session_max_hours == 0 {
+            return Err(invalid("workspace.session_idle_min", "session lifetimes must be positive"));
+        }
+        url::Url::parse(&self.payments.api_base_url).map_err(|e| invalid("payments.api_base_url", e.to_string()))?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Keys whose value is a URL that may carry a password.
-const URL_KEYS: &[&str] = &["database.url", "queue.url", "cache.url", "media.url"];
+const URL_KEYS: &[&str] = &["database.url", "queue.url", "cache.url", "media.url", "smtp.url"];
 const MASK: &str = "***";
 
 impl Config {
@@ -27,6 +27,8 @@ impl Config {
         put(&mut root, "notifier.telegram_bot_token", secret(&self.notifier.telegram_bot_token));
         put(&mut root, "media.s3_secret_access_key", secret(&self.media.s3_secret_access_key));
         put(&mut root, "ai.openai.api_key", secret(&self.ai.openai.api_key));
+        put(&mut root, "payments.secret_key", secret(&self.payments.secret_key));
+        put(&mut root, "payments.webhook_secret", secret(&self.payments.webhook_secret));
         for (path, value) in self.platform_urls() {
             put(&mut root, path, ValueKind::String(value));
         }
@@ -135,7 +137,14 @@ fn scalar(value: &ValueKind) -> String {
             let items: Vec<String> = items.iter().map(|v| scalar(&v.kind)).collect();
             format!("[{}]", items.join(", "))
         }
-        ValueKind::Table(_) => "{}".to_owned(),
+        // Inline, so that an array of tables (`billing.packs`) stays one line.
+        ValueKind::Table(table) => {
+            let mut fields: Vec<(&String, &config::Value)> = table.iter().collect();
+            fields.sort_by_key(|(k, _)| k.as_str());
+            let fields: Vec<String> =
+                fields.iter().map(|(k, v)| format!("{} = {}", bare_key(k), scalar(&v.kind))).collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
     }
 }
 

@@ -23,6 +23,14 @@ const DAY: u64 = 24 * HOUR;
 pub const METADATA: Window = Window::new(10, Duration::from_secs(2 * HOUR));
 /// Metadata from the service's own page without sign-in: 10 per day per client IP.
 pub const METADATA_ANONYMOUS: Window = Window::new(10, Duration::from_secs(DAY));
+/// Workspace sign-ups per client IP.
+pub const SIGNUP_PER_IP: Window = Window::new(5, Duration::from_secs(HOUR));
+/// Login and password-reset attempts per client IP, and per e-mail address (known or not).
+pub const LOGIN_PER_IP: Window = Window::new(10, Duration::from_secs(15 * MINUTE));
+pub const LOGIN_PER_EMAIL: Window = Window::new(5, Duration::from_secs(15 * MINUTE));
+/// How long e-mailed links work: confirming the address, resetting the password.
+pub const CONFIRM_LINK_VALIDITY: Duration = Duration::from_secs(DAY);
+pub const RESET_LINK_VALIDITY: Duration = Duration::from_secs(HOUR);
 /// Sandbox, per client IP: 5 per minute and 30 per hour.
 pub const SANDBOX_PER_MINUTE: Window = Window::new(5, Duration::from_secs(MINUTE));
 pub const SANDBOX_PER_HOUR: Window = Window::new(30, Duration::from_secs(HOUR));

@@ -56,6 +56,10 @@ catalogue! {
     RequestTimeout => (408, "request_timeout", "The request was not received in time; send it again."),
     HeadersTooLarge => (431, "headers_too_large", "The request headers are too large."),
     RangeNotSatisfiable => (416, "range_not_satisfiable", "The requested byte range is outside the file."),
+    // The workspace (cookie sessions).
+    CsrfFailed => (403, "csrf_failed", "A request with the session cookie needs the X-CSRF-Token header of the session and must come from the workspace's own origin."),
+    SessionRequired => (403, "session_required", "This endpoint is only for the workspace's cookie session, not for tokens."),
+    EmailUnconfirmed => (403, "email_unconfirmed", "Confirm the account's e-mail address first."),
 }
 
 impl ErrorCode {

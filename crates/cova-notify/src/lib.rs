@@ -3,8 +3,7 @@
 //! and test channels, the notifier to deliver.
 
 mod sender;
-mod signature;
 
+pub use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign, verify};
 pub use cova_egress::{Guard, Refusal, is_public};
 pub use sender::{Outcome, SendError, Sender};
-pub use signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign, verify};

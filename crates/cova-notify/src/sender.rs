@@ -2,7 +2,7 @@
 //! redirects followed, bounded time and a bounded read of the answer; Telegram through the
 //! configured Bot API.
 
-use crate::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
+use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
 use cova_config::NotifierConfig;
 use cova_egress::{Guard, Refusal};
 use secrecy::ExposeSecret;

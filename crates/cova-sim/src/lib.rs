@@ -1,13 +1,16 @@
-//! cova-sim: a local HTTP server impersonating TikTok's web endpoints and the YouTube Data API,
-//! so cova's tests, demos and benchmarks run without internet. Every post is generated
-//! deterministically from the seed and its id; the id also selects the comment count and the
-//! failure scenario (see [`rules`] and the README).
+//! cova-sim: a local HTTP server impersonating TikTok's web endpoints and the YouTube Data API
+//! (with Telegram, an LLM endpoint, an OTLP collector and a Stripe-compatible payment provider
+//! beside them, and an SMTP receiver), so cova's tests, demos and benchmarks run without
+//! internet. Every post is generated deterministically from the seed and its id; the id also
+//! selects the comment count and the failure scenario (see [`rules`] and the README).
 
 pub mod cdn;
 mod llm;
 pub mod otlp;
+mod payments;
 pub mod rules;
 mod server;
+mod smtp;
 mod telegram;
 mod tiktok;
 mod truth;
@@ -15,11 +18,16 @@ mod youtube;
 
 pub use llm::{API_KEY as LLM_API_KEY, LlmRequest};
 pub use otlp::ExportedSpan;
+pub use payments::{
+    PaymentEvent, SECRET_KEY as PAYMENTS_SECRET_KEY, WEBHOOK_SECRET as PAYMENTS_WEBHOOK_SECRET,
+    signature_header as payments_signature_header,
+};
 pub use rules::{
     TikTokScenario, YouTubeScenario, decode_short_code, decode_tiktok_id, decode_youtube_id, short_code,
     tiktok_post_id, youtube_video_id,
 };
 pub use server::{RecordedRequest, SimHandle, serve, spawn};
+pub use smtp::SentMail;
 pub use telegram::TelegramMessage;
 pub use truth::{SimComment, SimImage, SimMetadata, SimPost, SimSound};
 

@@ -52,9 +52,13 @@ pub(crate) struct State {
     llm: Mutex<Vec<crate::llm::LlmRequest>>,
     /// Spans received by the OTLP collector (JSON exports).
     spans: Mutex<Vec<crate::otlp::ExportedSpan>>,
+    /// The fake payment provider's sessions, webhook and sent events.
+    pub(crate) payments: crate::payments::Payments,
+    /// Mail accepted by the SMTP receiver (shared with its task).
+    mails: Arc<Mutex<Vec<crate::smtp::SentMail>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain data behind these locks stays valid even if a handler panicked.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -73,6 +77,8 @@ impl State {
             telegram: Mutex::new(Vec::new()),
             llm: Mutex::new(Vec::new()),
             spans: Mutex::new(Vec::new()),
+            payments: crate::payments::Payments::default(),
+            mails: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -178,6 +184,10 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         headers: r.headers.clone(),
         body_bytes: r.body.len(),
     });
+    // Checkout comes before the collector, which would take any POST under /v1/.
+    if let Some(answer) = crate::payments::handle(&state, &r).await {
+        return answer;
+    }
     // An OTLP/HTTP collector that accepts every export: tests that need spans recorded point
     // `telemetry.otlp_endpoint` here and read the exports from the recorder.
     if r.method == "POST" && r.path.starts_with("/v1/") {
@@ -274,6 +284,8 @@ pub(crate) const PNG_1X1: &[u8] = &[
 pub struct SimHandle {
     state: Arc<State>,
     addr: SocketAddr,
+    smtp_addr: SocketAddr,
+    smtp: tokio::task::AbortHandle,
     server: actix_web::dev::ServerHandle,
 }
 
@@ -308,7 +320,6 @@ impl SimHandle {
         }
     }
 
-    /// Messages sent to the fake Telegram Bot API, in order.
     /// Requests the fake chat-completions endpoint received.
     pub fn llm_requests(&self) -> Vec<crate::llm::LlmRequest> {
         lock(&self.state.llm).clone()
@@ -324,8 +335,66 @@ impl SimHandle {
         lock(&self.state.spans).clone()
     }
 
+    /// Messages sent to the fake Telegram Bot API, in order.
     pub fn telegram_messages(&self) -> Vec<crate::telegram::TelegramMessage> {
         lock(&self.state.telegram).clone()
+    }
+
+    /// The API base to configure as the payment provider's (the simulator's own base URL).
+    pub fn payments_base_url(&self) -> String {
+        self.state.base.clone()
+    }
+
+    /// Where `checkout.session.completed` events are posted from now on.
+    pub fn set_payments_webhook(&self, url: &str) {
+        self.state.payments.set_webhook(url);
+    }
+
+    /// Events sent (or due, when no webhook was configured), in order.
+    pub fn payment_events(&self) -> Vec<crate::payments::PaymentEvent> {
+        self.state.payments.events()
+    }
+
+    /// Sends a recorded event again — the same body and event id, a fresh signature — and
+    /// returns the receiver's status; `None` for an unknown event, no webhook or no answer.
+    pub async fn replay_payment_event(&self, event_id: &str) -> Option<u16> {
+        self.state.payments.replay(event_id).await
+    }
+
+    /// Every checkout session created so far, as the provider's API shows it.
+    pub fn checkout_sessions(&self) -> Vec<serde_json::Value> {
+        self.state.payments.sessions(&self.state.base)
+    }
+
+    pub fn smtp_addr(&self) -> SocketAddr {
+        self.smtp_addr
+    }
+
+    /// `smtp://127.0.0.1:<port>`: the SMTP receiver (plain text, no TLS, no authentication).
+    pub fn smtp_url(&self) -> String {
+        format!("smtp://{}", self.smtp_addr)
+    }
+
+    /// Mail accepted by the SMTP receiver, in order.
+    pub fn mails(&self) -> Vec<crate::smtp::SentMail> {
+        lock(&self.state.mails).clone()
+    }
+
+    pub fn clear_mails(&self) {
+        lock(&self.state.mails).clear();
+    }
+
+    /// The newest mail addressed to `to` (any case), waiting up to `timeout` for one to arrive.
+    pub async fn wait_for_mail(&self, to: &str, timeout: std::time::Duration) -> Option<crate::smtp::SentMail> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let found =
+                lock(&self.state.mails).iter().rev().find(|m| m.to.iter().any(|r| r.eq_ignore_ascii_case(to))).cloned();
+            if found.is_some() || tokio::time::Instant::now() >= deadline {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Posts `extra` new top-level comments under a post (a decimal id is TikTok, anything else
@@ -344,12 +413,14 @@ impl SimHandle {
     }
 
     pub async fn stop(self) {
+        self.smtp.abort();
         self.server.stop(false).await;
     }
 }
 
 impl Drop for SimHandle {
     fn drop(&mut self) {
+        self.smtp.abort();
         // The stop command is sent when `stop` is called; awaiting it is optional.
         drop(self.server.stop(false));
     }
@@ -372,21 +443,36 @@ fn build(listener: TcpListener, state: Arc<State>, signals: bool) -> std::io::Re
     Ok(server.listen(listener)?.run())
 }
 
-/// Starts a simulator on 127.0.0.1 with an OS-assigned port (must run inside a tokio runtime).
-pub async fn spawn(cfg: SimConfig) -> std::io::Result<SimHandle> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+/// Starts the HTTP server on `listener` (not yet polled) and the SMTP receiver on a free
+/// loopback port.
+async fn start(
+    listener: TcpListener,
+    cfg: SimConfig,
+    signals: bool,
+) -> std::io::Result<(SimHandle, actix_web::dev::Server)> {
     let addr = listener.local_addr()?;
+    let smtp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let smtp_addr = smtp_listener.local_addr()?;
     let state = Arc::new(State::new(cfg, format!("http://{addr}")));
-    let server = build(listener, state.clone(), false)?;
-    let handle = server.handle();
-    tokio::spawn(server);
-    Ok(SimHandle { state, addr, server: handle })
+    let server = build(listener, state.clone(), signals)?;
+    let smtp = tokio::spawn(crate::smtp::run(smtp_listener, state.mails.clone())).abort_handle();
+    let handle = SimHandle { state, addr, smtp_addr, smtp, server: server.handle() };
+    Ok((handle, server))
 }
 
-/// Runs a simulator on `addr` until the process is interrupted (the `cova-sim` binary).
-pub async fn serve(addr: SocketAddr, cfg: SimConfig) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr)?;
-    let addr = listener.local_addr()?;
-    let state = Arc::new(State::new(cfg, format!("http://{addr}")));
-    build(listener, state, true)?.await
+/// Starts a simulator on 127.0.0.1 with an OS-assigned port (must run inside a tokio runtime).
+pub async fn spawn(cfg: SimConfig) -> std::io::Result<SimHandle> {
+    let (handle, server) = start(TcpListener::bind("127.0.0.1:0")?, cfg, false).await?;
+    tokio::spawn(server);
+    Ok(handle)
+}
+
+/// Runs a simulator on `addr` until the process is interrupted (the `cova-sim` binary);
+/// `ready` gets the running simulator first, to configure it and print its addresses.
+pub async fn serve(addr: SocketAddr, cfg: SimConfig, ready: impl FnOnce(&SimHandle)) -> std::io::Result<()> {
+    let (handle, server) = start(TcpListener::bind(addr)?, cfg, true).await?;
+    ready(&handle);
+    let result = server.await;
+    drop(handle);
+    result
 }

@@ -132,3 +132,155 @@ async fn stop_shuts_the_server_down() {
     sim.stop().await;
     assert!(client().get(format!("{base}/")).send().await.is_err());
 }
+
+type Hooks = std::sync::Mutex<Vec<(String, String)>>;
+
+/// A webhook receiver that keeps each request's `Stripe-Signature` and body.
+async fn receive_hook(
+    req: actix_web::HttpRequest,
+    body: actix_web::web::Bytes,
+    hooks: actix_web::web::Data<Hooks>,
+) -> actix_web::HttpResponse {
+    let signature = req.headers().get("stripe-signature").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    hooks.lock().expect("lock").push((signature.to_owned(), String::from_utf8_lossy(&body).into_owned()));
+    actix_web::HttpResponse::Ok().finish()
+}
+
+/// Starts a receiver; its URL and what it received.
+fn hook_receiver() -> (String, actix_web::web::Data<Hooks>) {
+    let hooks = actix_web::web::Data::new(Hooks::default());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let data = hooks.clone();
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().app_data(data.clone()).route("/hook", actix_web::web::post().to(receive_hook))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .expect("listen")
+    .run();
+    tokio::spawn(server);
+    (url, hooks)
+}
+
+fn verify_signature(header: &str, body: &str) -> bool {
+    let Some((t, v1)) = header.strip_prefix("t=").and_then(|h| h.split_once(",v1=")) else { return false };
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, cova_sim::PAYMENTS_WEBHOOK_SECRET.as_bytes());
+    let tag = hex::decode(v1).unwrap_or_default();
+    ring::hmac::verify(&key, format!("{t}.{body}").as_bytes(), &tag).is_ok()
+}
+
+#[tokio::test]
+async fn checkout_sends_a_signed_webhook_before_redirecting() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("starts");
+    let (hook, hooks) = hook_receiver();
+    sim.set_payments_webhook(&hook);
+    let c = client();
+    let sessions = format!("{}/v1/checkout/sessions", sim.payments_base_url());
+    let form = [
+        ("mode", "payment"),
+        ("success_url", "https://cova.test/billing/done?session={CHECKOUT_SESSION_ID}"),
+        ("cancel_url", "https://cova.test/billing"),
+        ("client_reference_id", "ws_1"),
+        ("line_items[0][quantity]", "1"),
+        ("line_items[0][price_data][currency]", "eur"),
+        ("line_items[0][price_data][unit_amount]", "1990"),
+        ("line_items[0][price_data][product_data][name]", "1,000 credits"),
+        ("metadata[workspace_id]", "ws_1"),
+        ("metadata[credits]", "1000"),
+    ];
+    let resp = c.post(&sessions).bearer_auth("sk_wrong").form(&form).send().await.expect("create");
+    assert_eq!(resp.status(), 401);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    let resp = c
+        .post(&sessions)
+        .bearer_auth(cova_sim::PAYMENTS_SECRET_KEY)
+        .form(&form[1..].iter().filter(|(k, _)| *k != "success_url").collect::<Vec<_>>())
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(resp.status(), 400);
+
+    let session: Value = c
+        .post(&sessions)
+        .bearer_auth(cova_sim::PAYMENTS_SECRET_KEY)
+        .form(&form)
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = session["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("cs_test_"), "{id}");
+    assert_eq!(session["object"], "checkout.session");
+    assert_eq!(session["payment_status"], "unpaid");
+    assert_eq!(session["amount_total"], 1990);
+    assert_eq!(session["metadata"]["credits"], "1000");
+    let url = session["url"].as_str().expect("url");
+    assert_eq!(url, format!("{}/pay/checkout/{id}", sim.base_url()));
+    let page = c.get(url).send().await.expect("page").text().await.expect("html");
+    assert!(page.contains("<title>cova-sim checkout</title>") && page.contains("19.90 EUR"), "{page}");
+    assert!(page.contains(&format!("action=\"/pay/checkout/{id}/pay\"")) && page.contains("id=\"pay\""), "{page}");
+    assert_eq!(
+        c.get(format!("{}/pay/checkout/cs_test_nope", sim.base_url())).send().await.expect("page").status(),
+        404
+    );
+
+    let resp = c.post(format!("{url}/pay")).send().await.expect("pay");
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()["location"], format!("https://cova.test/billing/done?session={id}").as_str());
+    // The webhook was answered before the redirect.
+    let received = hooks.lock().expect("lock").clone();
+    assert_eq!(received.len(), 1);
+    let (signature, body) = &received[0];
+    assert!(verify_signature(signature, body), "{signature}");
+    let event: Value = serde_json::from_str(body).expect("event");
+    assert_eq!(event["type"], "checkout.session.completed");
+    assert_eq!(event["data"]["object"]["id"], id.as_str());
+    assert_eq!(event["data"]["object"]["payment_status"], "paid");
+    assert_eq!(event["data"]["object"]["status"], "complete");
+    assert_eq!(event["data"]["object"]["client_reference_id"], "ws_1");
+    let events = sim.payment_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].session_id.as_str(), events[0].status), (id.as_str(), Some(200)));
+    assert_eq!(events[0].body, *body);
+
+    // Paying again only redirects.
+    assert_eq!(c.post(format!("{url}/pay")).send().await.expect("pay").status(), 303);
+    assert_eq!(sim.payment_events().len(), 1);
+    assert_eq!(hooks.lock().expect("lock").len(), 1);
+
+    assert_eq!(sim.replay_payment_event(&events[0].id).await, Some(200));
+    let received = hooks.lock().expect("lock").clone();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[1].1, *body, "a replay repeats the same event");
+    assert!(verify_signature(&received[1].0, &received[1].1));
+    assert_eq!(sim.replay_payment_event("evt_unknown").await, None);
+    assert_eq!(sim.checkout_sessions()[0]["payment_status"], "paid");
+}
+
+#[tokio::test]
+async fn smtp_receiver_keeps_mail_for_wait_for_mail() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("starts");
+    assert_eq!(sim.smtp_url(), format!("smtp://{}", sim.smtp_addr()));
+    let mut stream = tokio::net::TcpStream::connect(sim.smtp_addr()).await.expect("connect");
+    // Sent in one go: the receiver answers the commands in order.
+    let dialogue = "EHLO test\r\nMAIL FROM:<cova@cova.test>\r\nRCPT TO:<ann@example.com>\r\nDATA\r\n\
+                    Subject: Welcome\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nHi =E2=9C=93\r\n.\r\nQUIT\r\n";
+    stream.write_all(dialogue.as_bytes()).await.expect("write");
+    let mut replies = String::new();
+    stream.read_to_string(&mut replies).await.expect("replies");
+    assert!(
+        replies.starts_with("220 ") && replies.contains("354 ") && replies.ends_with("221 2.0.0 Bye\r\n"),
+        "{replies}"
+    );
+    let mail = sim.wait_for_mail("Ann@Example.com", std::time::Duration::from_secs(5)).await.expect("mail");
+    assert_eq!(mail.subject(), "Welcome");
+    assert_eq!(mail.body_text(), "Hi ✓\r\n");
+    assert_eq!(sim.mails().len(), 1);
+    assert!(sim.wait_for_mail("nobody@example.com", std::time::Duration::from_millis(100)).await.is_none());
+}

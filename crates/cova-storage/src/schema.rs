@@ -9,6 +9,7 @@ diesel::table! {
         free_comments_left -> BigInt,
         created_at -> BigInt,
         alert_seq -> BigInt,
+        password_hash -> Nullable<Text>,
     }
 }
 
@@ -46,6 +47,7 @@ diesel::table! {
         charged -> BigInt,
         created_at -> BigInt,
         closed_at -> Nullable<BigInt>,
+        free_amount -> BigInt,
     }
 }
 
@@ -80,6 +82,7 @@ diesel::table! {
         truncated -> Bool,
         error_code -> Nullable<Text>,
         error_detail -> Nullable<Text>,
+        session_id -> Nullable<Text>,
     }
 }
 
@@ -292,8 +295,51 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    sessions (id) {
+        id -> Text,
+        account_id -> Text,
+        secret_hash -> Text,
+        csrf_token -> Text,
+        created_at -> BigInt,
+        last_seen_at -> BigInt,
+        idle_expires_at -> BigInt,
+        expires_at -> BigInt,
+        revoked_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    email_links (token_hash) {
+        token_hash -> Text,
+        account_id -> Text,
+        purpose -> Text,
+        created_at -> BigInt,
+        expires_at -> BigInt,
+        used_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    purchases (checkout_id) {
+        checkout_id -> Text,
+        account_id -> Text,
+        pack -> Text,
+        comments -> BigInt,
+        amount -> BigInt,
+        currency -> Text,
+        created_at -> BigInt,
+        paid_at -> Nullable<BigInt>,
+        event_id -> Nullable<Text>,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
+diesel::joinable!(sessions -> accounts (account_id));
 diesel::allow_tables_to_appear_in_same_query!(
+    sessions,
+    email_links,
+    purchases,
     accounts,
     api_tokens,
     balances,

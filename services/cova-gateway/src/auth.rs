@@ -1,4 +1,4 @@
-//! Bearer-token authentication and scope checks.
+//! Authentication (a Bearer token, else the workspace's session cookie) and scope checks.
 
 use crate::AppState;
 use crate::backend_errors;
@@ -11,17 +11,59 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Who is calling: the token's account and what the token may do.
+/// How the caller proved who it is.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    Token {
+        id: String,
+        prefix: String,
+    },
+    /// A workspace session: its stable id and its CSRF token.
+    Session {
+        id: String,
+        csrf: String,
+    },
+}
+
+/// Who is calling: the account and what the credential may do.
 #[derive(Debug, Clone)]
 pub struct Principal {
     pub account_id: String,
     pub email: String,
-    pub token_id: String,
-    pub token_prefix: String,
     pub scopes: ScopeSet,
+    pub credential: Credential,
+    /// The free allowance when the session was read (sessions only spend it).
+    pub free_comments_left: i64,
 }
 
 impl Principal {
+    pub fn token_id(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::Token { id, .. } => Some(id),
+            Credential::Session { .. } => None,
+        }
+    }
+
+    pub fn session_id(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::Session { id, .. } => Some(id),
+            Credential::Token { .. } => None,
+        }
+    }
+
+    pub fn started_by(&self) -> cova_storage::repo::jobs::StartedBy<'_> {
+        use cova_storage::repo::jobs::StartedBy;
+        match &self.credential {
+            Credential::Token { id, .. } => StartedBy::Token(id),
+            Credential::Session { id, .. } => StartedBy::Session(id),
+        }
+    }
+
+    /// Workspace-only endpoints (tokens, checkout) refuse tokens.
+    pub fn require_session(&self) -> Result<&str, ApiError> {
+        self.session_id().ok_or_else(|| ApiError::of(ErrorCode::SessionRequired))
+    }
+
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
         if self.scopes.contains(scope) {
             Ok(())
@@ -85,8 +127,20 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
     Ok(token.trim())
 }
 
-/// Authenticates the request: 401 for a missing, malformed, unknown or revoked token.
+/// Authenticates the request: by its Bearer token when it sends `Authorization` (a cookie
+/// beside it is ignored), else by the workspace's session cookie; 401 for a missing,
+/// malformed, unknown or revoked credential, 403 `csrf_failed` for an unsafe cookie request
+/// without its CSRF proof.
 pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Principal, ApiError> {
+    if !req.headers().contains_key(AUTHORIZATION)
+        && let Some(cookie) = crate::session::cookie_value(req, state)
+    {
+        return crate::session::authenticate(req, state, &cookie).await;
+    }
+    authenticate_token(req, state).await
+}
+
+async fn authenticate_token(req: &HttpRequest, state: &AppState) -> Result<Principal, ApiError> {
     let token = bearer(req)?;
     if !looks_like_token(token) {
         return Err(unauthorized("Invalid token."));
@@ -103,8 +157,8 @@ pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Princip
                     account_id: account.id,
                     email: account.email,
                     scopes: token.scope_set(),
-                    token_id: token.id,
-                    token_prefix: token.prefix,
+                    credential: Credential::Token { id: token.id, prefix: token.prefix },
+                    free_comments_left: account.free_comments_left,
                 }
             });
             state.tokens.put(hash, principal.clone());

@@ -10,6 +10,7 @@ mod lookup;
 mod metering;
 mod middleware;
 mod routes;
+mod session;
 
 pub use auth::Principal;
 pub use middleware::loggable_path;
@@ -33,8 +34,21 @@ pub struct AppState {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Checks and tests customers' notification channels.
     pub notify: Arc<cova_notify::Sender>,
+    /// The workspace's e-mail (confirmation, password reset).
+    pub mailer: Arc<cova_mail::Mailer>,
+    /// The payment provider that sells packs.
+    pub payments: cova_billing::Payments,
     tokens: auth::TokenCache,
     inflight: lookup::InFlight,
+}
+
+/// Settings the gateway cannot start with.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("smtp: {0}")]
+    Mail(#[from] cova_mail::MailError),
+    #[error("payments: {0}")]
+    Payments(#[from] cova_billing::PaymentsError),
 }
 
 impl AppState {
@@ -44,20 +58,24 @@ impl AppState {
         platforms: cova_platforms::Platforms,
         outbox: Arc<tokio::sync::Notify>,
         notify: Arc<cova_notify::Sender>,
-    ) -> Arc<Self> {
+    ) -> Result<Arc<Self>, StateError> {
+        let mailer = Arc::new(cova_mail::Mailer::from_config(&config.smtp)?);
+        let payments = cova_billing::Payments::new(&config.payments)?;
         let tokens = auth::TokenCache::new(Duration::from_millis(config.auth.token_cache_ms));
         // Validated at load; an entry that does not parse cannot reach here.
         let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             config,
             backends,
             platforms,
             outbox,
             trusted_proxies,
             notify,
+            mailer,
+            payments,
             tokens,
             inflight: Default::default(),
-        })
+        }))
     }
 
     /// Now, on the clock the product rules run on.
@@ -85,6 +103,7 @@ pub fn server(state: Arc<AppState>, listener: TcpListener) -> std::io::Result<Se
             // URL guard's refusal carries CORS headers a browser can read.
             .wrap(actix_web::middleware::from_fn(middleware::guard_url))
             .wrap(middleware::cors())
+            .wrap(actix_web::middleware::from_fn(middleware::credentialed_cors))
             .wrap(actix_web::middleware::from_fn(middleware::request_context))
             .configure(routes::configure)
             .default_service(web::to(backend_errors::route_not_found))

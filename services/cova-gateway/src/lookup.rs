@@ -86,7 +86,7 @@ pub async fn metadata(
 }
 
 /// The metadata every account sees (cached per post).
-async fn shared_metadata(
+pub async fn shared_metadata(
     state: &AppState,
     post: &PostRef,
     meter: &mut Meter,

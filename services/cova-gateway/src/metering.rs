@@ -63,6 +63,12 @@ impl Limit {
     }
 }
 
+/// What the caller may spend: the month's balance, plus the free allowance for a session.
+fn spendable(principal: &Principal, balance: &Balance) -> Balance {
+    let free = if principal.session_id().is_some() { principal.free_comments_left.max(0) } else { 0 };
+    Balance { granted: balance.granted + free, available: balance.available + free, ..balance.clone() }
+}
+
 /// The general per-account request rate.
 pub fn api_rate(state: &AppState) -> Rate {
     Rate::per_minute(state.config.limits.api_requests_per_minute)
@@ -98,6 +104,18 @@ pub async fn authorized<T>(
         checks(&principal).await
     })
     .await?;
+    let (meter, _) = Meter::api(state, &principal).await?;
+    Ok((principal, meter, value))
+}
+
+/// As [`authorized`] for endpoints any credential may call (no scope of their own).
+pub async fn authorized_any<T>(
+    req: &actix_web::HttpRequest,
+    state: &AppState,
+    checks: impl AsyncFnOnce(&Principal) -> Result<T, ApiError>,
+) -> Result<(Principal, Meter, T), crate::error::HttpError> {
+    let principal = crate::auth::authenticate(req, state).await?;
+    let value = before_limit(state, &principal, &Limit::api(state, &principal.account_id), checks(&principal)).await?;
     let (meter, _) = Meter::api(state, &principal).await?;
     Ok((principal, meter, value))
 }
@@ -171,12 +189,13 @@ impl Meter {
             .with_retry_after(decision.retry_after_secs())
     }
 
-    /// Reads this month's comment balance and records the quota headers.
+    /// Reads this month's comment balance and records the quota headers (for a session, the
+    /// free allowance it may spend counts in).
     pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Balance, ApiError> {
         let balance = balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms())
             .await
             .map_err(|e| self.fail(backend_errors::storage(e)))?;
-        self.quota(&balance);
+        self.quota(&spendable(principal, &balance));
         Ok(balance)
     }
 
@@ -200,7 +219,7 @@ impl Meter {
             limit.apply(state, Op::Peek),
         );
         if let Ok(b) = balance {
-            meter.quota(&b);
+            meter.quota(&spendable(principal, &b));
         }
         if let Ok(d) = decision {
             meter.rate(&d);

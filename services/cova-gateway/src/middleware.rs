@@ -210,6 +210,8 @@ pub fn cors() -> Cors {
             header::CONTENT_TYPE,
             header::HeaderName::from_static("idempotency-key"),
             header::HeaderName::from_static(REQUEST_ID),
+            header::HeaderName::from_static(crate::session::CSRF_HEADER),
+            header::HeaderName::from_static(crate::session::PAGE_TOKEN_HEADER),
             // Conditional and partial requests of the media endpoints.
             header::IF_NONE_MATCH,
             header::RANGE,
@@ -228,6 +230,32 @@ pub fn cors() -> Cors {
             REQUEST_ID,
         ])
         .max_age(600)
+}
+
+/// Credentialed CORS for the origins of `workspace.allowed_origins` only: their answers name
+/// the origin and allow credentials, so their pages may send the session cookie (with its
+/// CSRF header). Every other origin keeps the credential-less `*` of [`cors`].
+pub async fn credentialed_cors(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let listed = origin.as_ref().is_some_and(|o| {
+        req.app_data::<web::Data<crate::AppState>>()
+            .is_some_and(|state| state.config.workspace.allowed_origins.iter().any(|a| a == o))
+    });
+    let mut res = next.call(req).await?.map_into_boxed_body();
+    if listed
+        && let Some(origin) = origin
+        && res.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+        && let Ok(value) = HeaderValue::from_str(&origin)
+    {
+        let headers = res.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        headers.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+        headers.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    Ok(res)
 }
 
 #[cfg(test)]

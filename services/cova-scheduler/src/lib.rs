@@ -100,6 +100,10 @@ impl Scheduler {
                 break;
             }
         }
+        // Workspace sessions that ended a day ago are only clutter.
+        if let Err(e) = cova_storage::repo::sessions::purge_ended(db, now).await {
+            tracing::warn!(error = %e, "purging ended sessions failed; trying again next tick");
+        }
         loop {
             match cova_media::catalog::purge_expired(db, self.backends.media.store(), now, batch).await {
                 Ok(deleted) => {
@@ -127,6 +131,7 @@ impl Scheduler {
             NewAnalyze {
                 account_id: &watch.account_id,
                 token_id: None,
+                session_id: None,
                 r#ref: &watch.r#ref,
                 url: &watch.url,
                 idempotency_key: None,

@@ -1,4 +1,4 @@
-//! `cova-sim --addr 127.0.0.1:9090 --seed 1 --latency-ms 0`
+//! `cova-sim --addr 127.0.0.1:9090 --seed 1 --latency-ms 0 --payments-webhook URL`
 
 use clap::Parser;
 use cova_sim::SimConfig;
@@ -32,6 +32,9 @@ struct Args {
     /// Every k-th request per post and endpoint answers HTTP 503 (0 = never).
     #[arg(long, default_value_t = 0)]
     server_error_every: u32,
+    /// Where the payment provider posts `checkout.session.completed` events.
+    #[arg(long)]
+    payments_webhook: Option<String>,
 }
 
 #[tokio::main]
@@ -47,6 +50,19 @@ async fn main() -> std::io::Result<()> {
         server_error_every: args.server_error_every,
         ..SimConfig::default()
     };
-    eprintln!("cova-sim listening on http://{} (seed {})", args.addr, cfg.seed);
-    cova_sim::serve(args.addr, cfg).await
+    let seed = cfg.seed;
+    let webhook = args.payments_webhook;
+    cova_sim::serve(args.addr, cfg, |sim| {
+        eprintln!("cova-sim listening on {} (seed {seed})", sim.base_url());
+        eprintln!("  SMTP:     {}", sim.smtp_url());
+        eprintln!("  payments: {} (key {})", sim.payments_base_url(), cova_sim::PAYMENTS_SECRET_KEY);
+        match &webhook {
+            Some(url) => {
+                sim.set_payments_webhook(url);
+                eprintln!("  webhook:  {url} (secret {})", cova_sim::PAYMENTS_WEBHOOK_SECRET);
+            }
+            None => eprintln!("  webhook:  none (--payments-webhook URL)"),
+        }
+    })
+    .await
 }

@@ -13,6 +13,9 @@ pub struct Account {
     pub active_tokens: i32,
     pub free_comments_left: i64,
     pub created_at: i64,
+    /// argon2id PHC string; `None` for accounts made by `cova admin` until a reset sets one.
+    #[serde(skip)]
+    pub password_hash: Option<String>,
 }
 
 impl Account {
@@ -31,6 +34,7 @@ pub async fn create(db: &Db, email: &str, confirmed: bool, free_allowance: i64, 
         active_tokens: 0,
         free_comments_left: free_allowance,
         created_at: now,
+        password_hash: None,
     };
     let mut conn = db.conn().await?;
     let inserted = with_conn!(&mut conn, |c| {
@@ -51,6 +55,66 @@ pub async fn create(db: &Db, email: &str, confirmed: bool, free_allowance: i64, 
         return Err(StorageError::Conflict(format!("an account with e-mail {} already exists", account.email)));
     }
     Ok(account)
+}
+
+/// Signs up: an unconfirmed account with a password. `None` when the e-mail is taken.
+pub async fn sign_up(
+    db: &Db,
+    email: &str,
+    password_hash: &str,
+    free_allowance: i64,
+    now: i64,
+) -> Result<Option<Account>> {
+    let account = match create(db, email, false, free_allowance, now).await {
+        Ok(account) => account,
+        Err(StorageError::Conflict(_)) if find_by_email(db, email).await?.is_some() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(accounts::table.find(&account.id))
+            .set(accounts::password_hash.eq(password_hash))
+            .execute(c)
+            .await
+    })?;
+    Ok(Some(Account { password_hash: Some(password_hash.to_owned()), ..account }))
+}
+
+/// Marks the e-mail confirmed (once; a later call keeps the first time).
+pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::update(accounts::table.find(account_id))
+            .filter(accounts::email_confirmed_at.is_null())
+            .set(accounts::email_confirmed_at.eq(now))
+            .execute(c)
+            .await
+    })?;
+    Ok(())
+}
+
+/// Sets a new password (a reset link also proves the mailbox, so the e-mail is confirmed) and
+/// revokes every session of the account, in one transaction.
+pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i64) -> Result<()> {
+    use crate::schema::sessions;
+    let mut conn = db.conn().await?;
+    crate::in_transaction!(&mut conn, |c| {
+        diesel::update(accounts::table.find(account_id))
+            .set(accounts::password_hash.eq(password_hash))
+            .execute(c)
+            .await?;
+        diesel::update(accounts::table.find(account_id))
+            .filter(accounts::email_confirmed_at.is_null())
+            .set(accounts::email_confirmed_at.eq(now))
+            .execute(c)
+            .await?;
+        diesel::update(sessions::table.filter(sessions::account_id.eq(account_id)))
+            .filter(sessions::revoked_at.is_null())
+            .set(sessions::revoked_at.eq(now))
+            .execute(c)
+            .await?;
+        Ok(())
+    })
 }
 
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<Account>> {
@@ -81,7 +145,7 @@ pub async fn list(db: &Db, limit: i64, offset: i64) -> Result<Vec<Account>> {
 }
 
 /// Lower-cased and trimmed; a minimal shape check (the confirmation mail is the real proof).
-fn normalise_email(raw: &str) -> Result<String> {
+pub fn normalise_email(raw: &str) -> Result<String> {
     let email = raw.trim().to_lowercase();
     let valid = email.len() <= 254
         && email.split_once('@').is_some_and(|(local, domain)| {

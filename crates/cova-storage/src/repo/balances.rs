@@ -3,13 +3,17 @@
 //! Overdraft is impossible twice over: every reservation is a conditional UPDATE that only
 //! succeeds while enough is available, and a CHECK constraint refuses any row where
 //! `reserved + spent > granted`.
+//!
+//! The free allowance (`accounts.free_comments_left`, jobs started from a cookie session only)
+//! is spent before the month's packs: such a hold takes `free_amount` from the allowance (a
+//! conditional UPDATE too, under `free_comments_left >= 0`) and the rest from the month. A
+//! charge comes out of the free part first; what is not charged goes back where it came from.
 
-use crate::schema::{balances, ledger, reservations};
+use crate::schema::{accounts, balances, reservations};
 use crate::{Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::time::{month_end_ms, month_of};
 use cova_metrics::Movement;
 use diesel::prelude::*;
-use diesel::upsert::excluded;
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
@@ -43,12 +47,99 @@ macro_rules! reserve_in {
 }
 pub(crate) use reserve_in;
 
+/// Inside a transaction: adds `comments` to the account's balance of `month` with its ledger
+/// line. Evaluates to `Result<(granted, reserved, spent)>` after the grant.
+macro_rules! grant_in {
+    ($c:ident, $account_id:expr, $month:expr, $comments:expr, $note:expr, $now:expr) => {{
+        use diesel::upsert::excluded;
+        use $crate::schema::{balances, ledger};
+        let comments: i64 = $comments;
+        diesel::insert_into(balances::table)
+            .values((
+                balances::account_id.eq($account_id),
+                balances::month.eq($month),
+                balances::granted.eq(comments),
+                balances::reserved.eq(0),
+                balances::spent.eq(0),
+            ))
+            .on_conflict((balances::account_id, balances::month))
+            .do_update()
+            .set(balances::granted.eq(balances::granted + excluded(balances::granted)))
+            .execute($c)
+            .await?;
+        diesel::insert_into(ledger::table)
+            .values((
+                ledger::id.eq($crate::repo::new_id()),
+                ledger::account_id.eq($account_id),
+                ledger::month.eq($month),
+                ledger::kind.eq("grant"),
+                ledger::amount.eq(comments),
+                ledger::note.eq($note),
+                ledger::created_at.eq($now),
+            ))
+            .execute($c)
+            .await?;
+        let row: $crate::Result<(i64, i64, i64)> = Ok(balances::table
+            .find(($account_id, $month))
+            .select((balances::granted, balances::reserved, balances::spent))
+            .first::<(i64, i64, i64)>($c)
+            .await?);
+        row
+    }};
+}
+pub(crate) use grant_in;
+
+/// Inside a transaction: holds `amount` for a session job, `free` of it (at most what the
+/// allowance has) from the account's free allowance and the rest from the month's balance.
+/// Evaluates to `Result<bool>`; on `false` nothing was written (the caller's transaction
+/// must still be rolled back or abandoned, as with [`reserve_in`]).
+macro_rules! reserve_split_in {
+    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $amount:expr, $free:expr, $now:expr) => {{
+        use $crate::schema::{accounts, balances, reservations};
+        let amount: i64 = $amount;
+        let free: i64 = $free.clamp(0, amount);
+        let from_pack = amount - free;
+        let free_ok = free == 0
+            || diesel::update(accounts::table.find($account_id))
+                .filter(accounts::free_comments_left.ge(free))
+                .set(accounts::free_comments_left.eq(accounts::free_comments_left - free))
+                .execute($c)
+                .await?
+                == 1;
+        let pack_ok = free_ok
+            && (from_pack == 0
+                || diesel::update(balances::table.find(($account_id, $month)))
+                    .filter((balances::granted - balances::reserved - balances::spent).ge(from_pack))
+                    .set(balances::reserved.eq(balances::reserved + from_pack))
+                    .execute($c)
+                    .await?
+                    == 1);
+        if pack_ok {
+            diesel::insert_into(reservations::table)
+                .values((
+                    reservations::job_id.eq($job_id),
+                    reservations::account_id.eq($account_id),
+                    reservations::month.eq($month),
+                    reservations::amount.eq(amount),
+                    reservations::free_amount.eq(free),
+                    reservations::state.eq("held"),
+                    reservations::charged.eq(0),
+                    reservations::created_at.eq($now),
+                ))
+                .execute($c)
+                .await?;
+        }
+        pack_ok
+    }};
+}
+pub(crate) use reserve_split_in;
+
 /// Inside a transaction: settles (`Some(collected)`: charges at most the hold) or releases
 /// (`None`) the job's reservation, once. Evaluates to `Result<Option<Closed>>`.
 macro_rules! close_in {
     ($c:ident, $job_id:expr, $collected:expr, $now:expr) => {{
         use $crate::repo::balances::Reservation;
-        use $crate::schema::{balances, ledger, reservations};
+        use $crate::schema::{accounts, balances, ledger, reservations};
         let collected: Option<i64> = $collected;
         let held = reservations::table
             .find($job_id)
@@ -73,26 +164,44 @@ macro_rules! close_in {
                 if closed == 0 {
                     Ok(None)
                 } else {
-                    diesel::update(balances::table.find((&held.account_id, &held.month)))
-                        .set((
-                            balances::reserved.eq(balances::reserved - held.amount),
-                            balances::spent.eq(balances::spent + charged),
-                        ))
-                        .execute($c)
-                        .await?;
-                    if charged > 0 {
-                        diesel::insert_into(ledger::table)
-                            .values((
-                                ledger::id.eq($crate::repo::new_id()),
-                                ledger::account_id.eq(&held.account_id),
-                                ledger::month.eq(&held.month),
-                                ledger::kind.eq("charge"),
-                                ledger::amount.eq(charged),
-                                ledger::job_id.eq($job_id),
-                                ledger::created_at.eq($now),
+                    // The free part is charged first; each part's remainder goes back to its source.
+                    let free_charged = charged.min(held.free_amount);
+                    let pack_charged = charged - free_charged;
+                    let pack_held = held.amount - held.free_amount;
+                    if pack_held > 0 {
+                        diesel::update(balances::table.find((&held.account_id, &held.month)))
+                            .set((
+                                balances::reserved.eq(balances::reserved - pack_held),
+                                balances::spent.eq(balances::spent + pack_charged),
                             ))
                             .execute($c)
                             .await?;
+                    }
+                    if held.free_amount > free_charged {
+                        diesel::update(accounts::table.find(&held.account_id))
+                            .set(
+                                accounts::free_comments_left
+                                    .eq(accounts::free_comments_left + (held.free_amount - free_charged)),
+                            )
+                            .execute($c)
+                            .await?;
+                    }
+                    for (amount, note) in [(pack_charged, None), (free_charged, Some("free allowance"))] {
+                        if amount > 0 {
+                            diesel::insert_into(ledger::table)
+                                .values((
+                                    ledger::id.eq($crate::repo::new_id()),
+                                    ledger::account_id.eq(&held.account_id),
+                                    ledger::month.eq(&held.month),
+                                    ledger::kind.eq("charge"),
+                                    ledger::amount.eq(amount),
+                                    ledger::job_id.eq($job_id),
+                                    ledger::note.eq(note),
+                                    ledger::created_at.eq($now),
+                                ))
+                                .execute($c)
+                                .await?;
+                        }
                     }
                     Ok(Some(Closed { charged, released: held.amount - charged }))
                 }
@@ -143,9 +252,11 @@ pub struct Reservation {
     pub charged: i64,
     pub created_at: i64,
     pub closed_at: Option<i64>,
+    /// The part of `amount` taken from the free allowance.
+    pub free_amount: i64,
 }
 
-fn balance_of(month: String, now: i64, row: Option<(i64, i64, i64)>) -> Balance {
+pub(crate) fn balance_of(month: String, now: i64, row: Option<(i64, i64, i64)>) -> Balance {
     let (granted, reserved, spent) = row.unwrap_or((0, 0, 0));
     Balance { month, granted, reserved, spent, available: granted - reserved - spent, expires_at: month_end_ms(now) }
 }
@@ -178,38 +289,7 @@ pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i6
     }
     let month = month_of(now);
     let mut conn = db.conn().await?;
-    let row = in_transaction!(&mut conn, |c| {
-        diesel::insert_into(balances::table)
-            .values((
-                balances::account_id.eq(account_id),
-                balances::month.eq(&month),
-                balances::granted.eq(comments),
-                balances::reserved.eq(0),
-                balances::spent.eq(0),
-            ))
-            .on_conflict((balances::account_id, balances::month))
-            .do_update()
-            .set(balances::granted.eq(balances::granted + excluded(balances::granted)))
-            .execute(c)
-            .await?;
-        diesel::insert_into(ledger::table)
-            .values((
-                ledger::id.eq(super::new_id()),
-                ledger::account_id.eq(account_id),
-                ledger::month.eq(&month),
-                ledger::kind.eq("grant"),
-                ledger::amount.eq(comments),
-                ledger::note.eq(note),
-                ledger::created_at.eq(now),
-            ))
-            .execute(c)
-            .await?;
-        Ok(balances::table
-            .find((account_id, &month))
-            .select((balances::granted, balances::reserved, balances::spent))
-            .first::<(i64, i64, i64)>(c)
-            .await?)
-    })?;
+    let row = in_transaction!(&mut conn, |c| grant_in!(c, account_id, &month, comments, note, now))?;
     Ok(balance_of(month, now, Some(row)))
 }
 
@@ -276,9 +356,10 @@ async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Resul
 }
 
 /// Moves a job's hold towards `target` once the post has reported its size: lowers it
-/// (returning the difference to the balance at once) or raises it by as much as the balance
-/// still has available, never more. Returns the hold now in place, `None` when the
-/// reservation is already closed.
+/// (returning the difference at once, the pack part before the free part) or raises it by as
+/// much as is still available, never more: from the free allowance first when the hold started
+/// on it (a session's new analysis), then from the month's packs. Returns the hold now in place, `None` when the reservation is
+/// already closed.
 pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i64>> {
     let target = target.max(1);
     for _ in 0..RESERVE_ATTEMPTS {
@@ -293,28 +374,68 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
                 .optional()?;
             let Some(held) = held else { return Ok(Some(None)) };
             let balance = balances::table.find((&held.account_id, &held.month));
-            let change = if target <= held.amount {
-                target - held.amount
+            let account = accounts::table.find(&held.account_id);
+            // (pack part, free part) of the change. A lowering returns the pack part first; a
+            // raise draws on the free allowance first, and only for a session's job.
+            let (pack_change, free_change) = if target <= held.amount {
+                let change = target - held.amount;
+                let pack_held = held.amount - held.free_amount;
+                (change.max(-pack_held), change - change.max(-pack_held))
             } else {
-                let available =
-                    balance.select(balances::granted - balances::reserved - balances::spent).first::<i64>(c).await?;
-                (target - held.amount).min(available.max(0))
+                let wanted = target - held.amount;
+                // Only a hold that started on the allowance (a session's new analysis; never a
+                // refresh or a token's job) may grow from it.
+                let free_left = if held.free_amount > 0 {
+                    account.select(accounts::free_comments_left).first::<i64>(c).await?
+                } else {
+                    0
+                };
+                let from_free = wanted.min(free_left.max(0));
+                let available = balance
+                    .select(balances::granted - balances::reserved - balances::spent)
+                    .first::<i64>(c)
+                    .await
+                    .optional()?
+                    .unwrap_or(0);
+                ((wanted - from_free).min(available.max(0)), from_free)
             };
+            let change = pack_change + free_change;
             if change == 0 {
                 return Ok(Some(Some((held.amount, 0))));
             }
-            // Conditional on what is available now, so a raise can never overdraw.
-            let moved = diesel::update(balance)
-                .filter((balances::granted - balances::reserved - balances::spent).ge(change.max(0)))
-                .set(balances::reserved.eq(balances::reserved + change))
-                .execute(c)
-                .await?;
-            if moved == 0 {
-                return Ok(None);
+            if free_change != 0 {
+                // Conditional like the pack part: a raise never takes more than is left.
+                let moved = diesel::update(account)
+                    .filter(accounts::free_comments_left.ge(free_change.max(0)))
+                    .set(accounts::free_comments_left.eq(accounts::free_comments_left - free_change))
+                    .execute(c)
+                    .await?;
+                if moved == 0 {
+                    return Ok(None);
+                }
+            }
+            if pack_change != 0 {
+                // Conditional on what is available now, so a raise can never overdraw.
+                let moved = diesel::update(balance)
+                    .filter((balances::granted - balances::reserved - balances::spent).ge(pack_change.max(0)))
+                    .set(balances::reserved.eq(balances::reserved + pack_change))
+                    .execute(c)
+                    .await?;
+                if moved == 0 {
+                    // Lost a race: give the free part back before trying again.
+                    diesel::update(account)
+                        .set(accounts::free_comments_left.eq(accounts::free_comments_left + free_change))
+                        .execute(c)
+                        .await?;
+                    return Ok(None);
+                }
             }
             diesel::update(reservations::table.find(job_id))
                 .filter(reservations::state.eq("held"))
-                .set(reservations::amount.eq(held.amount + change))
+                .set((
+                    reservations::amount.eq(held.amount + change),
+                    reservations::free_amount.eq(held.free_amount + free_change),
+                ))
                 .execute(c)
                 .await?;
             Ok(Some(Some((held.amount + change, change))))

@@ -2,7 +2,7 @@
 //! in one transaction (with the command written to the outbox), then the scraper's
 //! start → progress → complete / fail transitions, each happening at most once.
 
-use super::balances::{Closed, close_in, reserve_in};
+use super::balances::{Closed, close_in, reserve_in, reserve_split_in};
 use super::outbox::insert_in as outbox_in;
 use crate::StorageError;
 use crate::schema::{
@@ -120,6 +120,9 @@ fn end_event(job: &Job) -> Outgoing {
 pub struct NewAnalyze<'a> {
     pub account_id: &'a str,
     pub token_id: Option<&'a str>,
+    /// The cookie session that asked: such a job may spend the free allowance (before packs)
+    /// and is not saved to the library by itself.
+    pub session_id: Option<&'a str>,
     pub r#ref: &'a str,
     pub url: &'a str,
     pub idempotency_key: Option<&'a str>,
@@ -255,10 +258,17 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             return Ok(CreateOutcome::Deduplicated(job, dedup));
         }
 
-        let (granted, available) = month_balance!(c, new.account_id, &month);
+        let (granted, pack_available) = month_balance!(c, new.account_id, &month);
         if new.refresh && granted <= 0 {
             return Ok(CreateOutcome::PaymentRequired);
         }
+        let free = match new.session_id {
+            Some(_) if !new.refresh => {
+                accounts::table.find(new.account_id).select(accounts::free_comments_left).first::<i64>(c).await?
+            }
+            _ => 0,
+        };
+        let available = pack_available.max(0) + free;
         if available <= 0 {
             return Ok(CreateOutcome::QuotaExceeded);
         }
@@ -274,7 +284,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
         }
 
         let reserved = hold::opening(new.known_comments, available);
-        if reserved <= 0 || !reserve_in!(c, new.account_id, &job_id, &month, reserved, now) {
+        if reserved <= 0 || !reserve_split_in!(c, new.account_id, &job_id, &month, reserved, free, now) {
             return Ok(CreateOutcome::QuotaExceeded);
         }
         diesel::insert_into(jobs::table)
@@ -282,6 +292,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
                 jobs::id.eq(&job_id),
                 jobs::account_id.eq(new.account_id),
                 jobs::token_id.eq(new.token_id),
+                jobs::session_id.eq(new.session_id),
                 jobs::kind.eq(JobKind::Analyze.as_str()),
                 jobs::ref_.eq(new.r#ref),
                 jobs::url.eq(new.url),
@@ -712,13 +723,23 @@ pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
     })?)
 }
 
-/// The most recent analyze job started with this token.
-pub async fn latest_of_token(db: &Db, account_id: &str, token_id: &str) -> Result<Option<Job>> {
+/// Who started a job: a token or a browser session.
+#[derive(Debug, Clone, Copy)]
+pub enum StartedBy<'a> {
+    Token(&'a str),
+    Session(&'a str),
+}
+
+/// The most recent analyze job started with this credential.
+pub async fn latest_started_by(db: &Db, account_id: &str, by: StartedBy<'_>) -> Result<Option<Job>> {
     let mut conn = db.conn().await?;
     let row: Option<JobRow> = with_conn!(&mut conn, |c| {
-        jobs::table
-            .filter(jobs::account_id.eq(account_id))
-            .filter(jobs::token_id.eq(token_id))
+        let query = jobs::table.filter(jobs::account_id.eq(account_id)).into_boxed();
+        let query = match by {
+            StartedBy::Token(id) => query.filter(jobs::token_id.eq(id)),
+            StartedBy::Session(id) => query.filter(jobs::session_id.eq(id)),
+        };
+        query
             .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
             .order(jobs::created_at.desc())
             .select(JobRow::as_select())

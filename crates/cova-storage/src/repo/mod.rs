@@ -8,10 +8,13 @@ pub mod balances;
 pub mod breakdown;
 pub mod channels;
 pub mod deliveries;
+pub mod email_links;
 pub mod jobs;
 pub mod keywords;
 pub mod media;
 pub mod outbox;
+pub mod purchases;
+pub mod sessions;
 pub mod tokens;
 pub mod watches;
 

@@ -121,6 +121,26 @@ pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64)
     })
 }
 
+/// Revokes one active token of the account by id; false when there is no such active token.
+pub async fn revoke(db: &Db, account_id: &str, token_id: &str, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let revoked = diesel::update(api_tokens::table.find(token_id))
+            .filter(api_tokens::account_id.eq(account_id))
+            .filter(api_tokens::revoked_at.is_null())
+            .set(api_tokens::revoked_at.eq(now))
+            .execute(c)
+            .await?;
+        if revoked == 1 {
+            diesel::update(accounts::table.find(account_id))
+                .set(accounts::active_tokens.eq(accounts::active_tokens - 1))
+                .execute(c)
+                .await?;
+        }
+        Ok(revoked == 1)
+    })
+}
+
 /// The active (not revoked) token with this hash and its account.
 pub async fn find_active_by_hash(db: &Db, hash: &str) -> Result<Option<(TokenRecord, Account)>> {
     let mut conn = db.conn().await?;

@@ -38,7 +38,9 @@ impl Exit {
     /// else its HTTP `status`.
     pub fn from_answer(status: u16, code: Option<&str>) -> Self {
         match code {
-            Some("unauthorized" | "forbidden_scope") => Exit::Auth,
+            Some("unauthorized" | "forbidden_scope" | "csrf_failed" | "session_required" | "email_unconfirmed") => {
+                Exit::Auth
+            }
             Some(
                 "validation_error"
                 | "not_found"

@@ -91,14 +91,21 @@ pub async fn quote(req: HttpRequest, state: web::Data<AppState>, payload: web::P
 #[serde(deny_unknown_fields)]
 struct RunBody {
     quote_id: String,
+    /// The workspace's consent box; a token's call is the consent (the specification).
+    consent: Option<bool>,
 }
 
 /// `POST /ai/run {quote_id}`: holds the quote's charge and starts the AI job (202); the same
 /// `Idempotency-Key` answers the same job (200).
 pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
-    let (principal, mut meter, (quote_id, key)) = authorized(&req, &state, Scope::AiWrite, async |_| {
+    let (principal, mut meter, (quote_id, key)) = authorized(&req, &state, Scope::AiWrite, async |p| {
         let body: RunBody = input::json(&read_body(&state, payload).await?, r#"{"quote_id": "…"}"#)?;
         let quote_id = input::text("quote_id", body.quote_id.trim())?.to_owned();
+        if body.consent == Some(false) || (p.session_id().is_some() && body.consent != Some(true)) {
+            return Err(ApiError::validation(
+                "Running AI from the workspace needs `consent: true`: the comment texts are sent to the model.",
+            ));
+        }
         Ok((quote_id, idempotency_key(&req)?))
     })
     .await?;
@@ -107,7 +114,7 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
         &state.backends.db,
         NewAi {
             account_id: &principal.account_id,
-            token_id: Some(&principal.token_id),
+            token_id: principal.token_id(),
             quote_id: &quote_id,
             idempotency_key: key.as_deref(),
         },

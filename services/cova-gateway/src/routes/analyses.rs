@@ -314,7 +314,8 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         &state.backends.db,
         jobs::NewAnalyze {
             account_id: &principal.account_id,
-            token_id: Some(&principal.token_id),
+            token_id: principal.token_id(),
+            session_id: principal.session_id(),
             r#ref: &entry.r#ref,
             url: &entry.url,
             idempotency_key: key.as_deref(),
@@ -329,12 +330,13 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     created(&state, &principal, meter, outcome).await
 }
 
-/// `GET /analyses/session`: the most recent analysis started with this token.
+/// `GET /analyses/session`: the most recent analysis started by this browser session (or
+/// this token).
 pub async fn session(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let (principal, meter, ()) = checked(&req, &state, async |_| Ok(())).await?;
     let db = &state.backends.db;
     let none = || ApiError::not_found("No analysis was started with this credential yet.");
-    let job = jobs::latest_of_token(db, &principal.account_id, &principal.token_id)
+    let job = jobs::latest_started_by(db, &principal.account_id, principal.started_by())
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?
         .ok_or_else(|| meter.fail(none()))?;

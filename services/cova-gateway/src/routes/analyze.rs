@@ -52,7 +52,8 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
         &state.backends.db,
         NewAnalyze {
             account_id: &principal.account_id,
-            token_id: Some(&principal.token_id),
+            token_id: principal.token_id(),
+            session_id: principal.session_id(),
             r#ref: &r#ref,
             url: &url,
             idempotency_key: key.as_deref(),

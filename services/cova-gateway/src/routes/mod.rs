@@ -1,17 +1,21 @@
 //! Route table. Every resource answers 405 `method_not_allowed` for methods it does not serve.
 
+mod account;
 mod ai;
 mod analyses;
 mod analyze;
+mod billing;
 mod export;
 mod health;
 mod media;
 mod metadata;
 mod notifications;
 mod reference;
-mod sandbox;
+pub(crate) mod sandbox;
+mod tokens;
 mod usage;
 mod views;
+mod workspace;
 
 use crate::backend_errors::method_not_allowed;
 use actix_web::{Route, web};
@@ -24,8 +28,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/healthz", web::get().to(health::healthz)))
         .service(resource("/readyz", web::get().to(health::readyz)))
         .service(resource("/docs", web::get().to(reference::page)))
+        .service(resource("/", web::get().to(workspace::index)))
+        .service(resource("/app.js", web::get().to(workspace::script)))
+        .service(resource("/app.css", web::get().to(workspace::style)))
         .service(
             web::scope("/api/v1")
+                .service(resource("/auth/signup", web::post().to(account::signup)))
+                .service(resource("/auth/confirm", web::post().to(account::confirm)))
+                .service(resource("/auth/login", web::post().to(account::login)))
+                .service(resource("/auth/logout", web::post().to(account::logout)))
+                .service(resource("/auth/session", web::get().to(account::current)))
+                .service(resource("/auth/reset", web::post().to(account::reset)))
+                .service(resource("/auth/reset/confirm", web::post().to(account::reset_confirm)))
+                .service(
+                    web::resource("/tokens")
+                        .route(web::get().to(tokens::list))
+                        .route(web::post().to(tokens::create))
+                        .default_service(web::to(method_not_allowed)),
+                )
+                .service(resource("/tokens/{id}", web::delete().to(tokens::revoke)))
+                .service(resource("/billing/packs", web::get().to(billing::packs)))
+                .service(resource("/billing/checkout", web::post().to(billing::checkout)))
+                .service(resource("/billing/purchases", web::get().to(billing::list)))
+                .service(resource("/billing/webhook", web::post().to(billing::webhook)))
                 .service(resource("/openapi.json", web::get().to(reference::openapi)))
                 .service(resource("/usage", web::get().to(usage::get_usage)))
                 .service(resource("/metadata", web::post().to(metadata::post_metadata)))

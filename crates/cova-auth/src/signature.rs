@@ -1,6 +1,8 @@
-//! Webhook signatures: `X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`,
-//! with `X-Event-Id` identifying the event across retries. A receiver recomputes the HMAC over
-//! the raw body, compares in constant time, and refuses timestamps older than 5 minutes.
+//! Webhook signatures: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`, the
+//! scheme of Stripe's `Stripe-Signature`. cova signs its own webhooks with it (`X-Signature`,
+//! with `X-Event-Id` identifying the event across retries) and verifies the payment provider's.
+//! A receiver recomputes the HMAC over the raw body, compares in constant time, and refuses
+//! timestamps older than its tolerance (5 minutes).
 
 use ring::hmac;
 

@@ -1,0 +1,83 @@
+//! Single-use links sent by e-mail: confirm the address, reset the password. Only the SHA-256
+//! of the link's token is stored; using a link is one conditional UPDATE, so it works once.
+
+use crate::schema::email_links;
+use crate::{Db, Result, with_conn};
+use cova_auth::secret;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Confirm,
+    Reset,
+}
+
+impl Purpose {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Confirm => "confirm",
+            Purpose::Reset => "reset",
+        }
+    }
+}
+
+/// A new link token for the account, valid `ttl_ms`; the value goes into the e-mail only.
+pub async fn issue(db: &Db, account_id: &str, purpose: Purpose, ttl_ms: i64, now: i64) -> Result<String> {
+    let token = secret::generate();
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::insert_into(email_links::table)
+            .values((
+                email_links::token_hash.eq(&token.hash),
+                email_links::account_id.eq(account_id),
+                email_links::purpose.eq(purpose.as_str()),
+                email_links::created_at.eq(now),
+                email_links::expires_at.eq(now + ttl_ms),
+            ))
+            .execute(c)
+            .await
+    })?;
+    Ok(token.value)
+}
+
+/// Uses the link: the account it belongs to, once, while it is valid; `None` for an unknown,
+/// used, expired or other-purpose token.
+pub async fn redeem(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Option<String>> {
+    if !secret::well_formed(token) {
+        return Ok(None);
+    }
+    let hash = secret::hash(token);
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::update(email_links::table.find(&hash))
+            .filter(email_links::purpose.eq(purpose.as_str()))
+            .filter(email_links::used_at.is_null())
+            .filter(email_links::expires_at.gt(now))
+            .set(email_links::used_at.eq(now))
+            .returning(email_links::account_id)
+            .get_result::<String>(c)
+            .await
+            .optional()
+    })?)
+}
+
+/// The account of a valid link, without using it up.
+pub async fn peek(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Option<String>> {
+    if !secret::well_formed(token) {
+        return Ok(None);
+    }
+    let hash = secret::hash(token);
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        email_links::table
+            .find(&hash)
+            .filter(email_links::purpose.eq(purpose.as_str()))
+            .filter(email_links::used_at.is_null())
+            .filter(email_links::expires_at.gt(now))
+            .select(email_links::account_id)
+            .first::<String>(c)
+            .await
+            .optional()
+    })?)
+}

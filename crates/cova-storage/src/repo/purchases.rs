@@ -1,0 +1,97 @@
+//! Packs bought through the payment provider. A purchase is opened with the checkout and paid
+//! by the provider's webhook: the payment mark and the grant share one transaction, and the
+//! mark is conditional, so a pack is granted once per checkout however often the event comes.
+
+use super::balances::{Balance, balance_of, grant_in};
+use crate::schema::purchases;
+use crate::{Db, Result, in_transaction, with_conn};
+use cova_domain::time::month_of;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = purchases)]
+pub struct Purchase {
+    pub checkout_id: String,
+    pub account_id: String,
+    pub pack: String,
+    pub comments: i64,
+    pub amount: i64,
+    pub currency: String,
+    pub created_at: i64,
+    pub paid_at: Option<i64>,
+    pub event_id: Option<String>,
+}
+
+pub struct NewPurchase<'a> {
+    pub checkout_id: &'a str,
+    pub account_id: &'a str,
+    pub pack: &'a str,
+    pub comments: i64,
+    pub amount: i64,
+    pub currency: &'a str,
+}
+
+pub async fn open(db: &Db, new: NewPurchase<'_>, now: i64) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::insert_into(purchases::table)
+            .values((
+                purchases::checkout_id.eq(new.checkout_id),
+                purchases::account_id.eq(new.account_id),
+                purchases::pack.eq(new.pack),
+                purchases::comments.eq(new.comments),
+                purchases::amount.eq(new.amount),
+                purchases::currency.eq(new.currency),
+                purchases::created_at.eq(now),
+            ))
+            .execute(c)
+            .await
+    })?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Paid {
+    /// This event paid the checkout: the pack was added to the current month.
+    Granted { account_id: String, balance: Balance },
+    /// The checkout was paid before (a repeated or second event): nothing granted.
+    AlreadyPaid,
+    /// No checkout with this id was opened by cova.
+    Unknown,
+}
+
+/// Marks the checkout paid by `event_id` and grants its pack to the month of `now`, once.
+pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, now: i64) -> Result<Paid> {
+    let month = month_of(now);
+    let mut conn = db.conn().await?;
+    in_transaction!(&mut conn, |c| {
+        let purchase = purchases::table.find(checkout_id).select(Purchase::as_select()).first(c).await.optional()?;
+        let Some(purchase) = purchase else { return Ok(Paid::Unknown) };
+        let marked = diesel::update(purchases::table.find(checkout_id))
+            .filter(purchases::paid_at.is_null())
+            .set((purchases::paid_at.eq(now), purchases::event_id.eq(event_id)))
+            .execute(c)
+            .await?;
+        if marked == 0 {
+            return Ok(Paid::AlreadyPaid);
+        }
+        let note = format!("pack {} (checkout {checkout_id})", purchase.pack);
+        let row = grant_in!(c, &purchase.account_id, &month, purchase.comments, &note, now)?;
+        Ok(Paid::Granted { account_id: purchase.account_id, balance: balance_of(month.clone(), now, Some(row)) })
+    })
+}
+
+/// The account's purchases, newest first.
+pub async fn list(db: &Db, account_id: &str, limit: i64) -> Result<Vec<Purchase>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        purchases::table
+            .filter(purchases::account_id.eq(account_id))
+            .order(purchases::created_at.desc())
+            .limit(limit)
+            .select(Purchase::as_select())
+            .load(c)
+            .await
+    })?)
+}

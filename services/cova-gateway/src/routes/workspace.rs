@@ -1,0 +1,54 @@
+//! The workspace's pages: one HTML page, its script and its style, embedded in the binary
+//! (`web/`). The page carries a fresh anonymous page token for the metadata preview of
+//! visitors who are not signed in.
+
+use super::sandbox::client_ip;
+use crate::AppState;
+use crate::error::HttpResult;
+use crate::session;
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use actix_web::{HttpRequest, HttpResponse, web};
+
+const INDEX: &str = include_str!("../../web/index.html");
+const SCRIPT: &str = include_str!("../../web/app.js");
+const STYLE: &str = include_str!("../../web/app.css");
+
+/// Nothing inline, nothing from elsewhere: a comment text that slipped into the page could
+/// run no script and load nothing.
+const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+                   connect-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'";
+
+fn page(builder: &mut actix_web::HttpResponseBuilder) {
+    builder
+        .insert_header((CONTENT_SECURITY_POLICY, CSP))
+        .insert_header(("x-content-type-options", "nosniff"))
+        .insert_header(("referrer-policy", "same-origin"))
+        .insert_header(("x-frame-options", "DENY"));
+}
+
+/// `GET /`: the workspace.
+pub async fn index(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    let ip = client_ip(&req, &state.trusted_proxies).map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    let token = session::issue_page_token(&state, &ip).await?;
+    let mut builder = HttpResponse::Ok();
+    page(&mut builder);
+    Ok(builder
+        .insert_header((CONTENT_TYPE, "text/html; charset=utf-8"))
+        .insert_header((CACHE_CONTROL, "no-store"))
+        .body(INDEX.replace("{{PAGE_TOKEN}}", &token)))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
+    let mut builder = HttpResponse::Ok();
+    page(&mut builder);
+    // Revalidated on every load, so a new cova version is picked up at once.
+    builder.insert_header((CONTENT_TYPE, content_type)).insert_header((CACHE_CONTROL, "no-cache")).body(body)
+}
+
+pub async fn script() -> HttpResponse {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+pub async fn style() -> HttpResponse {
+    asset("text/css; charset=utf-8", STYLE)
+}

@@ -1,0 +1,1363 @@
+"use strict";
+// The cova workspace: one page with hash routes. Every call goes to the same /api/v1 endpoints
+// an integrator uses, authenticated by the session cookie (plus X-CSRF-Token on unsafe methods).
+// Untrusted text (comments, titles, details) only ever reaches the page through textContent.
+
+const API = "/api/v1";
+const POLL_MS = 1500; // the API asks for one poll every 1 to 2 seconds
+const CHECKOUT_POLL_MS = 1000;
+const CHECKOUT_WAIT_MS = 30000;
+const COMMENTS_PAGE = 300; // comments drawn at once; long posts stay fast, more on demand
+const NEXT_KEY = "cova.next";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SCOPES = [
+  ["metadata:read", "Post metadata"],
+  ["analyze:write", "Comment collection jobs"],
+  ["library:write", "Library: save, watch, refresh, export"],
+  ["ai:write", "AI analyses and watch phrases"],
+  ["keywords:write", "Keywords, channels and alerts"],
+];
+const PRIVATE = new Set(["dashboard", "analyze", "library", "ai", "alerts", "tokens", "billing"]);
+
+let session = null; // the /auth/session body, or null while signed out
+let csrfToken = "";
+let viewCtl = new AbortController(); // aborted on every navigation: stops the old view's polls
+
+// ---------------------------------------------------------------- DOM helpers
+
+function h(tag, props = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [key, val] of Object.entries(props)) {
+    if (val == null || val === false) continue;
+    if (key === "text") el.textContent = String(val);
+    else if (key.startsWith("on") && typeof val === "function") el.addEventListener(key.slice(2), val);
+    else if (key === "value" || key === "checked") el[key] = val;
+    else el.setAttribute(key, val === true ? "" : String(val));
+  }
+  appendKids(el, kids);
+  return el;
+}
+
+function svg(tag, attrs = {}, ...kids) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [key, val] of Object.entries(attrs)) if (val != null) el.setAttribute(key, String(val));
+  appendKids(el, kids);
+  return el;
+}
+
+function appendKids(el, kids) {
+  for (const kid of kids.flat(Infinity)) {
+    if (kid == null || kid === false || kid === "") continue;
+    el.append(kid instanceof Node ? kid : String(kid));
+  }
+}
+
+function fieldRow(labelText, control, hint) {
+  const row = h("div", { class: "field" }, h("label", { for: control.id, text: labelText }), control);
+  if (hint) {
+    const id = `${control.id}-hint`;
+    row.append(h("small", { id, class: "hint", text: hint }));
+    control.setAttribute("aria-describedby", id);
+  }
+  return row;
+}
+
+function checkRow(labelText, control) {
+  return h("div", { class: "check" }, control, h("label", { for: control.id, text: labelText }));
+}
+
+function statusEl(id, tag = "p") {
+  return h(tag, { id, class: "status", role: "status", "aria-live": "polite" });
+}
+
+function card(title, ...kids) {
+  return h("section", { class: "card" }, title && h("h2", { text: title }), ...kids);
+}
+
+function form(id, kids, onSubmit) {
+  const f = h("form", { id, class: "stack" }, ...kids);
+  f.addEventListener("submit", (event) => {
+    event.preventDefault();
+    onSubmit(event.submitter ?? f.querySelector("[type=submit]"));
+  });
+  return f;
+}
+
+// Tables turn into stacked cards on phones; data-label names each cell there.
+function table(id, headers, caption) {
+  const tbody = h("tbody");
+  const el = h("table", { id, class: "data" },
+    caption && h("caption", { class: "visually-hidden", text: caption }),
+    h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col", text: t })))),
+    tbody);
+  return { el, tbody, headers };
+}
+
+function row(headers, cells, props = {}) {
+  return h("tr", props, cells.map((c, i) => h("td", { "data-label": headers[i] }, c)));
+}
+
+function emptyRow(headers, text) {
+  return h("tr", { class: "empty" }, h("td", { colspan: headers.length, text }));
+}
+
+// ---------------------------------------------------------------- formatting
+
+const fmtNum = (n) => (n == null ? "—" : Number(n).toLocaleString());
+const fmtDate = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+const fmtPct = (x) => Number(x ?? 0).toLocaleString(undefined, { style: "percent", maximumFractionDigits: 1 });
+const plural = (n, one, many = `${one}s`) => `${fmtNum(n)} ${n === 1 ? one : many}`;
+
+function timeEl(iso) {
+  return iso ? h("time", { datetime: iso, text: fmtDate(iso) }) : h("span", { class: "muted", text: "—" });
+}
+
+// Prices come in the currency's minor unit (cents for usd).
+function fmtMoney(price) {
+  try {
+    const f = new Intl.NumberFormat(undefined, { style: "currency", currency: String(price.currency).toUpperCase() });
+    return f.format(price.amount / 10 ** f.resolvedOptions().maximumFractionDigits);
+  } catch {
+    return `${(price.amount / 100).toFixed(2)} ${String(price.currency).toUpperCase()}`;
+  }
+}
+
+// Post URLs come from the platforms: only http(s) links are ever made clickable.
+function safeHttpUrl(u) {
+  try {
+    const url = new URL(u);
+    return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+const isOwnMedia = (u) => typeof u === "string" && u.startsWith("/api/v1/media/");
+const refPath = (ref) => encodeURIComponent(ref).replace(/%3A/gi, ":");
+const truncate = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+function hashFor(path, params = {}) {
+  const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v != null && v !== "")).toString();
+  return `#/${path}${q ? `?${q}` : ""}`;
+}
+
+function postTitle(md, fallback) {
+  const text = md?.title || md?.description || "";
+  return text ? truncate(text.replace(/\s+/g, " ").trim(), 90) : fallback;
+}
+
+// ---------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, code, detail, retryAfter = 0) {
+    super(detail);
+    Object.assign(this, { status, code, detail, retryAfter });
+  }
+}
+
+const isAbort = (err) => err?.name === "AbortError";
+
+function pageToken() {
+  return document.querySelector('meta[name="cova-page-token"]')?.content ?? "";
+}
+
+// One helper for every call: JSON in and out, CSRF on unsafe methods, {detail, code} errors.
+async function api(method, path, body, opts = {}) {
+  const headers = { Accept: "application/json" };
+  const init = {
+    method,
+    headers,
+    credentials: opts.anonymous ? "omit" : "same-origin",
+    signal: "signal" in opts ? opts.signal : viewCtl.signal,
+  };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  if (opts.anonymous) headers["X-Cova-Page-Token"] = pageToken();
+  else if (method !== "GET" && csrfToken) headers["X-CSRF-Token"] = csrfToken;
+
+  let res;
+  try {
+    res = await fetch(API + path, init);
+  } catch (err) {
+    if (isAbort(err)) throw err;
+    throw new ApiError(0, "network", "cova could not be reached. Check the connection and try again.");
+  }
+  const data = res.status === 204 ? null : await res.json().catch(() => null);
+  if (res.ok) return data;
+
+  const err = new ApiError(res.status, data?.code ?? `http_${res.status}`,
+    data?.detail ?? `The request failed (HTTP ${res.status}).`, Number(res.headers.get("Retry-After")) || 0);
+  if (err.code === "csrf_failed" && !opts.retried && !opts.anonymous) {
+    // The session rotated (e-mail confirmed, another tab logged in): take its new token, retry once.
+    await loadSession().catch(() => {});
+    if (session) return api(method, path, body, { ...opts, retried: true });
+    toLogin();
+  }
+  if (res.status === 401 && !opts.anonymous && !path.startsWith("/auth/")) {
+    setSession(null);
+    toLogin();
+  }
+  throw err;
+}
+
+function toLogin() {
+  // Keep a payment return so it is not lost behind the login form.
+  if (/^#\/billing\?(.*&)?checkout=/.test(location.hash)) sessionStorage.setItem(NEXT_KEY, location.hash);
+  go("#/login");
+}
+
+async function loadSession() {
+  try {
+    setSession(await api("GET", "/auth/session", undefined, { signal: null }));
+  } catch (err) {
+    if (err.status === 401) setSession(null);
+    else throw err;
+  }
+}
+
+function setSession(s) {
+  session = s;
+  csrfToken = s?.csrf_token ?? "";
+  document.getElementById("nav").hidden = !s;
+  document.getElementById("nav-anon").hidden = !!s;
+  document.getElementById("nav-email").textContent = s?.account?.email ?? "";
+}
+
+function sleep(ms, signal = viewCtl.signal) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+// Polls path until done(answer); a busy or unreachable server is waited out rather than fatal.
+async function poll(path, done, onEach) {
+  for (;;) {
+    let answer;
+    try {
+      answer = await api("GET", path);
+    } catch (err) {
+      if (isAbort(err) || ![0, 429, 503].includes(err.status)) throw err;
+      await sleep(Math.max(err.retryAfter * 1000, POLL_MS));
+      continue;
+    }
+    onEach(answer);
+    if (done(answer)) return answer;
+    await sleep(POLL_MS);
+  }
+}
+
+// ---------------------------------------------------------------- views: frame and errors
+
+function makeView(title) {
+  const heading = h("h1", { tabindex: "-1", text: title });
+  // Exactly one alert region per view, so every error lands in the same place.
+  const alert = h("div", { class: "alert", role: "alert" });
+  const root = h("div", { class: "view" }, heading, alert);
+  return {
+    root, heading, alert,
+    add(...els) {
+      appendKids(root, els);
+      return els[0];
+    },
+  };
+}
+
+function showError(v, err) {
+  if (isAbort(err)) return;
+  const detail = err?.detail ?? err?.message ?? String(err);
+  v.alert.replaceChildren(h("span", { text: detail }));
+  if (err?.code === "quota_exceeded" || err?.code === "payment_required") {
+    v.alert.append(" ", h("a", { href: "#/billing", text: "Buy a comment pack" }));
+  }
+  v.alert.scrollIntoView?.({ block: "nearest" });
+}
+
+const clearError = (v) => v.alert.replaceChildren();
+
+// Runs fn with its button disabled and any error shown in the view.
+async function busy(v, btn, fn) {
+  clearError(v);
+  if (btn) btn.disabled = true;
+  try {
+    return await fn();
+  } catch (err) {
+    showError(v, err);
+    return undefined;
+  } finally {
+    if (btn) btn.disabled = false;
+  }
+}
+
+async function copyText(text, statusNode) {
+  try {
+    await navigator.clipboard.writeText(text);
+    statusNode.textContent = "Copied.";
+  } catch {
+    statusNode.textContent = "Copy failed: select the text and copy it by hand.";
+  }
+}
+
+// ---------------------------------------------------------------- router
+
+const ROUTES = {
+  "": ["cova", viewHome],
+  signup: ["Create your account", viewSignup],
+  confirm: ["Confirm your e-mail", viewConfirm],
+  login: ["Log in", viewLogin],
+  reset: ["Reset your password", viewReset],
+  dashboard: ["Dashboard", viewDashboard],
+  analyze: ["Analyze a post", viewAnalyze],
+  library: ["Library", viewLibrary],
+  ai: ["AI analysis", viewAi],
+  alerts: ["Keywords and alerts", viewAlerts],
+  tokens: ["API tokens", viewTokens],
+  billing: ["Billing", viewBilling],
+};
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [path, qs = ""] = raw.split("?");
+  let parts;
+  try {
+    parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  } catch {
+    parts = ["?"];
+  }
+  return { name: parts[0] ?? "", args: parts.slice(1), query: new URLSearchParams(qs) };
+}
+
+function go(hash) {
+  if (location.hash === hash) render();
+  else location.hash = hash;
+}
+
+let firstRender = true;
+
+function render() {
+  const route = parseHash();
+  viewCtl.abort();
+  viewCtl = new AbortController();
+
+  if (PRIVATE.has(route.name) && !session) return toLogin();
+  if (route.name === "" && session) return go("#/dashboard");
+
+  const [title, fn] = ROUTES[route.name] ?? ["Page not found", viewNotFound];
+  const v = makeView(title);
+  document.getElementById("main").replaceChildren(v.root);
+  document.title = route.name ? `${title} · cova` : "cova";
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.getAttribute("href") === `#/${route.name}`) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  if (!firstRender) v.heading.focus({ preventScroll: true });
+  firstRender = false;
+  window.scrollTo(0, 0);
+  Promise.resolve().then(() => fn(v, route)).catch((err) => showError(v, err));
+}
+
+function viewNotFound(v) {
+  v.add(h("p", {}, "There is no page here. ", h("a", { href: "#/", text: "Go to the start" })));
+}
+
+// ---------------------------------------------------------------- home (signed out)
+
+function viewHome(v) {
+  v.heading.textContent = "Every comment of a post, ready to read";
+  v.add(
+    h("p", { class: "lead", text: "cova collects the comments of TikTok and YouTube posts with their replies. Search and export them, keep posts in a library, watch them for new comments, get alerts on keywords and let AI sum them up. Everything here is also one API call away." }),
+    h("p", { class: "actions" },
+      h("a", { href: "#/signup", class: "button primary", text: "Create an account" }),
+      h("a", { href: "#/login", class: "button", text: "Log in" })),
+    h("ul", { class: "features" },
+      h("li", { text: "Comments and nested replies, sorted and searchable" }),
+      h("li", { text: "CSV, JSON Lines and Excel exports" }),
+      h("li", { text: "Scheduled re-scrapes, keyword alerts to Telegram or a webhook" }),
+      h("li", { text: "Sentiment, topics, questions and languages at a glance" })),
+  );
+  const url = h("input", { id: "anon-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://www.tiktok.com/@…/video/…" });
+  const out = h("div", { id: "anon-preview", "aria-live": "polite" });
+  const f = form("anon-form", [
+    fieldRow("Post URL", url, "A TikTok or YouTube post. No account needed, 10 previews a day."),
+    h("div", { class: "buttons" }, h("button", { id: "anon-submit", type: "submit", class: "primary", text: "Preview" })),
+  ], (btn) => busy(v, btn, async () => {
+    out.replaceChildren();
+    const md = await api("POST", "/metadata", { url: url.value.trim() }, { anonymous: true });
+    out.append(previewCard(md, { anonymous: true }));
+  }));
+  v.add(card("Preview a post", f, out));
+}
+
+// ---------------------------------------------------------------- account: sign up, confirm, log in, reset
+
+function viewSignup(v) {
+  const email = h("input", { id: "signup-email", type: "email", autocomplete: "email", required: true });
+  const pass = h("input", { id: "signup-password", type: "password", autocomplete: "new-password", required: true });
+  const done = statusEl("signup-done");
+  const f = form("signup-form", [
+    fieldRow("E-mail", email),
+    fieldRow("Password", pass, "10 to 128 characters; not a common password and not your e-mail's name."),
+    h("div", { class: "buttons" }, h("button", { id: "signup-submit", type: "submit", class: "primary", text: "Sign up" })),
+  ], (btn) => busy(v, btn, async () => {
+    done.textContent = "";
+    const r = await api("POST", "/auth/signup", { email: email.value.trim(), password: pass.value });
+    done.textContent = r?.detail ?? "Check your e-mail for the confirmation link.";
+    pass.value = "";
+  }));
+  v.add(card(null, f, done), h("p", {}, "Already have an account? ", h("a", { href: "#/login", text: "Log in" })));
+}
+
+async function viewConfirm(v, route) {
+  const status = statusEl("confirm-status");
+  const next = h("p", {});
+  v.add(card(null, status, next));
+  const token = route.args[0];
+  if (!token) {
+    status.textContent = "This confirmation link is incomplete.";
+    return;
+  }
+  status.textContent = "Confirming…";
+  try {
+    const r = await api("POST", "/auth/confirm", { token });
+    status.textContent = `Your e-mail address ${r.email} is confirmed.`;
+    if (session) await loadSession(); // the session rotated: take its new CSRF token
+  } catch (err) {
+    status.textContent = "The e-mail address could not be confirmed.";
+    showError(v, err);
+  }
+  next.append(session
+    ? h("a", { href: "#/dashboard", text: "Go to the dashboard" })
+    : h("a", { href: "#/login", text: "Log in" }));
+}
+
+function viewLogin(v) {
+  const email = h("input", { id: "login-email", type: "email", autocomplete: "email", required: true });
+  const pass = h("input", { id: "login-password", type: "password", autocomplete: "current-password", required: true });
+  const f = form("login-form", [
+    fieldRow("E-mail", email),
+    fieldRow("Password", pass),
+    h("div", { class: "buttons" },
+      h("button", { id: "login-submit", type: "submit", class: "primary", text: "Log in" }),
+      h("a", { href: "#/reset", text: "Forgot password?" })),
+  ], (btn) => busy(v, btn, async () => {
+    const s = await api("POST", "/auth/login", { email: email.value.trim(), password: pass.value });
+    setSession(s);
+    const next = sessionStorage.getItem(NEXT_KEY);
+    sessionStorage.removeItem(NEXT_KEY);
+    go(next?.startsWith("#/billing") ? next : "#/dashboard");
+  }));
+  v.add(card(null, f), h("p", {}, "New to cova? ", h("a", { href: "#/signup", text: "Create an account" })));
+}
+
+function viewReset(v, route) {
+  const token = route.args[0];
+  if (token) return viewResetConfirm(v, token);
+  const email = h("input", { id: "reset-email", type: "email", autocomplete: "email", required: true });
+  const done = statusEl("reset-done");
+  const f = form("reset-form", [
+    fieldRow("E-mail", email, "We send a link to set a new password. It is valid for one hour."),
+    h("div", { class: "buttons" }, h("button", { id: "reset-submit", type: "submit", class: "primary", text: "Send the link" })),
+  ], (btn) => busy(v, btn, async () => {
+    done.textContent = "";
+    const r = await api("POST", "/auth/reset", { email: email.value.trim() });
+    done.textContent = r?.detail ?? "Check your e-mail for the link.";
+  }));
+  v.add(card(null, f, done), h("p", {}, h("a", { href: "#/login", text: "Back to log in" })));
+}
+
+function viewResetConfirm(v, token) {
+  v.heading.textContent = "Choose a new password";
+  const pass = h("input", { id: "reset-password", type: "password", autocomplete: "new-password", required: true });
+  const status = statusEl("reset-confirm-status");
+  const next = h("p", {});
+  const f = form("reset-confirm-form", [
+    fieldRow("New password", pass, "10 to 128 characters. Every session of the account is logged out."),
+    h("div", { class: "buttons" }, h("button", { id: "reset-confirm-submit", type: "submit", class: "primary", text: "Set the password" })),
+  ], (btn) => busy(v, btn, async () => {
+    status.textContent = "";
+    const r = await api("POST", "/auth/reset/confirm", { token, password: pass.value });
+    status.textContent = r?.detail ?? "Your password is set.";
+    pass.value = "";
+    setSession(null); // every session of the account was revoked
+    next.replaceChildren(h("a", { href: "#/login", text: "Log in with the new password" }));
+  }));
+  v.add(card(null, f, status, next));
+}
+
+async function logout() {
+  try {
+    await api("POST", "/auth/logout", undefined, { signal: null });
+  } catch {
+    // Signed out already, or the server is down: the page forgets the session either way.
+  }
+  setSession(null);
+  go("#/login");
+}
+
+// ---------------------------------------------------------------- dashboard
+
+async function viewDashboard(v) {
+  const balance = card("This month");
+  const limits = card("Limits");
+  const latest = card("Latest analysis");
+  v.add(h("div", { class: "grid" }, balance, limits), latest);
+  await loadSession().catch(() => {}); // fresh free allowance and e-mail state
+  if (session && !session.account.email_confirmed) {
+    v.heading.after(h("p", { class: "notice", text: "Confirm your e-mail address (see the link we sent) to create API tokens." }));
+  }
+  await Promise.all([
+    fillUsage(v, balance, limits).catch((err) => showError(v, err)),
+    fillLatest(latest).catch((err) => showError(v, err)),
+  ]);
+}
+
+async function fillUsage(v, balance, limits) {
+  const u = await api("GET", "/usage");
+  const c = u.comments;
+  const available = h("span", { id: "balance-available", "data-value": c.remaining, text: fmtNum(c.remaining) });
+  balance.append(
+    h("p", { class: "big" }, available, h("span", { class: "unit", text: " comments available" })),
+    h("dl", { class: "facts" },
+      h("dt", { text: "Granted (packs bought this month)" }), h("dd", { id: "balance-granted", text: fmtNum(c.limit) }),
+      h("dt", { text: "Used" }), h("dd", { text: fmtNum(c.used) }),
+      h("dt", { text: "Held by running jobs" }), h("dd", { text: fmtNum(c.reserved) }),
+      h("dt", { text: "Expires" }), h("dd", { id: "balance-expires" }, timeEl(c.expires_at)),
+      h("dt", { text: "Free allowance left" }), h("dd", { id: "free-left", text: fmtNum(session?.account?.free_comments_left) })),
+    h("p", { class: "buttons" },
+      h("a", { href: "#/analyze", class: "button primary", text: "Analyze a post" }),
+      h("a", { href: "#/billing", class: "button", text: "Buy comments" })),
+  );
+  const m = u.metadata;
+  limits.append(h("dl", { class: "facts" },
+    h("dt", { text: "Metadata lookups" }),
+    h("dd", { text: `${fmtNum(m.remaining)} of ${fmtNum(m.limit)} left` + (m.resets_in_seconds ? `, full again in ${Math.ceil(m.resets_in_seconds / 60)} min` : "") }),
+    h("dt", { text: "Requests" }), h("dd", { text: `${fmtNum(u.requests.remaining)} of ${fmtNum(u.requests.limit)} per minute` }),
+    h("dt", { text: "Analyses running" }), h("dd", { text: `${fmtNum(u.concurrency.running)} of ${fmtNum(u.concurrency.limit)}` }),
+    h("dt", { text: "API tokens" }), h("dd", { text: `${fmtNum(u.tokens.active)} of ${fmtNum(u.tokens.limit)}` }),
+    h("dt", { text: "Most comments per post" }), h("dd", { text: fmtNum(c.per_post_limit) })));
+}
+
+async function fillLatest(box) {
+  let s;
+  try {
+    s = await api("GET", "/analyses/session");
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    box.append(h("p", { class: "muted", id: "latest-none" }, "No analysis yet. ", h("a", { href: "#/analyze", text: "Analyze a post" })));
+    return;
+  }
+  const job = s.job ?? {};
+  box.append(
+    h("p", { class: "latest-title", text: postTitle(s.metadata, s.ref) }),
+    h("dl", { class: "facts" },
+      h("dt", { text: "Post" }), h("dd", {}, h("code", { text: s.ref })),
+      h("dt", { text: "Job" }), h("dd", { text: job.status ?? "—" }),
+      h("dt", { text: "Started" }), h("dd", {}, timeEl(job.created_at)),
+      h("dt", { text: "In the library" }), h("dd", { text: s.saved_at ? "yes" : "no" })),
+    h("p", { class: "buttons" },
+      h("a", { id: "latest-link", href: hashFor("analyze", { job: job.job_id }), class: "button", text: "Open" }),
+      s.status === "ready" && h("a", { href: hashFor("ai", { ref: s.ref }), class: "button", text: "AI analysis" })),
+  );
+}
+
+// ---------------------------------------------------------------- post preview card
+
+function previewCard(md, { anonymous = false } = {}) {
+  const el = h("article", { class: "card preview" });
+  const cover = (md.media ?? []).find((m) => m.type === "cover" && isOwnMedia(m.url));
+  // cova's image copies need the account; an anonymous preview shows none.
+  if (cover && !anonymous) {
+    const img = h("img", { class: "cover", src: cover.url, alt: "Cover of the post", loading: "lazy", width: cover.width, height: cover.height });
+    img.addEventListener("error", () => img.remove());
+    el.append(img);
+  }
+  const a = md.author ?? {};
+  const link = safeHttpUrl(md.url);
+  el.append(h("div", { class: "preview-body" },
+    h("h2", { class: "preview-title", text: postTitle(md, md.ref) }),
+    h("p", { class: "muted" }, `${md.platform} · ${md.kind ?? "post"}`, md.created_at && " · ", md.created_at && timeEl(md.created_at)),
+    h("p", { class: "preview-author" },
+      h("strong", { text: a.handle ? `@${a.handle}` : (a.name ?? "unknown author") }),
+      a.handle && a.name ? ` ${a.name}` : "", a.verified ? " ✓" : "",
+      a.followers != null ? ` · ${plural(a.followers, "follower")}` : ""),
+    md.description && md.title ? h("p", { class: "preview-description", text: md.description }) : null,
+    h("dl", { class: "stats" },
+      h("div", {}, h("dt", { text: "Comments" }), h("dd", { class: "preview-comments", text: fmtNum(md.metrics?.comments) })),
+      h("div", {}, h("dt", { text: "Views" }), h("dd", { text: fmtNum(md.metrics?.views) })),
+      h("div", {}, h("dt", { text: "Likes" }), h("dd", { text: fmtNum(md.metrics?.likes) })),
+      h("div", {}, h("dt", { text: "Shares" }), h("dd", { text: fmtNum(md.metrics?.shares) }))),
+    md.hashtags?.length ? h("p", { class: "tags", text: md.hashtags.map((t) => `#${t.name}`).join(" ") }) : null,
+    h("p", { class: "muted" }, h("code", { text: md.ref }),
+      link && " · ", link && h("a", { href: link, target: "_blank", rel: "noopener noreferrer", text: "Open the post" })),
+  ));
+  return el;
+}
+
+// ---------------------------------------------------------------- analyze
+
+async function viewAnalyze(v, route) {
+  const url = h("input", { id: "analyze-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://www.tiktok.com/@…/video/…" });
+  const previewBox = h("div", { id: "preview-box", "aria-live": "polite" });
+  const job = jobPanel();
+  const results = h("div", { id: "results" });
+
+  // Enter previews (free); collecting is an explicit click, since it spends comments.
+  const f = form("analyze-form", [
+    fieldRow("Post URL", url, "A TikTok or YouTube post. Collecting spends one comment of your balance per comment."),
+    h("div", { class: "buttons" },
+      h("button", { id: "preview-submit", type: "submit", text: "Preview" }),
+      h("button", { id: "analyze-submit", type: "submit", class: "primary", text: "Collect comments" })),
+  ], (btn) => {
+    if (btn?.id === "analyze-submit") return startAnalysis(v, btn, url.value.trim(), job, results);
+    return busy(v, btn, async () => {
+      previewBox.replaceChildren();
+      const md = await api("POST", "/metadata", { url: url.value.trim() });
+      previewBox.append(h("div", { id: "preview" }, previewCard(md)));
+    });
+  });
+  v.add(card(null, f), previewBox, job.el, results);
+
+  const jobId = route.query.get("job");
+  const ref = route.query.get("ref");
+  if (jobId) await followJob(v, jobId, job, results);
+  else if (ref) await showSavedBreakdown(v, ref, results);
+}
+
+function jobPanel() {
+  const status = h("span", { id: "analyze-status", class: "job-status", role: "status", "aria-live": "polite" });
+  const bar = h("progress", { id: "analyze-progress", max: 1 });
+  const count = h("span", { id: "analyze-count", class: "muted" });
+  const el = h("section", { class: "card job", hidden: true, "aria-label": "Collection job" },
+    h("p", { class: "job-line" }, "Status: ", status), bar, h("p", {}, count));
+  return { el, status, bar, count, gen: 0 };
+}
+
+// Each followed job gets a generation; a newer job makes the older loop stop quietly.
+function supersededCheck(holder) {
+  const gen = ++holder.gen;
+  return () => {
+    if (gen !== holder.gen) throw new DOMException("A newer job replaced this one.", "AbortError");
+  };
+}
+
+function drawProgress(ui, job) {
+  ui.el.hidden = false;
+  ui.status.textContent = job.status;
+  const got = job.progress?.comments_collected ?? 0;
+  const expected = job.progress?.comments_expected;
+  if (job.status === "complete") {
+    const max = Math.max(got, 1);
+    ui.bar.max = max;
+    ui.bar.value = max;
+  } else if (expected == null) {
+    ui.bar.removeAttribute("value"); // indeterminate until the scraper has read the post
+  } else {
+    ui.bar.max = Math.max(expected, 1);
+    ui.bar.value = Math.min(got, expected);
+  }
+  ui.count.textContent = expected == null || job.status === "complete"
+    ? `${plural(got, "comment")} collected`
+    : `${fmtNum(got)} of about ${plural(expected, "comment")}`;
+}
+
+async function startAnalysis(v, btn, url, ui, results) {
+  const job = await busy(v, btn, () => api("POST", "/analyze", { url }));
+  if (!job) return;
+  // The job id in the address lets a reload pick the job up again.
+  history.replaceState(null, "", hashFor("analyze", { job: job.job_id }));
+  results.replaceChildren();
+  await followJob(v, job.job_id, ui, results, job);
+}
+
+async function followJob(v, jobId, ui, results, first) {
+  const path = `/analyze/${encodeURIComponent(jobId)}`;
+  const live = supersededCheck(ui);
+  try {
+    let job = first;
+    if (first) drawProgress(ui, first);
+    if (!first || !["complete", "failed"].includes(first.status)) {
+      job = await poll(`${path}?limit=1`, (j) => j.status === "complete" || j.status === "failed", (j) => {
+        live();
+        drawProgress(ui, j);
+      });
+    }
+    if (job.status === "failed") {
+      showError(v, job.error ?? { detail: "The job failed." });
+      return;
+    }
+    const full = await api("GET", path);
+    live();
+    drawProgress(ui, full);
+    renderJobResult(v, full, results);
+  } catch (err) {
+    showError(v, err);
+  }
+}
+
+function renderJobResult(v, job, results) {
+  const r = job.result;
+  results.replaceChildren();
+  if (r.released) {
+    results.append(card(null, h("p", {}, "These comments were replaced by a later collection of the post, or removed. ",
+      h("a", { href: hashFor("analyze", { ref: r.analysis_id }), text: "Open the current comments" }))));
+    return;
+  }
+  const saveStatus = statusEl("save-status", "span");
+  const save = h("button", { id: "save-analysis", type: "button", text: "Save to library" });
+  save.addEventListener("click", () => busy(v, save, async () => {
+    await api("POST", `/analyses/${refPath(r.analysis_id)}/save`);
+    saveStatus.textContent = "Saved to your library.";
+  }));
+  const note = `${plural(r.comments_total, "comment")} collected` + (r.truncated ? " (truncated: the post has more than this job could keep)" : "");
+  results.append(commentsPanel(r.analysis_id, r.comments, {
+    note,
+    extra: [save, saveStatus],
+    exportHint: "Exports and AI need the analysis in your library: save it first.",
+  }));
+}
+
+async function showSavedBreakdown(v, ref, results) {
+  const entry = await api("GET", `/analyses/${refPath(ref)}`);
+  results.replaceChildren();
+  if (entry.metadata) results.append(previewCard({ ...entry.metadata, ref: entry.ref }));
+  if (entry.status !== "ready") {
+    results.append(card(null, h("p", {}, `This entry has no comments kept (${entry.status}). Refresh it from the `,
+      h("a", { href: "#/library", text: "library" }), " to collect them again.")));
+    return;
+  }
+  const c = entry.counts;
+  results.append(commentsPanel(entry.ref, entry.comments, {
+    note: `${plural(c.comments, "comment")}: ${fmtNum(c.top_level)} top-level, ${fmtNum(c.replies)} replies, ${fmtNum(c.new)} new in the last scrape. Kept until ${fmtDate(entry.expires_at)}.`,
+  }));
+}
+
+// The comment browser: client-side search and sort over the loaded comments, exports, actions.
+function commentsPanel(ref, comments, { note, extra = [], exportHint } = {}) {
+  const search = h("input", { id: "comments-search", type: "search", placeholder: "Text or author", autocomplete: "off" });
+  const sort = h("select", { id: "comments-sort" },
+    h("option", { value: "platform", text: "Platform order" }),
+    h("option", { value: "likes", text: "Most liked" }),
+    h("option", { value: "newest", text: "Newest" }));
+  const count = statusEl("comments-count");
+  const list = h("ul", { id: "comments", class: "comments" });
+  const more = h("button", { id: "comments-more", type: "button", hidden: true, text: "Show more" });
+  const exports = ["csv", "jsonl", "xlsx"].map((fmt) => h("a", {
+    id: `export-${fmt}`, class: "button small", download: "",
+    href: `${API}/analyses/${refPath(ref)}/export?format=${fmt}`, text: fmt === "jsonl" ? "JSON Lines" : fmt.toUpperCase(),
+  }));
+
+  let shown = [];
+  let drawn = 0;
+  const drawMore = () => {
+    const next = shown.slice(drawn, drawn + COMMENTS_PAGE);
+    list.append(...next.map(({ c, replies }) => commentItem(c, replies)));
+    drawn += next.length;
+    more.hidden = drawn >= shown.length;
+  };
+  const redraw = () => {
+    shown = filterComments(sortComments(comments, sort.value), search.value.trim().toLowerCase());
+    drawn = 0;
+    list.replaceChildren();
+    drawMore();
+    count.textContent = `Showing ${plural(shown.length, "thread")} of ${fmtNum(comments.length)}.`;
+  };
+  let timer;
+  search.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(redraw, 150); // typing should not redraw thousands of comments per key
+  });
+  sort.addEventListener("change", redraw);
+  more.addEventListener("click", drawMore);
+
+  const el = card("Comments",
+    note && h("p", { class: "muted", text: note }),
+    h("div", { class: "toolbar" },
+      fieldRow("Search", search),
+      fieldRow("Sort", sort),
+      h("div", { class: "field" }, h("span", { class: "label", text: "Export" }), h("div", { class: "buttons" }, exports))),
+    exportHint && h("p", { class: "hint", text: exportHint }),
+    h("p", { class: "buttons" }, extra, h("a", { href: hashFor("ai", { ref }), class: "button", text: "AI analysis" })),
+    count, list, more);
+  redraw();
+  return el;
+}
+
+function sortComments(comments, how) {
+  const list = [...comments]; // Array#sort is stable: ties keep the platform's order
+  if (how === "likes") list.sort((a, b) => (b.likes ?? 0) - (a.likes ?? 0));
+  if (how === "newest") list.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+  return list;
+}
+
+// A thread is listed when its comment or one of its replies matches; then only matching replies.
+function filterComments(comments, q) {
+  const hit = (c) => !q || [c.text, c.author?.handle, c.author?.name].some((s) => s?.toLowerCase().includes(q));
+  const out = [];
+  for (const c of comments) {
+    const replies = c.replies ?? [];
+    if (hit(c)) out.push({ c, replies });
+    else {
+      const matching = replies.filter(hit);
+      if (matching.length) out.push({ c, replies: matching });
+    }
+  }
+  return out;
+}
+
+function commentItem(c, replies) {
+  const isReply = replies === null;
+  const a = c.author ?? {};
+  const li = h("li", { class: isReply ? "comment reply" : "comment" },
+    h("div", { class: "comment-head" },
+      h("span", { class: "comment-author", text: a.handle ? `@${a.handle}` : (a.name ?? "unknown") }),
+      a.handle && a.name ? h("span", { class: "muted", text: a.name }) : null,
+      timeEl(c.created_at)),
+    h("p", { class: "comment-text", text: c.text }),
+    h("div", { class: "comment-meta" },
+      h("span", { class: "likes", text: plural(c.likes ?? 0, "like") }),
+      c.pinned && h("span", { class: "badge", text: "pinned" }),
+      c.liked_by_author && h("span", { class: "badge", text: "liked by the author" }),
+      c.language && h("span", { class: "muted", text: c.language }),
+      (c.media ?? []).filter((m) => isOwnMedia(m.url)).map((m, i) =>
+        h("a", { href: m.url, target: "_blank", rel: "noopener", text: `image ${i + 1}` }))));
+  if (!isReply) li.append(h("ul", { class: "replies" }, replies.map((r) => commentItem(r, null))));
+  return li;
+}
+
+// ---------------------------------------------------------------- library
+
+async function viewLibrary(v) {
+  const q = h("input", { id: "library-q", type: "search", autocomplete: "off", placeholder: "Title or author" });
+  const t = table("library", ["Post", "Status", "Expires", "Comments", "Watch", "Actions"], "Saved analyses");
+  const more = h("button", { id: "library-more", type: "button", hidden: true, text: "Load more" });
+  let cursor = null;
+  let index = 0;
+
+  const load = async (reset) => {
+    const params = new URLSearchParams({ limit: "50" });
+    if (q.value.trim()) params.set("q", q.value.trim());
+    if (!reset && cursor) params.set("cursor", cursor);
+    const page = await api("GET", `/analyses/saved?${params}`);
+    if (reset) {
+      t.tbody.replaceChildren();
+      index = 0;
+    }
+    for (const entry of page.items) t.tbody.append(libraryRow(v, entry, index++, t.headers));
+    if (!t.tbody.children.length) t.tbody.append(emptyRow(t.headers, "Nothing here yet. Analyze a post and save it."));
+    cursor = page.next_cursor;
+    more.hidden = !cursor || page.items.length === 0;
+  };
+  more.addEventListener("click", () => busy(v, more, () => load(false)));
+  const f = form("library-search", [
+    h("div", { class: "inline" }, fieldRow("Search the library", q), h("button", { id: "library-search-submit", type: "submit", text: "Search" })),
+  ], (btn) => busy(v, btn, () => load(true)));
+  v.add(card(null, f, h("div", { class: "table-wrap" }, t.el), more));
+  await load(true);
+}
+
+function libraryRow(v, entry, i, headers) {
+  const note = statusEl(`library-note-${i}`, "span");
+  const box = h("input", { id: `watch-${i}`, type: "checkbox", class: "watch-toggle", checked: entry.watch.enabled });
+  const interval = h("input", { id: `interval-${i}`, type: "number", class: "watch-interval", min: 30, max: 10080, step: 1, value: entry.watch.interval_min });
+  const watchNote = h("small", { class: "muted", text: describeWatch(entry.watch) });
+  const saveWatch = async () => {
+    if (!interval.checkValidity()) {
+      box.checked = entry.watch.enabled;
+      showError(v, { detail: "The watch interval is 30 to 10,080 minutes." });
+      return;
+    }
+    const w = await busy(v, null, () => api("PUT", `/analyses/${refPath(entry.ref)}/watch`, { enabled: box.checked, interval_min: Number(interval.value) }));
+    if (w) entry.watch = w;
+    box.checked = entry.watch.enabled; // a refused change (e.g. no pack) puts the box back
+    watchNote.textContent = describeWatch(entry.watch);
+  };
+  box.addEventListener("change", saveWatch);
+  interval.addEventListener("change", saveWatch);
+
+  const refresh = h("button", { type: "button", class: "small library-refresh", text: "Refresh" });
+  refresh.addEventListener("click", () => busy(v, refresh, async () => {
+    const job = await api("POST", `/analyses/${refPath(entry.ref)}/refresh`);
+    note.replaceChildren(`Collecting (${job.status}). `, h("a", { href: hashFor("analyze", { job: job.job_id }), text: "Follow" }));
+  }));
+  const del = h("button", { type: "button", class: "small danger library-delete", text: "Delete" });
+  const tr = row(headers, [
+    h("div", {},
+      h("a", { href: hashFor("analyze", { ref: entry.ref }), text: postTitle(entry.metadata, entry.ref) }),
+      h("br"), h("code", { class: "ref", text: entry.ref })),
+    entry.status,
+    timeEl(entry.expires_at),
+    fmtNum(entry.comment_count),
+    h("div", { class: "watch" },
+      checkRow("Watch", box),
+      h("div", { class: "inline-field" }, h("label", { for: interval.id, text: "every" }), interval, h("span", { text: "min" })),
+      watchNote),
+    h("div", { class: "buttons" }, refresh, del,
+      h("a", { href: hashFor("ai", { ref: entry.ref }), class: "button small", text: "AI" }), note),
+  ], { "data-ref": entry.ref });
+  del.addEventListener("click", () => {
+    if (!confirm(`Remove ${entry.ref} from the library? Its comments are deleted.`)) return;
+    busy(v, del, async () => {
+      await api("DELETE", `/analyses/${refPath(entry.ref)}`);
+      tr.remove();
+    });
+  });
+  return tr;
+}
+
+function describeWatch(w) {
+  if (w.last_error) return `Last run skipped: ${w.last_error}`;
+  if (w.enabled) return `Next run ${fmtDate(w.next_run_at)}`;
+  return w.last_run_at ? `Off; last run ${fmtDate(w.last_run_at)}` : "Off";
+}
+
+// ---------------------------------------------------------------- AI
+
+async function viewAi(v, route) {
+  const refInput = h("input", { id: "ai-ref", type: "text", list: "ai-ref-list", autocomplete: "off", placeholder: "tiktok:7000000000000000012", value: route.query.get("ref") ?? "" });
+  const refList = h("datalist", { id: "ai-ref-list" });
+  const quoteInfo = statusEl("ai-quote-info");
+  const consent = h("input", { id: "ai-consent", type: "checkbox", required: true });
+  const aiStatus = h("span", { id: "ai-status", class: "job-status", role: "status", "aria-live": "polite" });
+  const result = h("div", { id: "ai-result" });
+  const following = { gen: 0 };
+  let quote = null;
+
+  const quoteForm = form("ai-quote-form", [
+    fieldRow("Analysis", refInput, "The ref of a post in your library, e.g. tiktok:7000000000000000012."),
+    refList,
+    h("div", { class: "buttons" }, h("button", { id: "ai-quote", type: "submit", class: "primary", text: "Get a quote" })),
+  ], (btn) => busy(v, btn, async () => {
+    quote = await api("POST", "/ai/quote", { ref: refInput.value.trim() });
+    quoteInfo.textContent = `${plural(quote.comments, "comment")} to analyse. Charge: ${plural(quote.charge, "comment")} of your balance. Valid until ${fmtDate(quote.expires_at)}.`;
+    consent.checked = false;
+    runForm.hidden = false;
+  }));
+  const runForm = form("ai-run-form", [
+    checkRow("I agree that the texts of these comments (never their authors) are sent to the AI analyzer cova is configured with.", consent),
+    h("div", { class: "buttons" }, h("button", { id: "ai-run", type: "submit", class: "primary", text: "Run the analysis" })),
+  ], (btn) => busy(v, btn, async () => {
+    if (!consent.checked) throw { detail: "Tick the consent box to run the analysis." };
+    if (!quote) throw { detail: "Get a quote first." };
+    const job = await api("POST", "/ai/run", { quote_id: quote.quote_id, consent: true });
+    quote = null;
+    runForm.hidden = true; // a quote runs once
+    quoteInfo.textContent = `The quote is running as AI job ${job.id}.`;
+    history.replaceState(null, "", hashFor("ai", { ref: job.ref, job: job.id }));
+    followAiJob(v, job, { statusNode: aiStatus, result, phrases, following });
+  }));
+  runForm.hidden = true;
+
+  const phrases = [1, 2, 3].map((n) => h("input", { id: `ai-phrase-${n}`, type: "text", maxlength: 120, autocomplete: "off" }));
+  const phrasesStatus = statusEl("ai-queries-status");
+  const phrasesForm = form("ai-queries-form", [
+    h("p", { class: "hint", text: "Up to three phrases; an AI run lists the comments that contain each. Saving replaces the analysis' phrases." }),
+    phrases.map((p, i) => fieldRow(`Phrase ${i + 1}`, p)),
+    h("div", { class: "buttons" }, h("button", { id: "ai-queries-save", type: "submit", text: "Save phrases" })),
+  ], (btn) => busy(v, btn, async () => {
+    const ref = refInput.value.trim();
+    if (!ref) throw { detail: "Enter the analysis' ref first." };
+    const queries = phrases.map((p) => p.value.trim()).filter(Boolean);
+    const r = await api("PUT", `/ai/${refPath(ref)}/queries`, { queries });
+    phrasesStatus.textContent = r.queries.length ? `Saved: ${r.queries.join(", ")}.` : "No watch phrases.";
+  }));
+
+  v.add(
+    card("Quote and run", quoteForm, quoteInfo, runForm),
+    card("Result", h("p", { class: "job-line" }, "Status: ", aiStatus), result),
+    card("Watch phrases", phrasesForm, phrasesStatus),
+  );
+
+  api("GET", "/analyses/saved?limit=100&status=ready").then((page) => {
+    refList.replaceChildren(...page.items.map((e) => h("option", { value: e.ref, label: postTitle(e.metadata, e.ref) })));
+  }).catch(() => {}); // suggestions only
+
+  const jobId = route.query.get("job");
+  if (jobId) await followAiJob(v, { id: jobId, status: "" }, { statusNode: aiStatus, result, phrases, following });
+}
+
+async function followAiJob(v, first, { statusNode, result, phrases, following }) {
+  const live = supersededCheck(following);
+  result.replaceChildren();
+  statusNode.textContent = first.status;
+  try {
+    const done = (j) => j.status === "complete" || j.status === "failed";
+    const job = done(first) ? first
+      : await poll(`/ai/jobs/${encodeURIComponent(first.id)}`, done, (j) => {
+        live();
+        statusNode.textContent = j.status;
+      });
+    statusNode.textContent = job.status;
+    if (job.status === "failed") showError(v, job.error ?? { detail: "The AI job failed; nothing was charged." });
+    else renderAiResult(result, job, phrases);
+  } catch (err) {
+    showError(v, err);
+  }
+}
+
+function renderAiResult(box, job, phraseInputs) {
+  const r = job.result;
+  box.replaceChildren(h("p", { class: "muted", text: `${plural(r.comments, "comment")} of ${job.ref} analysed by ${r.model}, charged ${plural(job.charge, "comment")}.` }));
+  if (r.summary) box.append(h("h3", { text: "Summary" }), h("p", { class: "summary", text: r.summary }));
+  if (r.sentiment) {
+    box.append(barChart("Sentiment", [
+      { label: "Positive", value: r.sentiment.positive, cls: "positive" },
+      { label: "Neutral", value: r.sentiment.neutral, cls: "neutral" },
+      { label: "Negative", value: r.sentiment.negative, cls: "negative" },
+    ], { percent: true, id: "chart-sentiment" }));
+  }
+  if (r.languages && Object.keys(r.languages).length) {
+    const names = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(undefined, { type: "language" }) : null;
+    const langName = (code) => {
+      if (code === "und") return "undetermined";
+      try { return names?.of(code) ?? code; } catch { return code; }
+    };
+    const rows = Object.entries(r.languages).sort((a, b) => b[1] - a[1]).slice(0, 10)
+      .map(([code, share]) => ({ label: `${langName(code)} (${code})`, value: share }));
+    box.append(barChart("Languages", rows, { percent: true, id: "chart-languages" }));
+  }
+  if (r.topics?.length) {
+    box.append(barChart("Topics", r.topics.map((t) => ({ label: t.phrase, value: t.count })), { id: "chart-topics" }));
+  }
+  if (r.questions) {
+    box.append(h("h3", { text: "Questions" }), r.questions.length
+      ? h("ul", { class: "questions", id: "ai-questions" }, r.questions.map((q) => h("li", {},
+        h("strong", { text: q.topic }), ` · ${plural(q.count, "comment")}`, h("br"), h("q", { text: q.example }))))
+      : h("p", { class: "muted", text: "No comment asks a question." }));
+  }
+  if (r.spam_share != null) {
+    box.append(h("h3", { text: "Spam" }), h("p", { text: `${fmtPct(r.spam_share)} of the comments look like spam (${plural(r.spam_ids?.length ?? 0, "comment")}).` }));
+  }
+  if (r.phrase_matches) {
+    box.append(h("h3", { text: "Watch phrases" }), r.phrase_matches.length
+      ? h("ul", {}, r.phrase_matches.map((m) => h("li", {}, h("q", { text: m.phrase }), `: ${plural(m.count, "comment")}`)))
+      : h("p", { class: "muted", text: "This analysis has no watch phrases." }));
+    // The API has no read of the phrases: the ones in the result are the best prefill.
+    r.phrase_matches.forEach((m, i) => { if (phraseInputs[i] && !phraseInputs[i].value) phraseInputs[i].value = m.phrase; });
+  }
+}
+
+// Horizontal bars; sizes go through SVG attributes, colours through CSS classes (strict CSP).
+function barChart(title, rows, { percent = false, id } = {}) {
+  const rowH = 30, labelW = 170, barW = 320, valueW = 70;
+  const width = labelW + barW + valueW;
+  const height = rows.length * rowH;
+  const max = percent ? 1 : Math.max(1, ...rows.map((r) => r.value));
+  const show = (x) => (percent ? fmtPct(x) : fmtNum(x));
+  const chart = svg("svg", {
+    id, class: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-label": `${title}: ${rows.map((r) => `${r.label} ${show(r.value)}`).join(", ")}`,
+  }, svg("title", {}, title));
+  rows.forEach((r, i) => {
+    const y = i * rowH;
+    const w = r.value > 0 ? Math.max((r.value / max) * barW, 2) : 0;
+    chart.append(
+      svg("text", { x: labelW - 10, y: y + rowH / 2, "text-anchor": "end", "dominant-baseline": "middle", class: "chart-label" }, truncate(r.label, 22)),
+      svg("rect", { x: labelW, y: y + 6, width: barW, height: rowH - 12, rx: 4, class: "chart-track" }),
+      svg("rect", { x: labelW, y: y + 6, width: w.toFixed(1), height: rowH - 12, rx: 4, class: `chart-bar ${r.cls ?? ""}` }),
+      svg("text", { x: labelW + barW + 8, y: y + rowH / 2, "dominant-baseline": "middle", class: "chart-value" }, show(r.value)),
+    );
+  });
+  return h("figure", { class: "chart-figure" }, h("figcaption", { text: title }), chart);
+}
+
+// ---------------------------------------------------------------- keywords, channels, alerts
+
+async function viewAlerts(v) {
+  v.add(keywordsCard(v), channelsCard(v), alertsCard(v), deliveriesCard(v));
+}
+
+function keywordsCard(v) {
+  const kw = h("textarea", { id: "keywords", rows: 6, spellcheck: "false" });
+  const status = statusEl("keywords-status");
+  const f = form("keywords-form", [
+    fieldRow("Keywords, one per line", kw, "Up to 50, each 1 to 64 characters. New comments that contain one raise an alert. Saving needs a comment pack bought this month."),
+    h("div", { class: "buttons" }, h("button", { id: "keywords-save", type: "submit", class: "primary", text: "Save keywords" })),
+  ], (btn) => busy(v, btn, async () => {
+    const keywords = kw.value.split("\n").map((s) => s.trim()).filter(Boolean);
+    const r = await api("PUT", "/keywords", { keywords });
+    kw.value = r.keywords.join("\n");
+    status.textContent = `Saved ${plural(r.keywords.length, "keyword")}.`;
+  }));
+  api("GET", "/keywords").then((r) => { kw.value = r.keywords.join("\n"); }).catch((err) => showError(v, err));
+  return card("Keywords", f, status);
+}
+
+function channelsCard(v) {
+  const chat = h("input", { id: "telegram-chat-id", type: "text", autocomplete: "off", placeholder: "-1001234567890 or @channel" });
+  const tgOn = h("input", { id: "telegram-enabled", type: "checkbox", checked: true });
+  const tgReason = h("p", { id: "telegram-disabled", class: "notice", hidden: true });
+  const hook = h("input", { id: "webhook-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://hooks.example.com/cova" });
+  const hookOn = h("input", { id: "webhook-enabled", type: "checkbox", checked: true });
+  const jobEvents = h("input", { id: "webhook-job-events", type: "checkbox" });
+  const hookReason = h("p", { id: "webhook-disabled", class: "notice", hidden: true });
+  const status = statusEl("channels-status");
+  const secret = h("code", { id: "webhook-secret" });
+  const copyStatus = statusEl("webhook-secret-copied", "span");
+  const copy = h("button", { id: "webhook-secret-copy", type: "button", class: "small", text: "Copy" });
+  const secretBox = h("div", { id: "webhook-secret-box", class: "secret", hidden: true },
+    h("p", { text: "The webhook's signing secret. Store it now: it is not shown again." }),
+    h("p", { class: "secret-value" }, secret, " ", copy, " ", copyStatus));
+  copy.addEventListener("click", () => copyText(secret.textContent, copyStatus));
+  const rotate = h("button", { id: "webhook-rotate", type: "button", hidden: true, text: "Rotate secret (the old one stops at once)" });
+  const test = h("button", { id: "channels-test", type: "button", text: "Send a test" });
+  const testOut = statusEl("channels-test-result");
+
+  const showSecret = (value) => {
+    secret.textContent = value;
+    copyStatus.textContent = "";
+    secretBox.hidden = false;
+  };
+  const fill = (ch) => {
+    chat.value = ch.telegram?.chat_id ?? "";
+    tgOn.checked = ch.telegram?.enabled ?? true;
+    tgReason.textContent = ch.telegram?.disabled_reason ? `Turned off by cova: ${ch.telegram.disabled_reason}` : "";
+    tgReason.hidden = !ch.telegram?.disabled_reason;
+    hook.value = ch.webhook?.url ?? "";
+    hookOn.checked = ch.webhook?.enabled ?? true;
+    jobEvents.checked = ch.webhook?.job_events ?? false;
+    hookReason.textContent = ch.webhook?.disabled_reason ? `Turned off by cova: ${ch.webhook.disabled_reason}` : "";
+    hookReason.hidden = !ch.webhook?.disabled_reason;
+    rotate.hidden = !ch.webhook;
+    if (ch.webhook?.secret) showSecret(ch.webhook.secret);
+  };
+
+  const f = form("channels-form", [
+    h("fieldset", {}, h("legend", { text: "Telegram" }),
+      fieldRow("Chat id", chat, "Leave empty to remove the chat. cova's bot must be able to write to it."),
+      checkRow("Enabled", tgOn), tgReason),
+    h("fieldset", {}, h("legend", { text: "Webhook" }),
+      fieldRow("HTTPS URL", hook, "Leave empty to remove the webhook (its secret is deleted)."),
+      checkRow("Enabled", hookOn), checkRow("Also send job events (job.complete, job.failed)", jobEvents), hookReason),
+    h("div", { class: "buttons" }, h("button", { id: "channels-save", type: "submit", class: "primary", text: "Save channels" }), test, rotate),
+  ], (btn) => busy(v, btn, async () => {
+    const body = {
+      telegram: chat.value.trim() ? { chat_id: chat.value.trim(), enabled: tgOn.checked } : null,
+      webhook: hook.value.trim() ? { url: hook.value.trim(), enabled: hookOn.checked, job_events: jobEvents.checked } : null,
+    };
+    fill(await api("PUT", "/notification-channels", body));
+    status.textContent = "Channels saved.";
+  }));
+
+  rotate.addEventListener("click", () => busy(v, rotate, async () => {
+    const r = await api("POST", "/notification-channels/webhook/rotate-secret");
+    showSecret(r.secret);
+  }));
+  test.addEventListener("click", () => busy(v, test, async () => {
+    const r = await api("POST", "/notification-channels/test");
+    const say = (name, x) => (x ? `${name}: ${x.ok ? "delivered" : "failed"}${x.status != null ? ` (HTTP ${x.status})` : ""}${x.detail ? ` ${x.detail}` : ""}` : `${name}: not set or off`);
+    testOut.textContent = `${say("Telegram", r.telegram)}. ${say("Webhook", r.webhook)}.`;
+  }));
+  api("GET", "/notification-channels").then(fill).catch((err) => showError(v, err));
+  return card("Notification channels", f, status, testOut, secretBox);
+}
+
+function alertsCard(v) {
+  const list = h("ul", { id: "alerts", class: "alerts" });
+  const empty = h("p", { class: "muted", text: "No alerts yet." });
+  const refresh = h("button", { id: "alerts-refresh", type: "button", class: "small", text: "Check for new alerts" });
+  let since = "";
+  // Alerts come oldest first after `since`; prepending each shows the newest on top.
+  const load = async () => {
+    for (let page = 0; page < 20; page++) {
+      const params = new URLSearchParams({ limit: "500" });
+      if (since) params.set("since", since);
+      const r = await api("GET", `/keyword-alerts?${params}`);
+      since = r.next_since;
+      for (const a of r.items) list.prepend(alertItem(a));
+      if (r.items.length < 500) break;
+    }
+    empty.hidden = list.children.length > 0;
+  };
+  refresh.addEventListener("click", () => busy(v, refresh, load));
+  load().catch((err) => showError(v, err));
+  return card("Keyword alerts", h("p", { class: "buttons" }, refresh), empty, list);
+}
+
+function alertItem(a) {
+  const au = a.comment?.author ?? {};
+  return h("li", { class: "alert-item" },
+    h("div", { class: "comment-head" },
+      h("span", { class: "badge", text: a.keyword }),
+      h("a", { href: hashFor("analyze", { ref: a.ref }), text: a.ref }),
+      timeEl(a.created_at)),
+    h("p", { class: "comment-text" }, h("strong", { text: au.handle ? `@${au.handle}` : (au.name ?? "unknown") }), ": ", a.comment?.text ?? ""));
+}
+
+function deliveriesCard(v) {
+  const t = table("deliveries", ["Queued", "Event", "Channel", "State", "Attempts", "Last error", ""], "Delivery log");
+  const load = async () => {
+    const r = await api("GET", "/notification-channels/deliveries?limit=50");
+    t.tbody.replaceChildren();
+    for (const d of r.items) {
+      const replay = h("button", { type: "button", class: "small delivery-replay", text: "Send again" });
+      replay.addEventListener("click", () => busy(v, replay, async () => {
+        await api("POST", `/notification-channels/deliveries/${encodeURIComponent(d.id)}/replay`);
+        await load();
+      }));
+      t.tbody.append(row(t.headers, [timeEl(d.created_at), d.type, d.channel, d.state, fmtNum(d.attempts), d.last_error ?? "—", replay]));
+    }
+    if (!r.items.length) t.tbody.append(emptyRow(t.headers, "Nothing sent yet."));
+  };
+  load().catch((err) => showError(v, err));
+  return card("Deliveries", h("div", { class: "table-wrap" }, t.el));
+}
+
+// ---------------------------------------------------------------- tokens
+
+async function viewTokens(v) {
+  const name = h("input", { id: "token-name", type: "text", autocomplete: "off", placeholder: "e.g. reporting script" });
+  const scopeBoxes = SCOPES.map(([scope, text]) => {
+    const box = h("input", { id: `scope-${scope.replace(":", "-")}`, type: "checkbox", name: "scope", value: scope });
+    return checkRow(`${scope} — ${text}`, box);
+  });
+  const value = h("code", { id: "token-value" });
+  const copyStatus = statusEl("token-copy-status", "span");
+  const copy = h("button", { id: "token-copy", type: "button", class: "small", text: "Copy" });
+  copy.addEventListener("click", () => copyText(value.textContent, copyStatus));
+  const created = h("div", { id: "token-created", class: "secret", hidden: true },
+    h("p", { class: "warning", text: "Copy the token now: it will not be shown again." }),
+    h("p", { class: "secret-value" }, value, " ", copy, " ", copyStatus));
+  const t = table("tokens-list", ["Name", "Prefix", "Scopes", "Created", "Last used", ""], "Active tokens");
+
+  const load = async () => {
+    const r = await api("GET", "/tokens");
+    t.tbody.replaceChildren();
+    for (const tok of r.tokens) {
+      const revoke = h("button", { type: "button", class: "small danger token-revoke", "data-id": tok.id, text: "Revoke" });
+      revoke.addEventListener("click", () => busy(v, revoke, async () => {
+        await api("DELETE", `/tokens/${encodeURIComponent(tok.id)}`);
+        await load();
+      }));
+      t.tbody.append(row(t.headers, [tok.name, h("code", { text: tok.prefix }), tok.scopes.join(", "),
+        timeEl(tok.created_at), tok.last_used_at ? timeEl(tok.last_used_at) : "never", revoke], { "data-id": tok.id }));
+    }
+    if (!r.tokens.length) t.tbody.append(emptyRow(t.headers, "No active tokens."));
+  };
+
+  const f = form("token-form", [
+    fieldRow("Name", name, "1 to 64 characters, to tell your tokens apart."),
+    h("fieldset", {}, h("legend", { text: "Scopes" }), scopeBoxes),
+    h("div", { class: "buttons" }, h("button", { id: "token-create", type: "submit", class: "primary", text: "Create token" })),
+  ], (btn) => busy(v, btn, async () => {
+    const scopes = [...v.root.querySelectorAll('input[name="scope"]:checked')].map((b) => b.value);
+    const tok = await api("POST", "/tokens", { name: name.value.trim(), scopes });
+    value.textContent = tok.token;
+    copyStatus.textContent = "";
+    created.hidden = false;
+    name.value = "";
+    await load();
+  }));
+
+  v.add(
+    h("p", { class: "lead", text: "Tokens call the API from your scripts and servers, with the scopes you pick. Send one as Authorization: Bearer <token>; never put it in a URL. An account has at most 5 active tokens." }),
+    card("New token", f, created),
+    card("Active tokens", h("div", { class: "table-wrap" }, t.el)),
+  );
+  await load();
+}
+
+// ---------------------------------------------------------------- billing
+
+async function viewBilling(v, route) {
+  const balance = h("p", { id: "billing-balance", class: "big-line", text: "…" });
+  const packs = h("div", { id: "packs", class: "packs" });
+  const t = table("purchases", ["Date", "Pack", "Comments", "Status", "Paid"], "Purchases");
+  const checkoutId = route.query.get("checkout");
+  const notice = checkoutId ? h("section", { class: "card notice", id: "checkout-notice" },
+    h("p", { id: "checkout-message", text: "Payment received, the pack is being added." }),
+    h("p", {}, "Status: ", h("strong", { id: "checkout-status", role: "status", "aria-live": "polite", text: "pending" }))) : null;
+
+  v.add(notice,
+    card("Balance", balance, h("p", { class: "hint", text: "Packs count for the calendar month (UTC) they are bought in; nothing carries over." })),
+    card("Buy comments", packs),
+    card("Purchases", h("div", { class: "table-wrap" }, t.el)));
+
+  const loadBalance = async () => {
+    const [u] = await Promise.all([api("GET", "/usage"), loadSession().catch(() => {})]);
+    const c = u.comments;
+    balance.replaceChildren(h("strong", { text: fmtNum(c.remaining) }),
+      ` comments available this month (${fmtNum(c.limit)} granted, ${fmtNum(c.used)} used), until ${fmtDate(c.expires_at)}.`,
+      session ? ` Free allowance left: ${fmtNum(session.account.free_comments_left)}.` : "");
+  };
+  const loadPurchases = async () => {
+    const r = await api("GET", "/billing/purchases");
+    t.tbody.replaceChildren(...r.purchases.map((p) => row(t.headers,
+      [timeEl(p.created_at), p.pack, fmtNum(p.comments), p.status, timeEl(p.paid_at)], { "data-checkout": p.checkout_id })));
+    if (!r.purchases.length) t.tbody.append(emptyRow(t.headers, "No purchases yet."));
+    return r.purchases;
+  };
+  const loadPacks = async () => {
+    const r = await api("GET", "/billing/packs");
+    packs.replaceChildren(...r.packs.map((p) => {
+      const b = h("button", { type: "button", class: "buy-pack primary", "data-pack": p.id, text: `Buy ${fmtNum(p.comments)} comments — ${fmtMoney(p.price)}` });
+      b.addEventListener("click", () => busy(v, b, async () => {
+        const r2 = await api("POST", "/billing/checkout", { pack: p.id });
+        location.assign(r2.url); // the payment provider's page; it sends the browser back here
+      }));
+      return b;
+    }));
+  };
+
+  const results = await Promise.allSettled([loadBalance(), loadPacks(), loadPurchases()]);
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) showError(v, failed.reason);
+  if (checkoutId) await waitForCheckout(v, checkoutId, loadPurchases, loadBalance);
+}
+
+// The provider's webhook grants the pack; it may arrive a little after the browser returns.
+async function waitForCheckout(v, id, loadPurchases, loadBalance) {
+  const status = document.getElementById("checkout-status");
+  const message = document.getElementById("checkout-message");
+  const deadline = Date.now() + CHECKOUT_WAIT_MS;
+  try {
+    for (;;) {
+      const purchases = await loadPurchases().catch((err) => {
+        if (isAbort(err) || err.status === 401) throw err;
+        return [];
+      });
+      if (purchases.find((p) => p.checkout_id === id)?.status === "paid") {
+        status.textContent = "paid";
+        message.textContent = "Payment received: the pack is on your balance.";
+        await loadBalance();
+        return;
+      }
+      if (Date.now() >= deadline) {
+        message.textContent = "Payment received, but the pack is not on the balance yet. It is added as soon as the payment provider confirms; reload this page in a minute.";
+        return;
+      }
+      await sleep(CHECKOUT_POLL_MS);
+    }
+  } catch (err) {
+    showError(v, err);
+  }
+}
+
+// ---------------------------------------------------------------- start
+
+async function init() {
+  document.getElementById("nav-logout").addEventListener("click", logout);
+  // The skip link targets an element, not a route: move focus without touching the hash.
+  document.querySelector(".skip-link")?.addEventListener("click", (event) => {
+    event.preventDefault();
+    document.getElementById("main").focus();
+  });
+  try {
+    await loadSession();
+  } catch {
+    setSession(null); // cova did not answer: the public pages still work
+  }
+  window.addEventListener("hashchange", render);
+  render();
+}
+
+init();
