@@ -34,6 +34,15 @@ impl Shots {
     }
 }
 
+/// Runs curl off the async threads: the app under test shares this runtime (its Redis
+/// connection's driver, for one), and a blocking wait here would stall it.
+async fn curl(args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || Command::new("curl").args(&args).output().expect("curl runs"))
+        .await
+        .expect("curl finished")
+}
+
 async fn app() -> TestApp {
     // A little latency per platform request, so the progress bar has steps to show.
     let sim = SimConfig { latency_ms: 20, ..SimConfig::default() };
@@ -44,7 +53,7 @@ async fn app() -> TestApp {
     .await
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
 async fn the_workspace_in_a_browser() {
     let app = app().await;
@@ -130,6 +139,16 @@ async fn the_workspace_in_a_browser() {
     shots.take(&driver, "analyze").await;
     driver.click("#save-analysis").await;
 
+    // AI on the collected comments: quote, consent, run, and the charts of the result.
+    driver.goto(&format!("{base}/#/ai?ref=tiktok:{id}")).await;
+    driver.click("#ai-quote").await;
+    driver.click("#ai-consent").await;
+    driver.click("#ai-run").await;
+    driver.wait_text("#ai-status", "complete", |t| t.contains("complete")).await;
+    driver.find("#ai-result svg").await;
+    assert!(driver.count("#ai-result svg").await >= 3, "sentiment, languages and topics are drawn");
+    shots.take(&driver, "ai").await;
+
     // A token, shown once, used with curl in the same test.
     driver.goto(&format!("{base}/#/tokens")).await;
     driver.fill("#token-name", "from the browser").await;
@@ -138,13 +157,16 @@ async fn the_workspace_in_a_browser() {
     driver.click("#token-create").await;
     let token = driver.wait_text("#token-value", "the token", |t| t.starts_with("cova_")).await;
     shots.take(&driver, "tokens").await;
-    let out = Command::new("curl")
-        .args(["--silent", "--show-error", "--fail-with-body", "-H"])
-        .arg(format!("Authorization: Bearer {token}"))
-        .arg(format!("{base}/api/v1/analyses/saved"))
-        .output()
-        .expect("curl runs");
-    assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+    let auth = format!("Authorization: Bearer {token}");
+    let out =
+        curl(&["--silent", "--show-error", "--fail-with-body", "-H", &auth, &format!("{base}/api/v1/analyses/saved")])
+            .await;
+    assert!(
+        out.status.success(),
+        "curl: {} {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
     let saved: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON from curl");
     assert_eq!(saved["items"][0]["ref"], format!("tiktok:{id}"), "the saved analysis, seen with the new token");
     // Shown once: a reload lists the token by its prefix only.
@@ -156,7 +178,7 @@ async fn the_workspace_in_a_browser() {
     assert!(!page.as_str().unwrap_or_default().contains(&token), "the value is not shown again");
 
     // The other pages render for the screenshots (and must not break).
-    for page in ["library", "ai", "alerts"] {
+    for page in ["library", "alerts"] {
         driver.goto(&format!("{base}/#/{page}")).await;
         driver.find("main").await;
         shots.take(&driver, page).await;
@@ -177,13 +199,18 @@ async fn the_workspace_in_a_browser() {
         )
         .await;
     assert_eq!(status, 401);
-    let curl = Command::new("curl")
-        .args(["--silent", "--output", "/dev/null", "--write-out", "%{http_code}", "-H"])
-        .arg(format!("Authorization: Bearer {token}"))
-        .arg(format!("{base}/api/v1/usage"))
-        .output()
-        .expect("curl runs");
-    assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "the token outlives the browser session");
+    let out = curl(&[
+        "--silent",
+        "--output",
+        "/dev/null",
+        "--write-out",
+        "%{http_code}",
+        "-H",
+        &auth,
+        &format!("{base}/api/v1/usage"),
+    ])
+    .await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "the token outlives the browser session");
     driver.quit().await;
     app.stop().await;
 }

@@ -565,3 +565,51 @@ async fn anonymous_metadata_only_from_the_page_ten_a_day() {
     assert!(res.headers().contains_key("retry-after"));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn sessions_and_links_expire_on_the_clock() {
+    let (app, clock) = cova_tests::spawn_on_clock("2026-11-02T09:00:00Z", |c| {
+        c.workspace.session_idle_min = 30;
+        c.workspace.session_max_hours = 2;
+    })
+    .await;
+    let minutes = |n: u64| std::time::Duration::from_secs(60 * n);
+    // A confirmation link works for 24 hours.
+    let browser = Browser::new(&app);
+    let email = "late@example.com";
+    let (status, _) =
+        browser.call(Method::POST, "/api/v1/auth/signup", Some(json!({"email": email, "password": PASSWORD}))).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let token = link_token(&mailed_link(&app, email, "confirm").await);
+    clock.advance(minutes(24 * 60 + 1));
+    let (status, body) = browser.call(Method::POST, "/api/v1/auth/confirm", Some(json!({"token": token}))).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("validation_error")), "expired link");
+
+    // Idle: every request keeps the session alive for 30 more minutes; silence ends it.
+    let mut browser = signed_up(&app, "idle@example.com").await;
+    browser.login("idle@example.com", PASSWORD).await;
+    for _ in 0..2 {
+        clock.advance(minutes(29));
+        assert_eq!(browser.call(Method::GET, "/api/v1/usage", None).await.0, StatusCode::OK);
+        // The idle expiry moves in the background; let it land before the clock moves on.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    clock.advance(minutes(31));
+    let (status, body) = browser.call(Method::GET, "/api/v1/usage", None).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::UNAUTHORIZED, Some("unauthorized")), "idle too long");
+
+    // Absolute: however active, a session ends 2 hours after login.
+    browser.login("idle@example.com", PASSWORD).await;
+    for _ in 0..4 {
+        clock.advance(minutes(25));
+        assert_eq!(browser.call(Method::GET, "/api/v1/usage", None).await.0, StatusCode::OK);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    clock.advance(minutes(21));
+    assert_eq!(
+        browser.call(Method::GET, "/api/v1/usage", None).await.0,
+        StatusCode::UNAUTHORIZED,
+        "past the absolute end"
+    );
+    app.stop().await;
+}

@@ -33,6 +33,9 @@ pub struct Mail {
     pub to: String,
     pub subject: String,
     pub text: String,
+    /// The message's action link: logged when there is no SMTP server, so that a local user
+    /// can open it without a mail client.
+    pub link: Option<String>,
 }
 
 pub struct Mailer {
@@ -82,6 +85,7 @@ impl Mailer {
                 tracing::info!(
                     to = %mail.to,
                     subject = %mail.subject,
+                    link = mail.link.as_deref().unwrap_or(""),
                     file = %dir.join(format!("{id}.eml")).display(),
                     "e-mail written to a file (smtp.url is not set)"
                 );
@@ -105,6 +109,7 @@ mod tests {
             to: "ana@example.com".into(),
             subject: "Confirm".into(),
             text: "Open http://x/#/confirm/abc".into(),
+            link: Some("http://x/#/confirm/abc".into()),
         };
         mailer.send(&mail).await.expect("sent");
         let files: Vec<_> = std::fs::read_dir(dir.path().join("mail")).expect("dir").flatten().collect();

@@ -139,13 +139,14 @@ pub async fn signup(req: HttpRequest, state: web::Data<AppState>, payload: web::
             let token = email_links::issue(db, &account.id, Purpose::Confirm, limits::ms(CONFIRM_LINK_VALIDITY), now)
                 .await
                 .map_err(backend_errors::storage)?;
+            let confirm = link(&state, &format!("confirm/{token}"));
             Mail {
                 to: email.clone(),
                 subject: "Confirm your cova account".into(),
                 text: format!(
-                    "Welcome to cova.\n\nConfirm your e-mail address by opening this link within 24 hours:\n\n{}\n\nIf you did not sign up, ignore this message.\n",
-                    link(&state, &format!("confirm/{token}"))
+                    "Welcome to cova.\n\nConfirm your e-mail address by opening this link within 24 hours:\n\n{confirm}\n\nIf you did not sign up, ignore this message.\n"
                 ),
+                link: Some(confirm),
             }
         }
         None => Mail {
@@ -156,6 +157,7 @@ pub async fn signup(req: HttpRequest, state: web::Data<AppState>, payload: web::
                 link(&state, "login"),
                 link(&state, "reset")
             ),
+            link: None,
         },
     };
     send_later(&state, mail);
@@ -258,15 +260,16 @@ pub async fn reset(req: HttpRequest, state: web::Data<AppState>, payload: web::P
         let token = email_links::issue(db, &account.id, Purpose::Reset, limits::ms(RESET_LINK_VALIDITY), now)
             .await
             .map_err(backend_errors::storage)?;
+        let reset = link(&state, &format!("reset/{token}"));
         send_later(
             &state,
             Mail {
                 to: account.email,
                 subject: "Reset your cova password".into(),
                 text: format!(
-                    "Choose a new password by opening this link within an hour:\n\n{}\n\nIf you did not ask for it, ignore this message; your password stays as it is.\n",
-                    link(&state, &format!("reset/{token}"))
+                    "Choose a new password by opening this link within an hour:\n\n{reset}\n\nIf you did not ask for it, ignore this message; your password stays as it is.\n"
                 ),
+                link: Some(reset),
             },
         );
     }
