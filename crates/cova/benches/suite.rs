@@ -163,12 +163,13 @@ impl ServeProcess {
         Self { child, base: base.expect("base url"), token, _dir: dir }
     }
 
-    /// Collects a post to completion.
-    async fn collect(&self, id: u64) {
+    /// Collects a post to completion; returns the job's id.
+    async fn collect(&self, id: u64) -> String {
         let client = cova_tests::Client::new(&self.base, Some(&self.token));
         let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
         let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
         assert_eq!(done["status"], "complete", "{done}");
+        done["job_id"].as_str().expect("id").to_owned()
     }
 
     fn mib(&self, field: &str) -> f64 {
@@ -313,21 +314,30 @@ async fn gateway_overhead(report: &mut Report, label: &str, app: &TestApp) {
     let usage_url = format!("{}/api/v1/usage", app.base_url);
     let sample = reqwest::Client::new().get(&usage_url).bearer_auth(&token).send().await.expect("usage");
     let body = sample.text().await.expect("body");
+    // The poll: a complete job's first comment, as a client polling every 1-2 s sees it.
+    let done = app.client(Some(&token)).collect(tiktok_post_id(TikTokScenario::Normal, 20)).await;
+    let poll_url = format!("{}/api/v1/analyze/{}?limit=1", app.base_url, done["job_id"].as_str().expect("id"));
     let (bare_url, bare) = bare_server(" ".repeat(body.len())).await;
-    let (mut bare_load, mut usage_load) = (Load::default(), Load::default());
+    let (mut bare_load, mut usage_load, mut poll_load) = (Load::default(), Load::default(), Load::default());
     for _ in 0..LOAD_ROUNDS {
         bare_load.add(load(&bare_url, None).await);
         usage_load.add(load(&usage_url, Some(&token)).await);
+        poll_load.add(load_reading(&poll_url, Some(&token), true).await);
     }
     bare.stop(false).await;
     let (bare_rps, bare_p50, bare_p99) = bare_load.summary();
     let (rps, p50, p99) = usage_load.summary();
+    let (poll_rps, poll_p50, poll_p99) = poll_load.summary();
+    report.add(&format!("gateway_poll_{label}_rps"), format!("{poll_rps:.0}"));
+    report.add(&format!("gateway_poll_{label}_p50_p99"), format!("{} / {}", ms(poll_p50), ms(poll_p99)));
+    report.add(&format!("gateway_poll_{label}_share_of_bare"), format!("{:.0}%", 100.0 * poll_rps / bare_rps.max(1.0)));
     report.add(&format!("gateway_usage_{label}_rps"), format!("{rps:.0}"));
     report.add(&format!("gateway_usage_{label}_p50"), ms(p50));
     report.add(&format!("gateway_usage_{label}_p99"), ms(p99));
     report.add(&format!("gateway_bare_{label}_rps"), format!("{bare_rps:.0}"));
     report.add(&format!("gateway_bare_{label}_p50_p99"), format!("{} / {}", ms(bare_p50), ms(bare_p99)));
     report.add(&format!("gateway_overhead_{label}_rps_ratio"), format!("{:.2}", bare_rps / rps.max(1.0)));
+    report.add(&format!("gateway_usage_{label}_share_of_bare"), format!("{:.0}%", 100.0 * rps / bare_rps.max(1.0)));
 }
 
 async fn collection_speed(report: &mut Report) {
@@ -587,7 +597,8 @@ async fn export_speed(report: &mut Report) {
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
     let serve = ServeProcess::start(&sim, &[]).await;
     let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
-    serve.collect(id).await;
+    let job_id = serve.collect(id).await;
+    result_speed(report, &serve, &job_id).await;
     let http = reqwest::Client::new();
     for format in ["csv", "jsonl", "xlsx"] {
         let before = serve.mib("VmRSS");
@@ -614,6 +625,50 @@ async fn export_speed(report: &mut Report) {
     }
     drop(serve);
     sim.stop().await;
+}
+
+/// `GET /analyze/{job_id}` of a complete 5,000-comment job, whole, by 4 clients at once (the
+/// server in its own process): latency, size, and the server's peak memory over its RSS before.
+async fn result_speed(report: &mut Report, serve: &ServeProcess, job_id: &str) {
+    const CLIENTS: usize = 4;
+    let url = format!("{}/api/v1/analyze/{job_id}", serve.base);
+    let http = reqwest::Client::new();
+    let size =
+        http.get(&url).bearer_auth(&serve.token).send().await.expect("result").bytes().await.expect("body").len();
+    let before = serve.mib("VmRSS");
+    serve.reset_peak();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (http, url, token) = (http.clone(), url.clone(), serve.token.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            for _ in 0..20 {
+                let started = Instant::now();
+                let res = http.get(&url).bearer_auth(&token).send().await.expect("result");
+                assert_eq!(res.status(), 200);
+                assert_eq!(res.bytes().await.expect("body").len(), size);
+                latencies.push(started.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("join"));
+    }
+    all.sort();
+    let mean = all.iter().sum::<Duration>() / all.len().max(1) as u32;
+    report.add(
+        "result_5000_comments_4_clients",
+        format!(
+            "mean {}, p99 {} ({:.2} MiB; process RSS {:.1} MiB before, peak {:.1} MiB)",
+            ms(mean),
+            ms(percentile(&all, 0.99)),
+            size as f64 / (1024.0 * 1024.0),
+            before,
+            serve.mib("VmHWM")
+        ),
+    );
 }
 
 /// The cover of a collected post served by `GET /media/file`: requests per second for a

@@ -20,7 +20,7 @@ use cova_domain::{AnalysisStatus, library};
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::{Metadata, PostRef, parse_url};
 use cova_storage::repo::analyses::{self, Analysis, ListQuery, MetadataEntry};
-use cova_storage::repo::breakdown::{self, From, Query, Sort};
+use cova_storage::repo::breakdown::{From, Query, Sort};
 use cova_storage::repo::{balances, jobs};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -185,21 +185,14 @@ pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<S
     .await?;
     let (mut query, only_new) = params;
     let entry = saved_entry(&state, &meter, &principal.account_id, &r#ref).await?;
-    let db = &state.backends.db;
-    let page = match entry.breakdown_job() {
-        Some(job) => {
-            if only_new {
-                query.seen_since = entry.last_scraped_at;
-            }
-            breakdown::page(db, job, &query).await.map_err(|e| meter.fail(backend_errors::storage(e)))?
-        }
-        None => breakdown::Page::default(),
-    };
+    if only_new {
+        query.seen_since = entry.last_scraped_at;
+    }
     let offset = match query.from {
         Some(From::Offset(n)) => n,
         _ => 0,
     };
-    let next_cursor = (page.top.len() as i64 == query.limit).then(|| format!("o{}", offset + query.limit));
+    let limit = query.limit;
     let mut body = views::analysis(&entry);
     if let Some(obj) = body.as_object_mut() {
         let ready = entry.status == AnalysisStatus::Ready;
@@ -212,10 +205,21 @@ pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<S
                 "new": if ready { entry.new_count } else { 0 },
             }),
         );
-        obj.insert("comments".into(), Value::Array(views::nested(page)));
-        obj.insert("next_cursor".into(), json!(next_cursor));
     }
-    Ok(meter.json(HttpResponse::Ok(), &body))
+    // The entry's members, then its comments streamed from their stored bodies.
+    let comments = super::stream::comments(
+        state.backends.db.clone(),
+        entry.breakdown_job().map(str::to_owned),
+        query,
+        format!("{},\"comments\":[", super::stream::open_object(&body)),
+        move |written: super::stream::Written| {
+            let next = (written.top_level == limit).then(|| format!("o{}", offset + limit));
+            format!("],\"next_cursor\":{}}}", json!(next))
+        },
+    );
+    let mut builder = HttpResponse::Ok();
+    builder.content_type(actix_web::http::header::ContentType::json());
+    Ok(meter.stream(builder, comments))
 }
 
 /// `POST /analyses/{ref}/save`: bookmarks the account's analysis of `ref`; saving twice is fine.

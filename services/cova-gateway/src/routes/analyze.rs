@@ -1,12 +1,13 @@
 //! `POST /api/v1/analyze` and `GET /api/v1/analyze/{job_id}`.
 
-use super::views;
+use super::{stream, views};
 use crate::auth::authenticate;
 use crate::error::HttpResult;
 use crate::input::{read_body, url_body};
 use crate::lookup;
 use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
+use actix_web::http::header::ContentType;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
 use cova_domain::JobStatus;
@@ -14,7 +15,7 @@ use cova_domain::limits::MAX_COMMENTS_PER_POST;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::parse_url;
 use cova_storage::repo::analyses;
-use cova_storage::repo::breakdown::{self, From, Query};
+use cova_storage::repo::breakdown::{From, Query};
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use serde::Deserialize;
 use serde_json::json;
@@ -144,35 +145,35 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         // AI jobs answer at /ai/jobs/{id}.
         .filter(|j| j.kind == cova_domain::JobKind::Analyze)
         .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
-    let mut body = views::job(&job, None);
-    if job.status == JobStatus::Complete {
-        // A later scrape of the post, its expiry or its removal released these comments.
-        let analysis = analyses::get(db, &principal.account_id, &job.r#ref)
-            .await
-            .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-        let current = analysis.as_ref().and_then(|a| a.breakdown_job()) == Some(job.id.as_str());
-        let query = Query { from: after.map(From::Position), limit, ..Query::default() };
-        let page = if current {
-            breakdown::page(db, &job.id, &query).await.map_err(|e| meter.fail(backend_errors::storage(e)))?
-        } else {
-            breakdown::Page::default()
-        };
-        let full_page = page.top.len() as i64 == limit;
-        let last = page.top.last().map(|r| r.position);
-        let next_cursor = if full_page { last.map(|p| format!("p{p}")) } else { None };
-        if let Some(obj) = body.as_object_mut() {
-            obj.insert(
-                "result".into(),
-                json!({
-                    "analysis_id": job.r#ref,
-                    "truncated": job.truncated,
-                    "comments_total": job.comments_collected,
-                    "comments": views::nested(page),
-                    "next_cursor": next_cursor,
-                    "released": !current,
-                }),
-            );
-        }
+    let body = views::job(&job, None);
+    if job.status != JobStatus::Complete {
+        return Ok(meter.json(HttpResponse::Ok(), &body));
     }
-    Ok(meter.json(HttpResponse::Ok(), &body))
+    // A later scrape of the post, its expiry or its removal released these comments.
+    let analysis = analyses::get(db, &principal.account_id, &job.r#ref)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let current = analysis.as_ref().and_then(|a| a.breakdown_job()) == Some(job.id.as_str());
+    let query = Query { from: after.map(From::Position), limit, ..Query::default() };
+    // The result's members, then its comments streamed from their stored bodies.
+    let head = json!({
+        "analysis_id": job.r#ref,
+        "truncated": job.truncated,
+        "comments_total": job.comments_collected,
+        "released": !current,
+    });
+    let prefix = format!("{},\"result\":{},\"comments\":[", stream::open_object(&body), stream::open_object(&head));
+    let comments = stream::comments(
+        db.clone(),
+        current.then(|| job.id.clone()),
+        query,
+        prefix,
+        move |written: stream::Written| {
+            let next = written.last_position.filter(|_| written.top_level == limit).map(|p| format!("p{p}"));
+            format!("],\"next_cursor\":{}}}}}", json!(next))
+        },
+    );
+    let mut builder = HttpResponse::Ok();
+    builder.content_type(ContentType::json());
+    Ok(meter.stream(builder, comments))
 }

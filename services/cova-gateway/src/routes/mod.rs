@@ -12,6 +12,7 @@ mod metadata;
 mod notifications;
 mod reference;
 pub(crate) mod sandbox;
+mod stream;
 mod tokens;
 mod usage;
 mod views;

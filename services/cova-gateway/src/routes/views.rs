@@ -3,7 +3,6 @@
 use cova_domain::Dedup;
 use cova_domain::time::rfc3339;
 use cova_storage::repo::analyses::Analysis;
-use cova_storage::repo::breakdown::{Page, Row};
 use cova_storage::repo::deliveries::{Delivery, State};
 use cova_storage::repo::jobs::Job;
 use serde_json::{Value, json};
@@ -30,32 +29,6 @@ pub fn job(job: &Job, dedup: Option<Dedup>) -> Value {
         obj.insert("deduplicated".into(), json!(d.as_str()));
     }
     v
-}
-
-/// A stored comment as the API shows it: its body plus `first_seen_at`.
-fn comment(row: &Row) -> Option<Value> {
-    let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
-    v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
-    Some(v)
-}
-
-/// A page of stored comments as top-level comments with their `replies`.
-pub fn nested(page: Page) -> Vec<Value> {
-    let mut by_parent: std::collections::HashMap<String, Vec<Value>> = std::collections::HashMap::new();
-    for row in &page.replies {
-        if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
-            by_parent.entry(parent.clone()).or_default().push(v);
-        }
-    }
-    page.top
-        .iter()
-        .filter_map(|row| {
-            let mut v = comment(row)?;
-            let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
-            v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
-            Some(v)
-        })
-        .collect()
 }
 
 /// A library entry (without its comments).

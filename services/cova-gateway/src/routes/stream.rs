@@ -1,0 +1,275 @@
+//! Comments written from their stored JSON: a job's result and a library entry stream their
+//! comments a chunk of top-level comments (with their replies) at a time, copying each stored
+//! body into the answer instead of parsing and re-serialising it. Memory per request is one
+//! chunk, whatever the size of the breakdown.
+
+use actix_web::web::Bytes;
+use cova_domain::time::rfc3339;
+use cova_storage::Db;
+use cova_storage::repo::breakdown::{self, From, Page, Query, Row, Sort};
+use futures::Stream;
+use std::collections::HashMap;
+
+/// Top-level comments read and written per step.
+const CHUNK: i64 = 250;
+
+/// Appends one stored comment: its body with `first_seen_at` and, for a top-level comment,
+/// its `replies`. Bodies are JSON objects written by cova; one that is not is left out, as
+/// an unreadable one always was.
+fn push_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>, first: &mut bool) {
+    let body = row.body.trim();
+    let Some(open) = body.strip_suffix('}').filter(|_| body.starts_with('{')) else {
+        tracing::warn!(comment.id = %row.comment_id, "a stored comment is not a JSON object; left out");
+        return;
+    };
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+    out.extend_from_slice(open.as_bytes());
+    if !open.trim_end().ends_with('{') {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"first_seen_at\":");
+    match row.first_seen_at {
+        Some(t) => {
+            out.push(b'"');
+            out.extend_from_slice(rfc3339(t).as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    if let Some(replies) = replies {
+        out.extend_from_slice(b",\"replies\":[");
+        let mut first_reply = true;
+        for reply in replies {
+            push_comment(out, reply, None, &mut first_reply);
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+}
+
+/// Appends a page's top-level comments, each with its replies, to a JSON array being written.
+pub fn write_page(out: &mut Vec<u8>, page: &Page, first: &mut bool) {
+    let mut by_parent: HashMap<&str, Vec<&Row>> = HashMap::new();
+    for reply in &page.replies {
+        if let Some(parent) = &reply.parent_id {
+            by_parent.entry(parent.as_str()).or_default().push(reply);
+        }
+    }
+    for top in &page.top {
+        let replies = by_parent.get(top.comment_id.as_str()).map_or(&[][..], Vec::as_slice);
+        push_comment(out, top, Some(replies), first);
+    }
+}
+
+/// What the stream wrote: the top-level comments, and the position of the last one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Written {
+    pub top_level: i64,
+    pub last_position: Option<i64>,
+}
+
+enum Step {
+    Prefix,
+    Chunks,
+    Suffix,
+    Done,
+}
+
+struct State<F> {
+    db: Db,
+    job_id: Option<String>,
+    query: Query,
+    prefix: Option<String>,
+    suffix: Option<F>,
+    written: Written,
+    first: bool,
+    step: Step,
+}
+
+/// `prefix`, then the comments of `job_id`'s scrape that `query` selects (none without a
+/// scrape) as the elements of a JSON array, then `suffix(written)`. The prefix ends with `[`
+/// and the suffix starts with `]`. A database failure after the answer has started can only
+/// end it early: the client sees a truncated body (and the log says why).
+pub fn comments<F>(
+    db: Db,
+    job_id: Option<String>,
+    query: Query,
+    prefix: String,
+    suffix: F,
+) -> impl Stream<Item = Result<Bytes, actix_web::Error>> + 'static
+where
+    F: FnOnce(Written) -> String + 'static,
+{
+    let state = State {
+        db,
+        job_id,
+        query,
+        prefix: Some(prefix),
+        suffix: Some(suffix),
+        written: Written::default(),
+        first: true,
+        step: Step::Prefix,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            match st.step {
+                Step::Prefix => {
+                    st.step = Step::Chunks;
+                    return Some((Ok(Bytes::from(st.prefix.take().unwrap_or_default())), st));
+                }
+                Step::Chunks => {
+                    let remaining = st.query.limit - st.written.top_level;
+                    let Some(job_id) = st.job_id.as_deref().filter(|_| remaining > 0) else {
+                        st.step = Step::Suffix;
+                        continue;
+                    };
+                    let chunk = Query {
+                        limit: remaining.min(CHUNK),
+                        from: next_from(&st.query, st.written),
+                        ..st.query.clone()
+                    };
+                    let page = match breakdown::page(&st.db, job_id, &chunk).await {
+                        Ok(page) => page,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reading comments failed mid-answer; the answer ends early");
+                            st.step = Step::Done;
+                            return Some((Err(actix_web::error::ErrorServiceUnavailable("database unavailable")), st));
+                        }
+                    };
+                    let mut out = Vec::with_capacity(page.top.len() * 600);
+                    write_page(&mut out, &page, &mut st.first);
+                    st.written.top_level += page.top.len() as i64;
+                    st.written.last_position = page.top.last().map(|r| r.position).or(st.written.last_position);
+                    if (page.top.len() as i64) < chunk.limit {
+                        st.step = Step::Suffix;
+                    }
+                    if !out.is_empty() {
+                        return Some((Ok(Bytes::from(out)), st));
+                    }
+                }
+                Step::Suffix => {
+                    st.step = Step::Done;
+                    let suffix = st.suffix.take().map(|f| f(st.written)).unwrap_or_default();
+                    return Some((Ok(Bytes::from(suffix)), st));
+                }
+                Step::Done => return None,
+            }
+        }
+    })
+}
+
+/// Where the next chunk starts: after the last position in platform order, else after the
+/// comments already written.
+fn next_from(query: &Query, written: Written) -> Option<From> {
+    match (query.from, query.sort) {
+        (Some(From::Offset(n)), _) => Some(From::Offset(n + written.top_level)),
+        (_, Sort::Platform) => written.last_position.map(From::Position).or(query.from),
+        (start, _) if written.top_level == 0 => start,
+        _ => Some(From::Offset(written.top_level)),
+    }
+}
+
+/// A JSON object's text without its closing `}`, to continue with more members.
+pub fn open_object(value: &serde_json::Value) -> String {
+    let mut text = value.to_string();
+    if text.ends_with('}') {
+        text.pop();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn row(position: i64, id: &str, parent: Option<&str>, body: Value, seen: Option<i64>) -> Row {
+        Row {
+            position,
+            comment_id: id.into(),
+            parent_id: parent.map(Into::into),
+            body: body.to_string(),
+            first_seen_at: seen,
+        }
+    }
+
+    /// The rendering the stream replaces: each body parsed, `first_seen_at` added, replies
+    /// nested; the reference the written JSON must equal.
+    fn parsed(page: Page) -> Vec<Value> {
+        let comment = |row: &Row| -> Option<Value> {
+            let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
+            v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
+            Some(v)
+        };
+        let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
+        for row in &page.replies {
+            if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
+                by_parent.entry(parent.clone()).or_default().push(v);
+            }
+        }
+        page.top
+            .iter()
+            .filter_map(|row| {
+                let mut v = comment(row)?;
+                let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
+                v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
+                Some(v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stored_bodies_are_nested_as_the_parsed_rendering_would() {
+        let page = Page {
+            top: vec![
+                row(0, "a", None, json!({"id": "a", "text": "first \"quoted\" }"}), Some(1_700_000_000_000)),
+                row(3, "b", None, json!({"id": "b", "text": "no replies"}), None),
+                row(5, "c", None, json!({}), None),
+            ],
+            replies: vec![
+                row(1, "a1", Some("a"), json!({"id": "a1", "text": "r1"}), Some(1_700_000_000_000)),
+                row(2, "a2", Some("a"), json!({"id": "a2", "text": "r2"}), None),
+                row(6, "c1", Some("c"), json!({"id": "c1"}), None),
+            ],
+        };
+        let mut out = b"[".to_vec();
+        let mut first = true;
+        write_page(&mut out, &page, &mut first);
+        // A second page continues the same array.
+        let more = Page { top: vec![row(9, "d", None, json!({"id": "d"}), None)], replies: vec![] };
+        write_page(&mut out, &more, &mut first);
+        out.push(b']');
+        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
+        let mut expected = parsed(page);
+        expected.extend(parsed(more));
+        assert_eq!(written, Value::Array(expected));
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_left_out() {
+        let page = Page {
+            top: vec![row(0, "a", None, json!("text"), None), row(1, "b", None, json!({"id": "b"}), None)],
+            replies: vec![],
+        };
+        let mut out = b"[".to_vec();
+        write_page(&mut out, &page, &mut true);
+        out.push(b']');
+        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(written, json!([{"id": "b", "first_seen_at": null, "replies": []}]));
+    }
+
+    #[test]
+    fn chunks_continue_where_the_last_ended() {
+        let platform = Query { limit: 10, ..Query::default() };
+        let after = Written { top_level: 3, last_position: Some(41) };
+        assert_eq!(next_from(&platform, Written::default()), None);
+        assert_eq!(next_from(&platform, after), Some(From::Position(41)));
+        let offset = Query { from: Some(From::Offset(20)), sort: Sort::Likes, ..platform.clone() };
+        assert_eq!(next_from(&offset, after), Some(From::Offset(23)));
+        let likes = Query { sort: Sort::Likes, ..platform };
+        assert_eq!(next_from(&likes, after), Some(From::Offset(3)));
+    }
+}
