@@ -37,6 +37,7 @@ fmt:
 	$(CARGO) fmt --all
 
 ## bench: release-mode benchmarks, printed and written to bench/results.md
+## (COVA_BENCH_ONLY=gateway|collect|media|export re-runs one section and replaces its rows)
 bench:
 	$(CARGO) bench -p cova --bench suite
 

@@ -52,6 +52,9 @@ pub struct TikTokConfig {
     /// Upper bound of one backoff delay.
     pub retry_max_ms: u64,
     pub comment_page_size: u32,
+    /// Top-level comment pages requested ahead of the cursor chain (the cursor is an offset);
+    /// 0 walks the chain one page after the other.
+    pub list_prefetch: usize,
     pub reply_parallelism: usize,
     pub max_redirects: u32,
     /// Upper bound of the proof-of-work search of a challenge page.
@@ -78,6 +81,7 @@ impl Default for TikTokConfig {
             retry_base_ms: 250,
             retry_max_ms: 8_000,
             comment_page_size: 50,
+            list_prefetch: 4,
             reply_parallelism: 4,
             max_redirects: 5,
             challenge_max_iterations: 5_000_000,
@@ -102,6 +106,7 @@ impl fmt::Debug for TikTokConfig {
             .field("max_retries", &self.max_retries)
             .field("retry_base_ms", &self.retry_base_ms)
             .field("comment_page_size", &self.comment_page_size)
+            .field("list_prefetch", &self.list_prefetch)
             .field("reply_parallelism", &self.reply_parallelism)
             .field("max_redirects", &self.max_redirects)
             .finish_non_exhaustive()

@@ -178,7 +178,7 @@ impl Platforms {
     ) -> Result<CollectOutcome, PlatformError> {
         let (source, parallelism): (Arc<dyn collect::CommentSource>, usize) = match post.platform {
             Platform::TikTok => (
-                Arc::new(tiktok::TikTokComments::new(self.inner.tiktok.clone(), post)),
+                Arc::new(tiktok::TikTokComments::new(self.inner.tiktok.clone(), post, max)),
                 self.inner.tiktok.reply_parallelism,
             ),
             Platform::YouTube => (

@@ -45,7 +45,8 @@ pub(crate) struct State {
     counters: Mutex<HashMap<String, u32>>,
     posts: Mutex<HashMap<String, Arc<SimPost>>>,
     /// Comments added to posts since they were generated, by post key.
-    grown: Mutex<HashMap<String, u64>>,
+    /// New top-level comments per post: (appended, posted at the top of the list).
+    grown: Mutex<HashMap<String, (u64, u64)>>,
     /// Messages sent to the fake Telegram Bot API.
     telegram: Mutex<Vec<crate::telegram::TelegramMessage>>,
     /// Requests to the fake chat-completions endpoint.
@@ -90,8 +91,9 @@ impl State {
         let expires = self.cdn_now() + crate::cdn::LINK_TTL_S;
         let generator = Gen { seed: self.cfg.seed, base: &self.base, expires };
         let mut post = make(&generator);
-        let extra = lock(&self.grown).get(&key).copied().unwrap_or(0);
-        generator.grow(&mut post, extra);
+        let (appended, on_top) = lock(&self.grown).get(&key).copied().unwrap_or((0, 0));
+        generator.grow(&mut post, appended);
+        generator.grow_on_top(&mut post, on_top);
         let post = Arc::new(post);
         let mut posts = lock(&self.posts);
         if posts.len() >= POST_CACHE {
@@ -400,11 +402,21 @@ impl SimHandle {
     /// Posts `extra` new top-level comments under a post (a decimal id is TikTok, anything else
     /// YouTube); later requests see them, as a re-scrape would.
     pub fn add_comments(&self, id: &str, extra: u64) {
+        self.grow(id, |g| g.0 += extra);
+    }
+
+    /// Posts `extra` new top-level comments at the top of the list: every comment already
+    /// there moves `extra` places down, so offsets read before name other comments after.
+    pub fn add_comments_on_top(&self, id: &str, extra: u64) {
+        self.grow(id, |g| g.1 += extra);
+    }
+
+    fn grow(&self, id: &str, change: impl FnOnce(&mut (u64, u64))) {
         let key = match id.parse::<u64>() {
             Ok(_) => format!("tiktok:{id}"),
             Err(_) => format!("youtube:{id}"),
         };
-        *lock(&self.state.grown).entry(key.clone()).or_default() += extra;
+        change(lock(&self.state.grown).entry(key.clone()).or_default());
         lock(&self.state.posts).remove(&key);
     }
 

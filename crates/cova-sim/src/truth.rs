@@ -426,10 +426,24 @@ impl Gen<'_> {
     /// New top-level comments posted after the post was first read: `extra` of them, appended
     /// in platform order with ids unlike any generated before, and counted in the metadata.
     pub fn grow(&self, post: &mut SimPost, extra: u64) {
+        let new = self.new_comments(post, extra, "grown", 500_000);
+        post.comments.extend(new);
+        post.metadata.comments += extra;
+    }
+
+    /// As [`Gen::grow`], with the new comments at the top of the list.
+    pub fn grow_on_top(&self, post: &mut SimPost, extra: u64) {
+        let new = self.new_comments(post, extra, "on-top", 900_000);
+        post.comments.splice(0..0, new);
+        post.metadata.comments += extra;
+    }
+
+    fn new_comments(&self, post: &SimPost, extra: u64, label: &str, serial_gap: u64) -> Vec<SimComment> {
+        let mut new = Vec::new();
         if extra == 0 {
-            return;
+            return new;
         }
-        let mut rng = Rng::new(self.seed, &format!("{}:{}:grown:{extra}", post.platform, post.id));
+        let mut rng = Rng::new(self.seed, &format!("{}:{}:{label}:{extra}", post.platform, post.id));
         let last_time = post.comments.iter().map(|c| c.create_time).max().unwrap_or(post.metadata.create_time);
         let base = post.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).count() as u64;
         for k in 1..=extra {
@@ -437,14 +451,13 @@ impl Gen<'_> {
                 let first: u64 =
                     post.comments.first().and_then(|c| c.id.parse().ok()).unwrap_or(7_300_000_000_000_000_000);
                 // Past every generated serial of this post (at most one per comment).
-                (first + 500_000 + base + k).to_string()
+                (first + serial_gap + base + k).to_string()
             } else {
-                format!("Ugz{}n{k:06}", post.id)
+                format!("Ugz{}{}{k:06}", post.id, if label == "grown" { "n" } else { "t" })
             };
-            let c = self.comment(&mut rng, &post.platform, id, last_time + 60 * k as i64, true);
-            post.comments.push(c);
+            new.push(self.comment(&mut rng, &post.platform, id, last_time + 60 * k as i64, true));
         }
-        post.metadata.comments += extra;
+        new
     }
 
     pub fn youtube(&self, id: &str) -> SimPost {

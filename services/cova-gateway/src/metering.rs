@@ -209,6 +209,33 @@ impl Meter {
         Ok((meter, balance))
     }
 
+    /// As [`Meter::api`] for an endpoint whose own read brings the balance (one round trip
+    /// to the database per request): spends the general request limit first and leaves the
+    /// quota headers to [`Meter::record_balance`]. A refusal reads the balance itself, so that
+    /// the 429 carries the quota headers too.
+    pub async fn api_balance_later(state: &AppState, principal: &Principal) -> Result<(Self, Decision), ApiError> {
+        let mut meter = Meter::default();
+        let limit = Limit::api(state, &principal.account_id);
+        match meter.spend(state, &limit, "").await {
+            Ok(decision) => Ok((meter, decision)),
+            Err(mut refused) => {
+                if let Ok(b) =
+                    balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()).await
+                {
+                    let mut quota = Meter::default();
+                    quota.quota(&spendable(principal, &b));
+                    refused.headers.extend(quota.headers);
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// Records the quota headers from a balance the endpoint read itself.
+    pub fn record_balance(&mut self, principal: &Principal, balance: &Balance) {
+        self.quota(&spendable(principal, balance));
+    }
+
     /// The headers of an answer refused before its limit is spent: the limit's state, read
     /// without spending, and the balance. Best effort: a backend failing here leaves headers
     /// out rather than turning a 400 into a 503.

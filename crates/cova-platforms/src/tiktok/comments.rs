@@ -3,6 +3,7 @@
 use crate::json::{bool_of, first_url, i64_of, str_of, u32_of, u64_of};
 use crate::model::{Comment, CommentAuthor, Media, rfc3339_from_unix};
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// One page of `/api/comment/list/` or `/api/comment/list/reply/`.
 #[derive(Debug)]
@@ -13,15 +14,20 @@ pub(crate) struct Envelope {
     pub cursor: Option<u64>,
     pub has_more: bool,
     pub total: Option<u64>,
+    /// Replies of top-level comments whose `reply_comment` preview holds every one of them:
+    /// no reply request is needed for those.
+    pub complete_previews: HashMap<String, Vec<Comment>>,
 }
 
 /// Parses an envelope; `comments` may be null, and `user` may carry only `uid`.
 pub(crate) fn envelope(v: &Value, parent_id: Option<&str>, keep_raw: bool) -> Envelope {
-    let comments = v
-        .get("comments")
-        .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(|c| comment(c, parent_id, keep_raw)).collect())
-        .unwrap_or_default();
+    let list = v.get("comments").and_then(Value::as_array);
+    let comments =
+        list.map(|list| list.iter().filter_map(|c| comment(c, parent_id, keep_raw)).collect()).unwrap_or_default();
+    let complete_previews = match parent_id {
+        Some(_) => HashMap::new(),
+        None => list.into_iter().flatten().filter_map(|c| complete_preview(c, keep_raw)).collect(),
+    };
     Envelope {
         status_code: v.get("status_code").and_then(i64_of).unwrap_or(0),
         status_msg: v.get("status_msg").and_then(str_of).unwrap_or_default(),
@@ -29,11 +35,23 @@ pub(crate) fn envelope(v: &Value, parent_id: Option<&str>, keep_raw: bool) -> En
         cursor: v.get("cursor").and_then(u64_of),
         has_more: v.get("has_more").and_then(bool_of).unwrap_or(false),
         total: v.get("total").and_then(u64_of),
+        complete_previews,
     }
 }
 
-/// Normalises one comment; `None` when it has no id. `reply_comment` previews are ignored: they
-/// are not the complete set of replies.
+/// The preview replies of a top-level comment when they are all of its replies: as many
+/// distinct replies as `reply_comment_total` says it has.
+fn complete_preview(c: &Value, keep_raw: bool) -> Option<(String, Vec<Comment>)> {
+    let id = c.get("cid").and_then(str_of)?;
+    let total = c.get("reply_comment_total").and_then(u64_of)?;
+    let preview = c.get("reply_comment").and_then(Value::as_array)?;
+    let replies: Vec<Comment> = preview.iter().filter_map(|r| comment(r, Some(&id), keep_raw)).collect();
+    let distinct: std::collections::HashSet<&str> = replies.iter().map(|r| r.id.as_str()).collect();
+    (total > 0 && distinct.len() as u64 == total && replies.len() == distinct.len()).then_some((id, replies))
+}
+
+/// Normalises one comment; `None` when it has no id. A `reply_comment` preview is not turned
+/// into replies here: it is usually not the complete set (see [`Envelope::complete_previews`]).
 pub(crate) fn comment(c: &Value, parent_id: Option<&str>, keep_raw: bool) -> Option<Comment> {
     let id = c.get("cid").and_then(str_of)?;
     let user = c.get("user").filter(|u| u.is_object());
@@ -145,6 +163,24 @@ mod tests {
         let n = envelope(&fixture("null"), None, false);
         assert!(n.comments.is_empty());
         assert!(!n.has_more);
+    }
+
+    #[test]
+    fn a_preview_counts_as_the_replies_only_when_it_holds_them_all() {
+        let e = envelope(&fixture("page"), None, false);
+        assert!(e.complete_previews.is_empty(), "14 replies, a shorter preview");
+        let page = serde_json::json!({"status_code": 0, "comments": [
+            {"cid": "1", "reply_comment_total": 2, "reply_comment": [{"cid": "11", "text": "a"}, {"cid": "12", "text": "b"}]},
+            {"cid": "2", "reply_comment_total": 3, "reply_comment": [{"cid": "21"}, {"cid": "22"}]},
+            {"cid": "3", "reply_comment_total": 2, "reply_comment": [{"cid": "31"}, {"cid": "31"}]},
+            {"cid": "4", "reply_comment_total": 0, "reply_comment": null}
+        ]});
+        let e = envelope(&page, None, false);
+        assert_eq!(e.complete_previews.len(), 1);
+        let replies = &e.complete_previews["1"];
+        assert_eq!(replies.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["11", "12"]);
+        assert!(replies.iter().all(|r| r.parent_id.as_deref() == Some("1")));
+        assert!(envelope(&page, Some("1"), false).complete_previews.is_empty(), "reply pages carry no previews");
     }
 
     #[test]

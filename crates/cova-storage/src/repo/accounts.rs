@@ -130,6 +130,41 @@ pub async fn get(db: &Db, id: &str) -> Result<Account> {
     Ok(with_conn!(&mut conn, |c| accounts::table.find(id).select(Account::as_select()).first(c).await)?)
 }
 
+/// What `GET /usage` shows of the account, read in one query.
+#[derive(Debug)]
+pub struct Usage {
+    pub account: Account,
+    pub balance: super::balances::Balance,
+    /// Analyses queued or in progress.
+    pub running: i64,
+}
+
+pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
+    use crate::schema::balances;
+    use cova_domain::{JobKind, JobStatus};
+    let month = cova_domain::time::month_of(now);
+    let [queued, in_progress] = JobStatus::RUNNING_STR;
+    let running = diesel::dsl::sql::<diesel::sql_types::BigInt>(&format!(
+        "(SELECT count(*) FROM jobs WHERE jobs.account_id = accounts.id AND jobs.kind = '{}' \
+         AND jobs.status IN ('{queued}', '{in_progress}'))",
+        JobKind::Analyze.as_str()
+    ));
+    let mut conn = db.conn().await?;
+    let (account, balance, running) = with_conn!(&mut conn, |c| {
+        accounts::table
+            .left_join(balances::table.on(balances::account_id.eq(accounts::id).and(balances::month.eq(month.clone()))))
+            .filter(accounts::id.eq(id))
+            .select((
+                Account::as_select(),
+                (balances::granted, balances::reserved, balances::spent).nullable(),
+                running,
+            ))
+            .first::<(Account, Option<(i64, i64, i64)>, i64)>(c)
+            .await
+    })?;
+    Ok(Usage { account, balance: super::balances::balance_of(month, now, balance), running })
+}
+
 /// Accounts in order of creation, at most `limit` after skipping `offset`.
 pub async fn list(db: &Db, limit: i64, offset: i64) -> Result<Vec<Account>> {
     let mut conn = db.conn().await?;

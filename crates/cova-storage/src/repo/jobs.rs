@@ -325,6 +325,47 @@ pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
     with_conn!(&mut conn, |c| find_job!(c, job_id))
 }
 
+/// What a poll of a job reads, in one query: the job (when it is the account's), the account's
+/// balance of the month, and whether the job's comments are its analysis' breakdown.
+#[derive(Debug)]
+pub struct Polled {
+    pub job: Job,
+    pub balance: super::balances::Balance,
+    /// The analysis of the job's post names this job as the scrape its comments come from.
+    pub current: bool,
+}
+
+pub async fn poll(db: &Db, job_id: &str, account_id: &str, now: i64) -> Result<Option<Polled>> {
+    let month = month_of(now);
+    let mut conn = db.conn().await?;
+    type Row = (JobRow, Option<(i64, i64, i64)>, Option<String>, Option<String>);
+    let row: Option<Row> = with_conn!(&mut conn, |c| {
+        jobs::table
+            .left_join(
+                balances::table.on(balances::account_id.eq(jobs::account_id).and(balances::month.eq(month.clone()))),
+            )
+            .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
+            .filter(jobs::id.eq(job_id))
+            .filter(jobs::account_id.eq(account_id))
+            .select((
+                JobRow::as_select(),
+                (balances::granted, balances::reserved, balances::spent).nullable(),
+                analyses::status.nullable(),
+                analyses::last_job_id.nullable(),
+            ))
+            .first::<Row>(c)
+            .await
+            .optional()
+    })?;
+    let Some((job, balance, analysis_status, last_job_id)) = row else {
+        return Ok(None);
+    };
+    let job = Job::try_from(job)?;
+    let current = analysis_status.as_deref() == Some(AnalysisStatus::Ready.as_str())
+        && last_job_id.as_deref() == Some(job.id.as_str());
+    Ok(Some(Polled { job, balance: super::balances::balance_of(month, now, balance), current }))
+}
+
 /// Analyses of the account that are queued or in progress.
 pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
     let mut conn = db.conn().await?;

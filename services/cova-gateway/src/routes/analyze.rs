@@ -14,7 +14,6 @@ use cova_domain::JobStatus;
 use cova_domain::limits::MAX_COMMENTS_PER_POST;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::parse_url;
-use cova_storage::repo::analyses;
 use cova_storage::repo::breakdown::{From, Query};
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use serde::Deserialize;
@@ -137,23 +136,26 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         Ok((limit, after))
     })
     .await?;
-    let (meter, _) = Meter::api(&state, &principal).await?;
+    // One read for the job, the balance of the quota headers and whether the comments are
+    // still the analysis' (a later scrape, the analysis' expiry or its removal releases them).
+    let (mut meter, _) = Meter::api_balance_later(&state, &principal).await?;
     let db = &state.backends.db;
-    let job = jobs::get_for_account(db, &path, &principal.account_id)
+    let polled = jobs::poll(db, &path, &principal.account_id, state.backends.clock.now_ms())
         .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?
-        // AI jobs answer at /ai/jobs/{id}.
-        .filter(|j| j.kind == cova_domain::JobKind::Analyze)
-        .ok_or_else(|| meter.fail(ApiError::not_found("No such job.")))?;
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let Some(jobs::Polled { job, balance, current }) = polled else {
+        meter.balance(&state, &principal).await?;
+        return Err(meter.fail(ApiError::not_found("No such job.")).into());
+    };
+    meter.record_balance(&principal, &balance);
+    // AI jobs answer at /ai/jobs/{id}.
+    if job.kind != cova_domain::JobKind::Analyze {
+        return Err(meter.fail(ApiError::not_found("No such job.")).into());
+    }
     let body = views::job(&job, None);
     if job.status != JobStatus::Complete {
         return Ok(meter.json(HttpResponse::Ok(), &body));
     }
-    // A later scrape of the post, its expiry or its removal released these comments.
-    let analysis = analyses::get(db, &principal.account_id, &job.r#ref)
-        .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    let current = analysis.as_ref().and_then(|a| a.breakdown_job()) == Some(job.id.as_str());
     let query = Query { from: after.map(From::Position), limit, ..Query::default() };
     // The result's members, then its comments streamed from their stored bodies.
     let head = json!({

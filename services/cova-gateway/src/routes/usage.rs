@@ -7,28 +7,24 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use cova_cache::Op;
 use cova_domain::limits::{MAX_ACTIVE_TOKENS, MAX_COMMENTS_PER_POST, MAX_RUNNING_ANALYSES, METADATA};
 use cova_domain::time::rfc3339;
-use cova_storage::repo::{accounts, jobs};
+use cova_storage::repo::accounts;
 use serde_json::json;
 
 /// `GET /api/v1/usage`: any valid token. The comment balance of the current month, and the
 /// state of every limit that applies to the account.
 pub async fn get_usage(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
-    let (meter, balance) = Meter::api(&state, &principal).await?;
-    let db = &state.backends.db;
-    let (metadata_limit, api_limit) =
-        (Limit::metadata(&principal.account_id), Limit::api(&state, &principal.account_id));
-    let (account, running, metadata, requests) = tokio::join!(
-        accounts::get(db, &principal.account_id),
-        jobs::count_running(db, &principal.account_id),
+    let (mut meter, requests) = Meter::api_balance_later(&state, &principal).await?;
+    let metadata_limit = Limit::metadata(&principal.account_id);
+    // One read of the database (account, balance, running analyses) beside the metadata window.
+    let (usage, metadata) = tokio::join!(
+        accounts::usage(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()),
         metadata_limit.apply(&state, Op::Peek),
-        api_limit.apply(&state, Op::Peek),
     );
-    let fail = |e| meter.fail(e);
-    let account = account.map_err(backend_errors::storage).map_err(fail)?;
-    let running = running.map_err(backend_errors::storage).map_err(fail)?;
-    let metadata = metadata.map_err(backend_errors::cache).map_err(fail)?;
-    let requests = requests.map_err(backend_errors::cache).map_err(fail)?;
+    let accounts::Usage { account, balance, running } =
+        usage.map_err(backend_errors::storage).map_err(|e| meter.fail(e))?;
+    meter.record_balance(&principal, &balance);
+    let metadata = metadata.map_err(backend_errors::cache).map_err(|e| meter.fail(e))?;
     let body = json!({
         "account": {"id": account.id, "email": account.email},
         "comments": {
