@@ -232,20 +232,30 @@ async fn tiktok_pages_ahead_bring_the_same_comments_as_the_chain() {
     }
 }
 
-/// Comments posted at the end of the list while it is being read are collected too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiktok_collection_sees_comments_posted_while_it_runs() {
+/// Collects `post` (5 ms per platform request) while `post_comments` changes it, once ten
+/// top-level pages have been asked for.
+async fn collect_while_posting(
+    post: &PostRef,
+    post_comments: impl FnOnce(&SimHandle),
+) -> (SimHandle, CollectOutcome, Vec<Comment>) {
     let (sim, p) = setup(SimConfig { latency_ms: 5, ..SimConfig::default() }).await;
-    let post = tiktok(S::Normal, 3000);
     let collecting = {
-        let (p, post) = (p.clone(), post.clone());
+        let post = post.clone();
         tokio::spawn(async move { collect(&p, &post, 100_000).await })
     };
     while list_requests(&sim) < 10 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    sim.add_comments(&post.id, 60);
+    post_comments(&sim);
     let (outcome, flat) = collecting.await.expect("joins").expect("collects");
+    (sim, outcome, flat)
+}
+
+/// Comments posted at the end of the list while it is being read are collected too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiktok_collection_sees_comments_posted_while_it_runs() {
+    let post = tiktok(S::Normal, 3000);
+    let (sim, outcome, flat) = collect_while_posting(&post, |sim| sim.add_comments(&post.id, 60)).await;
     let truth = sim.expected_post(&post.id);
     assert_eq!(truth.total_comments(), 3060);
     assert_complete(&truth, &outcome, flat);
@@ -256,18 +266,14 @@ async fn tiktok_collection_sees_comments_posted_while_it_runs() {
 /// there throughout is lost or repeated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiktok_collection_survives_the_list_moving() {
-    let (sim, p) = setup(SimConfig { latency_ms: 5, ..SimConfig::default() }).await;
     let post = tiktok(S::Normal, 3001);
-    let before = sim.expected_post(&post.id);
-    let collecting = {
-        let (p, post) = (p.clone(), post.clone());
-        tokio::spawn(async move { collect(&p, &post, 100_000).await })
-    };
-    while list_requests(&sim) < 10 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    sim.add_comments_on_top(&post.id, 25);
-    let (outcome, flat) = collecting.await.expect("joins").expect("collects");
+    let mut before = None;
+    let (sim, outcome, flat) = collect_while_posting(&post, |sim| {
+        before = Some(sim.expected_post(&post.id));
+        sim.add_comments_on_top(&post.id, 25);
+    })
+    .await;
+    let before = before.expect("posted");
     assert_stream_shape(&flat);
     assert_eq!(outcome.collected as usize, flat.len());
     let after = sim.expected_post(&post.id);

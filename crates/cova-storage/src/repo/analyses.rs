@@ -42,8 +42,13 @@ pub struct Analysis {
 impl Analysis {
     /// The job whose comments are the breakdown, while there is one.
     pub fn breakdown_job(&self) -> Option<&str> {
-        (self.status == AnalysisStatus::Ready).then_some(self.last_job_id.as_deref()).flatten()
+        breakdown_job(self.status, self.last_job_id.as_deref())
     }
+}
+
+/// The rule behind [`Analysis::breakdown_job`], for reads that select the two columns alone.
+pub(crate) fn breakdown_job(status: AnalysisStatus, last_job_id: Option<&str>) -> Option<&str> {
+    (status == AnalysisStatus::Ready).then_some(last_job_id).flatten()
 }
 
 #[derive(Debug, Clone, Queryable, Selectable)]

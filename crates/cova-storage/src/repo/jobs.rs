@@ -361,8 +361,11 @@ pub async fn poll(db: &Db, job_id: &str, account_id: &str, now: i64) -> Result<O
         return Ok(None);
     };
     let job = Job::try_from(job)?;
-    let current = analysis_status.as_deref() == Some(AnalysisStatus::Ready.as_str())
-        && last_job_id.as_deref() == Some(job.id.as_str());
+    let current = analysis_status
+        .as_deref()
+        .and_then(AnalysisStatus::parse)
+        .and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
+        == Some(job.id.as_str());
     Ok(Some(Polled { job, balance: super::balances::balance_of(month, now, balance), current }))
 }
 
