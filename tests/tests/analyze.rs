@@ -469,12 +469,16 @@ async fn jobs_sharing_a_small_balance_never_overdraw_it_and_report_truncation() 
     let (account, token) = app.integrator().await;
     app.grant(&account, 100).await;
     let client = app.client(Some(&token));
+    // All three are accepted before any learns its post's size (and holds for it): the
+    // platform answers nothing until they are.
+    app.sim.pause();
     let mut ids = Vec::new();
     for n in [60, 61, 62] {
         let reply = client.analyze(&tiktok_url(TikTokScenario::Normal, n), None).await;
         assert_eq!(reply.status, 202);
         ids.push(reply.ok()["job_id"].as_str().expect("id").to_owned());
     }
+    app.sim.resume();
     let mut collected = 0;
     let mut truncated = 0;
     for (id, size) in ids.iter().zip([60, 61, 62]) {

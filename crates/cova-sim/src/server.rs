@@ -39,6 +39,8 @@ pub(crate) struct State {
     pub cfg: SimConfig,
     pub base: String,
     latency_ms: AtomicU64,
+    /// Whether answers flow; a paused simulator holds them ([`SimHandle::pause`]).
+    open: tokio::sync::watch::Sender<bool>,
     /// Seconds the CDN's clock is ahead of the wall clock ([`SimHandle::expire_cdn_links`]).
     cdn_ahead_s: AtomicI64,
     requests: Mutex<Vec<RecordedRequest>>,
@@ -68,6 +70,7 @@ impl State {
     fn new(cfg: SimConfig, base: String) -> Self {
         Self {
             latency_ms: AtomicU64::new(cfg.latency_ms),
+            open: tokio::sync::watch::Sender::new(true),
             cdn_ahead_s: AtomicI64::new(0),
             cfg,
             base,
@@ -211,6 +214,8 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
     if latency > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(latency)).await;
     }
+    // A closed gate only waits; the sender lives as long as the state, so this cannot fail.
+    let _ = state.open.subscribe().wait_for(|open| *open).await;
     if r.method == "POST" && r.path == crate::llm::PATH {
         let (answer, delay) = crate::llm::handle(&r.headers, &r.body, &mut lock(&state.llm));
         if delay > 0 {
@@ -418,6 +423,16 @@ impl SimHandle {
         };
         change(lock(&self.state.grown).entry(key.clone()).or_default());
         lock(&self.state.posts).remove(&key);
+    }
+
+    /// Holds every answer (but the OTLP collector's) until [`SimHandle::resume`]: a test can act while
+    /// collections are known to be waiting on the platform, whatever the machine's speed.
+    pub fn pause(&self) {
+        self.state.open.send_replace(false);
+    }
+
+    pub fn resume(&self) {
+        self.state.open.send_replace(true);
     }
 
     pub fn set_latency_ms(&self, ms: u64) {

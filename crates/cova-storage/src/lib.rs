@@ -12,7 +12,7 @@ pub mod schema;
 pub mod testing;
 
 pub use error::StorageError;
-pub use pool::{Db, DbConn};
+pub use pool::{Db, DbConn, ReadConn};
 pub use repo::accounts::Account;
 pub use repo::balances::{Balance, Reservation};
 pub use repo::tokens::{NewToken, TokenRecord};

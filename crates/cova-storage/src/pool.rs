@@ -3,13 +3,37 @@ use cova_config::{DatabaseBackend, DatabaseConfig};
 use diesel::sqlite::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use std::time::Duration;
 
 pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+/// A SQLite connection for short reads on hot paths ([`Db::read_conn`]).
+pub type SqliteReadConn = SyncConnectionWrapper<SqliteConnection, Inline>;
+
+/// Runs a SQLite statement on the calling thread. Each trip to tokio's blocking pool costs two
+/// thread wake-ups, more than a short indexed read itself; the read pool's connections
+/// (`query_only`, and in WAL mode never waiting for the writer) run theirs here.
+pub struct Inline;
+
+impl SpawnBlocking for Inline {
+    fn spawn_blocking<'a, R>(
+        &mut self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> BoxFuture<'a, std::result::Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
+    where
+        R: Send + 'static,
+    {
+        futures::future::ready(Ok(task())).boxed()
+    }
+
+    fn get_runtime() -> Self {
+        Inline
+    }
+}
 
 /// One set of migrations in portable SQL, run on either database.
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
@@ -31,7 +55,11 @@ macro_rules! build_pool {
 #[derive(Clone)]
 enum Inner {
     Pg(Pool<AsyncPgConnection>),
-    Sqlite(Pool<SqliteConn>),
+    /// Every statement, and reads that are short and hot ([`Db::read_conn`]).
+    Sqlite {
+        all: Pool<SqliteConn>,
+        reads: Pool<SqliteReadConn>,
+    },
 }
 
 /// A connection pool over either database. Cheap to clone.
@@ -49,6 +77,13 @@ pub enum DbConn {
     Sqlite(Object<SqliteConn>),
 }
 
+/// A connection for short reads ([`Db::read_conn`]); see [`with_read_conn!`](crate::with_read_conn).
+#[allow(clippy::large_enum_variant)]
+pub enum ReadConn {
+    Pg(Object<AsyncPgConnection>),
+    Sqlite(Object<SqliteReadConn>),
+}
+
 /// Runs `$body` with `$c` bound to `&mut` the concrete connection; the body is compiled once per backend.
 #[macro_export]
 macro_rules! with_conn {
@@ -60,6 +95,23 @@ macro_rules! with_conn {
             }
             $crate::DbConn::Sqlite(obj) => {
                 let $c: &mut $crate::pool::SqliteConn = &mut *obj;
+                $body
+            }
+        }
+    };
+}
+
+/// As [`with_conn!`] for a [`ReadConn`]: no transactions and, on SQLite, no writes.
+#[macro_export]
+macro_rules! with_read_conn {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::ReadConn::Pg(obj) => {
+                let $c: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
+                $body
+            }
+            $crate::ReadConn::Sqlite(obj) => {
+                let $c: &mut $crate::pool::SqliteReadConn = &mut *obj;
                 $body
             }
         }
@@ -129,6 +181,35 @@ macro_rules! claim_rows {
     }};
 }
 
+/// Connections to the SQLite file at `url`, running statements on `S`; `pragmas` follow the
+/// common ones.
+fn sqlite_manager<S>(
+    url: &str,
+    busy_ms: u64,
+    pragmas: &'static str,
+) -> AsyncDieselConnectionManager<SyncConnectionWrapper<SqliteConnection, S>>
+where
+    S: SpawnBlocking + Send + 'static,
+{
+    let mut mc = ManagerConfig::<SyncConnectionWrapper<SqliteConnection, S>>::default();
+    mc.custom_setup = Box::new(move |path| {
+        let path = path.to_owned();
+        async move {
+            let conn = <SqliteConnection as diesel::Connection>::establish(&path)?;
+            let mut conn = SyncConnectionWrapper::with_runtime(conn, S::get_runtime());
+            conn.batch_execute(&format!(
+                "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
+                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;{pragmas}"
+            ))
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    AsyncDieselConnectionManager::new_with_config(url, mc)
+}
+
 impl Db {
     /// Builds the pool; connections are opened lazily, so a database that is down now
     /// makes requests answer 503 until it returns, instead of stopping the process.
@@ -161,24 +242,16 @@ impl Db {
                     std::fs::create_dir_all(dir)
                         .map_err(|e| StorageError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
                 }
+                let url = path.to_string_lossy().into_owned();
                 let busy = cfg.statement_timeout_ms;
-                let mut mc = ManagerConfig::<SqliteConn>::default();
-                mc.custom_setup = Box::new(move |path| {
-                    let path = path.to_owned();
-                    async move {
-                        let mut conn = SqliteConn::establish(&path).await?;
-                        conn.batch_execute(&format!(
-                            "PRAGMA busy_timeout = {busy}; PRAGMA journal_mode = WAL; \
-                             PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
-                        ))
-                        .await
-                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                        Ok(conn)
-                    }
-                    .boxed()
-                });
-                let mgr = AsyncDieselConnectionManager::new_with_config(path.to_string_lossy().into_owned(), mc);
-                Inner::Sqlite(build_pool!(mgr, cfg.pool_size, wait, connect_timeout)?)
+                let all = sqlite_manager::<_>(&url, busy, "");
+                // A read on the calling thread must not wait long: in WAL mode readers wait
+                // only while a crashed writer's log is recovered.
+                let reads = sqlite_manager::<Inline>(&url, busy.min(1_000), " PRAGMA query_only = ON;");
+                Inner::Sqlite {
+                    all: build_pool!(all, cfg.pool_size, wait, connect_timeout)?,
+                    reads: build_pool!(reads, cfg.pool_size, wait, connect_timeout)?,
+                }
             }
         };
         Ok(Self { inner, url: cfg.url.clone() })
@@ -191,14 +264,26 @@ impl Db {
     pub fn backend_name(&self) -> &'static str {
         match self.inner {
             Inner::Pg(_) => "postgres",
-            Inner::Sqlite(_) => "sqlite",
+            Inner::Sqlite { .. } => "sqlite",
         }
     }
 
     pub async fn conn(&self) -> Result<DbConn> {
         match &self.inner {
             Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(|e| pool_error(e, &self.url)),
-            Inner::Sqlite(p) => p.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url)),
+            Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url)),
+        }
+    }
+
+    /// A connection for a short read on a hot path (a poll, `/usage`, a page of comments). On
+    /// SQLite it runs statements on the calling thread and refuses writes; on PostgreSQL it is
+    /// [`Db::conn`].
+    pub async fn read_conn(&self) -> Result<ReadConn> {
+        match &self.inner {
+            Inner::Pg(p) => p.get().await.map(ReadConn::Pg).map_err(|e| pool_error(e, &self.url)),
+            Inner::Sqlite { reads, .. } => {
+                reads.get().await.map(ReadConn::Sqlite).map_err(|e| pool_error(e, &self.url))
+            }
         }
     }
 
@@ -212,7 +297,7 @@ impl Db {
     /// Creates or upgrades the schema; idempotent.
     pub async fn migrate(&self) -> Result<()> {
         let url = self.url.clone();
-        let sqlite = matches!(self.inner, Inner::Sqlite(_));
+        let sqlite = matches!(self.inner, Inner::Sqlite { .. });
         tokio::task::spawn_blocking(move || -> Result<()> {
             if sqlite {
                 let path = url.trim_start_matches("sqlite://");
@@ -276,5 +361,19 @@ mod tests {
     fn placeholders_are_numbered_for_postgres() {
         assert_eq!(super::bind_params(true, "a = ? AND b = ?"), "a = $1 AND b = $2");
         assert_eq!(super::bind_params(false, "a = ?"), "a = ?");
+    }
+
+    /// The build sets `SQLITE_ENABLE_QPSG` (`.cargo/config.toml`): without it every query with
+    /// a bound LIMIT is compiled again on each run.
+    #[test]
+    fn sqlite_is_built_with_the_query_planner_stability_guarantee() {
+        use diesel::Connection;
+        use diesel::RunQueryDsl;
+        let mut conn = diesel::sqlite::SqliteConnection::establish(":memory:").expect("in-memory SQLite");
+        let used: i32 =
+            diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>("sqlite_compileoption_used('ENABLE_QPSG')"))
+                .get_result(&mut conn)
+                .expect("compile options");
+        assert_eq!(used, 1, "LIBSQLITE3_FLAGS=-DSQLITE_ENABLE_QPSG did not reach the SQLite build");
     }
 }

@@ -124,8 +124,10 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Every byte the server writes passes here (a 5,000-comment result is 3.6 MB): a vectorised
+/// substring search keeps that scan a small fraction of the write.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 impl<T: AsyncWrite + Unpin> CannedAnswers<T> {

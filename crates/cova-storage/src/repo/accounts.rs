@@ -1,5 +1,5 @@
 use crate::schema::accounts;
-use crate::{Db, Result, StorageError, with_conn};
+use crate::{Db, Result, StorageError, with_conn, with_read_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
@@ -149,8 +149,8 @@ pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
          AND jobs.status IN ('{queued}', '{in_progress}'))",
         JobKind::Analyze.as_str()
     ));
-    let mut conn = db.conn().await?;
-    let (account, balance, running) = with_conn!(&mut conn, |c| {
+    let mut conn = db.read_conn().await?;
+    let (account, balance, running) = with_read_conn!(&mut conn, |c| {
         accounts::table
             .left_join(balances::table.on(balances::account_id.eq(accounts::id).and(balances::month.eq(month.clone()))))
             .filter(accounts::id.eq(id))

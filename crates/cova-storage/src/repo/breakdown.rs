@@ -3,7 +3,7 @@
 //! comment bodies are handed out as they are.
 
 use crate::schema::job_comments;
-use crate::{Db, Result, with_conn};
+use crate::{Db, Result, with_conn, with_read_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -107,8 +107,8 @@ macro_rules! filters {
 }
 
 pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
+    let mut conn = db.read_conn().await?;
+    with_read_conn!(&mut conn, |c| {
         let columns = COLUMNS;
         // With a filter: the parents of matching replies are listed too.
         let mut parents_of_matches: Vec<String> = Vec::new();

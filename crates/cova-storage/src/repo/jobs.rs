@@ -9,7 +9,7 @@ use crate::schema::{
     accounts, ai_consents, ai_jobs, ai_quotes, analyses, balances, idempotency_keys, job_comments, job_leases, jobs,
     reservations,
 };
-use crate::{Db, Result, in_transaction, with_conn};
+use crate::{Db, Result, in_transaction, with_conn, with_read_conn};
 use cova_domain::limits::{self, MAX_RUNNING_ANALYSES, hold};
 use cova_domain::time::month_of;
 use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
@@ -337,9 +337,9 @@ pub struct Polled {
 
 pub async fn poll(db: &Db, job_id: &str, account_id: &str, now: i64) -> Result<Option<Polled>> {
     let month = month_of(now);
-    let mut conn = db.conn().await?;
+    let mut conn = db.read_conn().await?;
     type Row = (JobRow, Option<(i64, i64, i64)>, Option<String>, Option<String>);
-    let row: Option<Row> = with_conn!(&mut conn, |c| {
+    let row: Option<Row> = with_read_conn!(&mut conn, |c| {
         jobs::table
             .left_join(
                 balances::table.on(balances::account_id.eq(jobs::account_id).and(balances::month.eq(month.clone()))),
