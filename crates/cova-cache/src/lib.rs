@@ -24,6 +24,24 @@ pub enum CacheError {
 
 pub type Result<T> = std::result::Result<T, CacheError>;
 
+/// One read of a [`Cache::batch`].
+#[derive(Debug, Clone, Copy)]
+pub enum Read<'a> {
+    /// Spends `cost` units of `rate` on `key` (0 only reads), as [`Cache::rate_limit`].
+    Rate { key: &'a str, rate: Rate, cost: u32 },
+    /// Applies `op` to the window of `key`, as [`Cache::window`].
+    Window { key: &'a str, window: Window, op: Op<'a> },
+    /// The stamped value of `key`, as [`Cache::get_stamped`].
+    Stamped { key: &'a str },
+}
+
+/// The answer to one [`Read`], in the same place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Decision(Decision),
+    Value(Option<Vec<u8>>),
+}
+
 #[derive(Clone)]
 enum Backend {
     Memory(memory::MemoryCache),
@@ -131,6 +149,90 @@ impl Cache {
         match &self.backend {
             Backend::Memory(m) => Ok(m.window(&key, window, op)),
             Backend::Redis(r) => self.bounded(r.window(&key, window, op)).await,
+        }
+    }
+
+    /// Several reads in one round trip (one pipeline on Redis), answered in order. Keys are
+    /// the caller's, as for the single calls.
+    pub async fn batch(&self, reads: &[Read<'_>]) -> Result<Vec<Reply>> {
+        let keys: Vec<String> = reads
+            .iter()
+            .map(|r| match r {
+                Read::Rate { key, .. } => self.key(&format!("rl:{key}")),
+                Read::Window { key, .. } => self.key(&format!("wl:{key}")),
+                Read::Stamped { key } => self.key(key),
+            })
+            .collect();
+        let reads: Vec<Read<'_>> = reads
+            .iter()
+            .zip(&keys)
+            .map(|(r, key)| match *r {
+                Read::Rate { rate, cost, .. } => Read::Rate { key, rate, cost },
+                Read::Window { window, op, .. } => Read::Window { key, window, op },
+                Read::Stamped { .. } => Read::Stamped { key },
+            })
+            .collect();
+        match &self.backend {
+            Backend::Memory(m) => Ok(reads
+                .iter()
+                .map(|r| match *r {
+                    Read::Rate { key, rate, cost } => Reply::Decision(m.gcra(key, rate, i64::from(cost))),
+                    Read::Window { key, window, op } => Reply::Decision(m.window(key, window, op)),
+                    Read::Stamped { key } => Reply::Value(m.get_stamped(key)),
+                })
+                .collect()),
+            Backend::Redis(r) => self.bounded(r.batch(&reads)).await,
+        }
+    }
+
+    // Stamped values: a copy of state that lives elsewhere (a database row), kept current by
+    // the writers of that state. A writer, once its change is committed, takes a stamp and then
+    // reads the state; a reader that finds no value takes the current stamp and then reads it.
+    // Either stores what it read under its stamp, and a value is stored only while no later
+    // stamp was handed out: whatever order the puts arrive in, a stored value was read after
+    // the last change that took a stamp. A writer whose stamp finds no value held may skip the
+    // read: the next reader stores one.
+
+    /// Hands out the next stamp of `key` (a writer, after its change committed), and whether a
+    /// value is held. A new entry expires after `ttl`; an existing one keeps its expiry.
+    pub async fn stamp(&self, key: &str, ttl: Duration) -> Result<(u64, bool)> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.stamp(&key, ttl)),
+            Backend::Redis(r) => self.bounded(r.stamp(&key, ttl)).await,
+        }
+    }
+
+    /// The last stamp handed out for `key` (0 for none): what a reader that found no value
+    /// stores what it reads under.
+    pub async fn current_stamp(&self, key: &str) -> Result<u64> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.current_stamp(&key)),
+            Backend::Redis(r) => self.bounded(r.current_stamp(&key)).await,
+        }
+    }
+
+    /// Stores `value` read under `stamp` for `ttl`, unless a later stamp was handed out; true
+    /// when stored.
+    pub async fn put_stamped(&self, key: &str, stamp: u64, value: &[u8], ttl: Duration) -> Result<bool> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.put_stamped(&key, stamp, value, ttl)),
+            Backend::Redis(r) => self.bounded(r.put_stamped(&key, stamp, value, ttl)).await,
+        }
+    }
+
+    pub async fn get_stamped(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.get_stamped(&key)),
+            Backend::Redis(r) => {
+                self.bounded(r.batch(&[Read::Stamped { key: &key }])).await.map(|mut replies| match replies.pop() {
+                    Some(Reply::Value(v)) => v,
+                    _ => None,
+                })
+            }
         }
     }
 

@@ -12,6 +12,11 @@ enum Value {
     Bytes(Vec<u8>),
     Tat(i64),
     Log(Log),
+    /// A stamped value: the last stamp handed out, and the value.
+    Stamped {
+        next: u64,
+        held: Option<Vec<u8>>,
+    },
 }
 
 struct Entry {
@@ -76,6 +81,53 @@ impl MemoryCache {
         self.lock().entries.remove(key);
     }
 
+    /// The entry's expiry when it is live, else `now + ttl` (a new entry).
+    fn expiry(state: &State, key: &str, now: Instant, ttl: Duration) -> Instant {
+        state.entries.get(key).filter(|e| e.expires > now).map_or(now + ttl, |e| e.expires)
+    }
+
+    pub fn stamp(&self, key: &str, ttl: Duration) -> (u64, bool) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let expires = Self::expiry(&state, key, now, ttl);
+        let (next, held) = match Self::live(&state, key, now) {
+            Some(Value::Stamped { next, held }) => (next + 1, held),
+            _ => (1, None),
+        };
+        let is_held = held.is_some();
+        Self::insert(&mut state, key, Value::Stamped { next, held }, expires - now, now);
+        (next, is_held)
+    }
+
+    pub fn current_stamp(&self, key: &str) -> u64 {
+        match Self::live(&self.lock(), key, Instant::now()) {
+            Some(Value::Stamped { next, .. }) => next,
+            _ => 0,
+        }
+    }
+
+    pub fn put_stamped(&self, key: &str, stamp: u64, value: &[u8], ttl: Duration) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock();
+        if let Some(Value::Stamped { next, .. }) = Self::live(&state, key, now)
+            && next > stamp
+        {
+            return false;
+        }
+        Self::insert(&mut state, key, Value::Stamped { next: stamp, held: Some(value.to_vec()) }, ttl, now);
+        true
+    }
+
+    pub fn get_stamped(&self, key: &str) -> Option<Vec<u8>> {
+        let state = self.lock();
+        match state.entries.get(key) {
+            Some(Entry { value: Value::Stamped { held: Some(v), .. }, expires }) if *expires > Instant::now() => {
+                Some(v.clone())
+            }
+            _ => None,
+        }
+    }
+
     pub fn window(&self, key: &str, limit: Window, op: Op<'_>) -> Decision {
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let now = Instant::now();
@@ -111,6 +163,34 @@ impl MemoryCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_read_before_the_last_stamp_is_never_stored() {
+        let c = MemoryCache::default();
+        let ttl = Duration::from_secs(5);
+        // A reader that found nothing takes the current stamp (0) before reading the source.
+        let reader = c.current_stamp("k");
+        let (w1, held) = c.stamp("k", ttl);
+        assert_eq!((reader, w1, held), (0, 1, false));
+        let (w2, _) = c.stamp("k", ttl);
+        assert!(!c.put_stamped("k", reader, b"zero", ttl), "read before both changes");
+        assert!(!c.put_stamped("k", w1, b"one", ttl), "read before the second change");
+        assert!(c.put_stamped("k", w2, b"two", ttl));
+        assert_eq!(c.get_stamped("k").as_deref(), Some(&b"two"[..]));
+        // Equal stamps: both were read after the same last change; either may stand.
+        assert!(c.put_stamped("k", w2, b"two again", ttl));
+        assert_eq!(c.stamp("k", ttl), (3, true));
+    }
+
+    #[test]
+    fn stamps_restart_with_their_entry_after_expiry() {
+        let c = MemoryCache::default();
+        assert!(c.put_stamped("k", 7, b"v", Duration::from_millis(20)));
+        assert_eq!(c.stamp("k", Duration::from_secs(1)), (8, true));
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(c.get_stamped("k"), None, "expired with its entry");
+        assert_eq!(c.current_stamp("k"), 0);
+    }
 
     #[test]
     fn ttl_and_set_nx() {

@@ -4,7 +4,7 @@
 use crate::Window;
 use crate::gcra::{Decision, Rate};
 use crate::window::Op;
-use crate::{CacheError, Result};
+use crate::{CacheError, Read, Reply, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 use std::sync::Arc;
@@ -82,6 +82,24 @@ local newest = leaves(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES'))
 return {allowed, count, oldest, newest}
 "#;
 
+/// Stamped values (see `Cache::stamp`) are hashes: `n` the last stamp handed out, `v` the
+/// value. ARGV: ttl_ms. Returns {the new stamp, 1 when a value is held}; a new hash expires
+/// after ttl_ms, an existing one keeps its expiry (a writer that dies here prolongs nothing).
+const STAMP_LUA: &str = r#"
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {n, redis.call('HEXISTS', KEYS[1], 'v')}
+"#;
+
+/// ARGV: stamp, value, ttl_ms. Stores the value only when no later stamp was handed out.
+const PUT_STAMPED_LUA: &str = r#"
+local stamp = tonumber(ARGV[1])
+if tonumber(redis.call('HGET', KEYS[1], 'n') or '0') > stamp then return 0 end
+redis.call('HSET', KEYS[1], 'n', stamp, 'v', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"#;
+
 #[derive(Clone)]
 pub(crate) struct RedisCache {
     client: redis::Client,
@@ -89,10 +107,39 @@ pub(crate) struct RedisCache {
     conn: Arc<Mutex<Option<ConnectionManager>>>,
     script: Arc<Script>,
     window_script: Arc<Script>,
+    stamp_script: Arc<Script>,
+    put_stamped_script: Arc<Script>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> CacheError {
     CacheError::Unavailable(e.to_string())
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    ttl.as_millis().max(1) as u64
+}
+
+fn gcra_decision(rate: Rate, (allowed, remaining, retry_us, reset_us): (i64, i64, i64, i64)) -> Decision {
+    Decision {
+        allowed: allowed == 1,
+        limit: rate.limit,
+        remaining: remaining.clamp(0, i64::from(rate.limit)) as u32,
+        retry_after: Duration::from_micros(retry_us.max(0) as u64),
+        reset_after: Duration::from_micros(reset_us.max(0) as u64),
+    }
+}
+
+fn window_args(op: Op<'_>) -> (&'static str, &str) {
+    match op {
+        Op::Hit(m) => ("hit", m),
+        Op::Peek => ("peek", ""),
+        Op::Undo(m) => ("undo", m),
+    }
+}
+
+fn window_decision(window: Window, (allowed, count, oldest, newest): (i64, i64, i64, i64)) -> Decision {
+    let count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
+    crate::window::decision(allowed == 1, window.limit, count, oldest, newest)
 }
 
 impl RedisCache {
@@ -104,6 +151,8 @@ impl RedisCache {
             conn: Arc::default(),
             script: Arc::new(Script::new(GCRA_LUA)),
             window_script: Arc::new(Script::new(WINDOW_LUA)),
+            stamp_script: Arc::new(Script::new(STAMP_LUA)),
+            put_stamped_script: Arc::new(Script::new(PUT_STAMPED_LUA)),
         })
     }
 
@@ -152,7 +201,7 @@ impl RedisCache {
 
     pub async fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Result<Decision> {
         let mut conn = self.conn().await?;
-        let (allowed, remaining, retry_us, reset_us): (i64, i64, i64, i64) = self
+        let reply: (i64, i64, i64, i64) = self
             .script
             .key(key)
             .arg(rate.interval_us())
@@ -162,23 +211,13 @@ impl RedisCache {
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        Ok(Decision {
-            allowed: allowed == 1,
-            limit: rate.limit,
-            remaining: remaining.clamp(0, i64::from(rate.limit)) as u32,
-            retry_after: Duration::from_micros(retry_us.max(0) as u64),
-            reset_after: Duration::from_micros(reset_us.max(0) as u64),
-        })
+        Ok(gcra_decision(rate, reply))
     }
 
     pub async fn window(&self, key: &str, window: Window, op: Op<'_>) -> Result<Decision> {
-        let (name, member) = match op {
-            Op::Hit(m) => ("hit", m),
-            Op::Peek => ("peek", ""),
-            Op::Undo(m) => ("undo", m),
-        };
+        let (name, member) = window_args(op);
         let mut conn = self.conn().await?;
-        let (allowed, count, oldest, newest): (i64, i64, i64, i64) = self
+        let reply: (i64, i64, i64, i64) = self
             .window_script
             .key(key)
             .arg(window.period.as_millis() as u64)
@@ -188,8 +227,95 @@ impl RedisCache {
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        let count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
-        Ok(crate::window::decision(allowed == 1, window.limit, count, oldest, newest))
+        Ok(window_decision(window, reply))
+    }
+
+    pub async fn stamp(&self, key: &str, ttl: Duration) -> Result<(u64, bool)> {
+        let mut conn = self.conn().await?;
+        let (n, held): (i64, i64) =
+            self.stamp_script.key(key).arg(ttl_ms(ttl)).invoke_async(&mut conn).await.map_err(unavailable)?;
+        Ok((n.max(0) as u64, held == 1))
+    }
+
+    pub async fn current_stamp(&self, key: &str) -> Result<u64> {
+        let n: Option<i64> = self.conn().await?.hget(key, "n").await.map_err(unavailable)?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    pub async fn put_stamped(&self, key: &str, stamp: u64, value: &[u8], ttl: Duration) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let stored: i64 = self
+            .put_stamped_script
+            .key(key)
+            .arg(stamp)
+            .arg(value)
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(stored == 1)
+    }
+
+    /// Every read in one pipeline: one round trip. The scripts are invoked by hash; a server
+    /// that does not know them (restarted, flushed) gets them loaded and the batch again.
+    pub async fn batch(&self, reads: &[Read<'_>]) -> Result<Vec<Reply>> {
+        let mut conn = self.conn().await?;
+        let mut pipe = redis::pipe();
+        for read in reads {
+            match *read {
+                Read::Rate { key, rate, cost } => {
+                    pipe.cmd("EVALSHA")
+                        .arg(self.script.get_hash())
+                        .arg(1)
+                        .arg(key)
+                        .arg(rate.interval_us())
+                        .arg(rate.tolerance_us())
+                        .arg(i64::from(cost))
+                        .arg(rate.limit);
+                }
+                Read::Window { key, window, op } => {
+                    let (name, member) = window_args(op);
+                    pipe.cmd("EVALSHA")
+                        .arg(self.window_script.get_hash())
+                        .arg(1)
+                        .arg(key)
+                        .arg(window.period.as_millis() as u64)
+                        .arg(window.limit)
+                        .arg(name)
+                        .arg(member);
+                }
+                Read::Stamped { key } => {
+                    pipe.cmd("HGET").arg(key).arg("v");
+                }
+            }
+        }
+        let values: Vec<redis::Value> = match pipe.query_async(&mut conn).await {
+            Ok(values) => values,
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.script.load_async(&mut conn).await.map_err(unavailable)?;
+                self.window_script.load_async(&mut conn).await.map_err(unavailable)?;
+                pipe.query_async(&mut conn).await.map_err(unavailable)?
+            }
+            Err(e) => return Err(unavailable(e)),
+        };
+        if values.len() != reads.len() {
+            return Err(unavailable(format!("{} replies to {} reads", values.len(), reads.len())));
+        }
+        reads
+            .iter()
+            .zip(values)
+            .map(|(read, value)| {
+                Ok(match *read {
+                    Read::Rate { rate, .. } => {
+                        Reply::Decision(gcra_decision(rate, redis::from_redis_value(value).map_err(unavailable)?))
+                    }
+                    Read::Window { window, .. } => {
+                        Reply::Decision(window_decision(window, redis::from_redis_value(value).map_err(unavailable)?))
+                    }
+                    Read::Stamped { .. } => Reply::Value(redis::from_redis_value(value).map_err(unavailable)?),
+                })
+            })
+            .collect()
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -135,3 +135,85 @@ async fn a_window_frees_a_slot_only_when_its_oldest_entry_leaves() {
     assert!(c.window("w", window, Op::Hit("d")).await.expect("a left").allowed);
     assert!(!c.window("w", window, Op::Hit("e")).await.expect("b is still in").allowed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stamped_value_is_stored_only_when_read_after_the_last_change() {
+    let c = cache();
+    let ttl = Duration::from_secs(10);
+    assert_eq!(c.get_stamped("s").await.expect("get"), None);
+    // A reader that found nothing reads the source under the current stamp.
+    let reader = c.current_stamp("s").await.expect("current");
+    // Two writers commit, then take their stamps; nothing was held yet.
+    let (first, held) = c.stamp("s", ttl).await.expect("stamp");
+    assert!(!held);
+    let (second, _) = c.stamp("s", ttl).await.expect("stamp");
+    assert!(reader < first && first < second, "{reader} {first} {second}");
+    assert!(!c.put_stamped("s", reader, b"before both", ttl).await.expect("put"));
+    assert!(!c.put_stamped("s", first, b"after the first", ttl).await.expect("put"));
+    assert!(c.put_stamped("s", second, b"after both", ttl).await.expect("put"));
+    assert_eq!(c.get_stamped("s").await.expect("get").as_deref(), Some(&b"after both"[..]));
+    assert_eq!(c.stamp("s", ttl).await.expect("stamp"), (second + 1, true));
+    // A put under a high stamp into an empty entry still leaves later stamps later.
+    assert!(c.put_stamped("t", 40, b"x", ttl).await.expect("put"));
+    assert_eq!(c.stamp("t", ttl).await.expect("stamp"), (41, true));
+    // Stamped values expire like any value.
+    assert!(c.put_stamped("u", 1, b"short", Duration::from_millis(200)).await.expect("put"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(c.get_stamped("u").await.expect("get"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_leave_the_value_of_the_last_stamp() {
+    let c = cache();
+    let ttl = Duration::from_secs(10);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let (stamp, _) = c.stamp("race", ttl).await.expect("stamp");
+            // The "state" each writer read is its own stamp: the newest must win.
+            tokio::time::sleep(Duration::from_millis(stamp % 5)).await;
+            c.put_stamped("race", stamp, stamp.to_string().as_bytes(), ttl).await.expect("put");
+            stamp
+        }));
+    }
+    let mut last = 0;
+    for t in tasks {
+        last = last.max(t.await.expect("join"));
+    }
+    assert_eq!(c.get_stamped("race").await.expect("get"), Some(last.to_string().into_bytes()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_answers_each_read_as_the_single_calls_do() {
+    use cova_cache::{Op, Read, Reply, Window};
+    let c = cache();
+    let rate = Rate::new(2, Duration::from_secs(60));
+    let window = Window { limit: 1, period: Duration::from_secs(60) };
+    c.put_stamped("snap", 1, b"{}", Duration::from_secs(10)).await.expect("put");
+    let reads = [
+        Read::Rate { key: "api", rate, cost: 1 },
+        Read::Window { key: "meta", window, op: Op::Peek },
+        Read::Stamped { key: "snap" },
+        Read::Stamped { key: "absent" },
+    ];
+    let replies = c.batch(&reads).await.expect("batch");
+    assert_eq!(replies.len(), 4);
+    match &replies[0] {
+        Reply::Decision(d) => assert!(d.allowed && d.remaining == 1, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+    match &replies[1] {
+        Reply::Decision(d) => assert_eq!((d.limit, d.remaining), (1, 1)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(replies[2], Reply::Value(Some(b"{}".to_vec())));
+    assert_eq!(replies[3], Reply::Value(None));
+    // The batch spent from the same limit as the single call.
+    let d = c.rate_limit("api", rate, 1).await.expect("rate");
+    assert!(d.allowed && d.remaining == 0);
+    match &c.batch(&reads[..1]).await.expect("batch")[0] {
+        Reply::Decision(d) => assert!(!d.allowed, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+}

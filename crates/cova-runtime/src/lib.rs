@@ -12,7 +12,9 @@ use cova_config::{Config, redact_url};
 use cova_domain::Clock;
 use cova_media::{Fetcher, Media, MediaStore};
 use cova_queue::Queue;
+use cova_snapshots::Snapshots;
 use cova_storage::Db;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +38,9 @@ pub struct Backends {
     pub queue: Queue,
     /// The media store, and the downloads that fill it.
     pub media: Media,
+    /// The copies of account and job state the request path reads, refreshed by every
+    /// committed change of `db`.
+    pub snapshots: Snapshots,
     pub clock: Clock,
 }
 
@@ -77,12 +82,28 @@ impl Backends {
         let fetcher = Fetcher::new(&cfg.media).map_err(media_error)?;
         let clock = Clock::system();
         let media = Media::new(store, fetcher, db.clone(), clock.clone());
-        Ok(Self { db, cache, queue, media, clock })
+        let snapshots = Snapshots::new(cache.clone(), clock.clone());
+        db.listen(Arc::new(snapshots.clone()));
+        Ok(Self { db, cache, queue, media, snapshots, clock })
+    }
+
+    /// Makes the committed changes of `db`, opened by a one-shot command such as `cova admin`,
+    /// refresh the copies in a shared cache. An embedded cache lives in the serving process,
+    /// whose copies catch up within their lifetime ([`cova_snapshots::ACCOUNT_TTL`]).
+    pub fn refresh_shared_snapshots(db: &Db, cfg: &Config) -> Result<(), StartError> {
+        if matches!(cova_config::CacheBackend::parse(&cfg.cache.url), Ok(cova_config::CacheBackend::Redis(_))) {
+            let cache = Cache::connect(&cfg.cache)
+                .map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
+            db.listen(Arc::new(Snapshots::new(cache, Clock::system())));
+        }
+        Ok(())
     }
 
     /// The same backends on another clock (tests move time by hand).
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.media = self.media.with_clock(clock.clone());
+        self.snapshots = Snapshots::new(self.cache.clone(), clock.clone());
+        self.db.listen(Arc::new(self.snapshots.clone()));
         self.clock = clock;
         self
     }

@@ -5,12 +5,14 @@
 //! its body once per backend. Times are unix milliseconds, months are `YYYY-MM` in UTC; the
 //! callers pass `now`, so rules that depend on time run on the clock they choose.
 
+pub mod changes;
 mod error;
 pub mod pool;
 pub mod repo;
 pub mod schema;
 pub mod testing;
 
+pub use changes::{Change, Changes};
 pub use error::StorageError;
 pub use pool::{Db, DbConn, ReadConn};
 pub use repo::accounts::Account;

@@ -67,6 +67,8 @@ enum Inner {
 pub struct Db {
     inner: Inner,
     url: String,
+    /// Told of committed changes ([`crate::changes`]); shared by every clone.
+    pub(crate) changes: crate::changes::Listener,
 }
 
 /// One pooled connection of either kind; see [`with_conn!`](crate::with_conn).
@@ -181,6 +183,9 @@ macro_rules! claim_rows {
     }};
 }
 
+/// Bytes of the database file SQLite reads through a memory map instead of a `pread` per page.
+const MMAP_BYTES: u64 = 1 << 30;
+
 /// Connections to the SQLite file at `url`, running statements on `S`; `pragmas` follow the
 /// common ones.
 fn sqlite_manager<S>(
@@ -199,7 +204,8 @@ where
             let mut conn = SyncConnectionWrapper::with_runtime(conn, S::get_runtime());
             conn.batch_execute(&format!(
                 "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
-                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;{pragmas}"
+                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+                 PRAGMA mmap_size = {MMAP_BYTES};{pragmas}"
             ))
             .await
             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
@@ -254,7 +260,7 @@ impl Db {
                 }
             }
         };
-        Ok(Self { inner, url: cfg.url.clone() })
+        Ok(Self { inner, url: cfg.url.clone(), changes: Default::default() })
     }
 
     pub fn is_postgres(&self) -> bool {
@@ -363,17 +369,21 @@ mod tests {
         assert_eq!(super::bind_params(false, "a = ?"), "a = ?");
     }
 
-    /// The build sets `SQLITE_ENABLE_QPSG` (`.cargo/config.toml`): without it every query with
-    /// a bound LIMIT is compiled again on each run.
+    /// The build sets `SQLITE_ENABLE_QPSG` and `SQLITE_DEFAULT_MEMSTATUS=0` (`.cargo/config.toml`):
+    /// without the first, every query with a bound LIMIT is compiled again on each run; without
+    /// the second, every allocation takes one process-wide mutex.
     #[test]
-    fn sqlite_is_built_with_the_query_planner_stability_guarantee() {
+    fn sqlite_is_built_with_the_planner_guarantee_and_without_memory_statistics() {
         use diesel::Connection;
         use diesel::RunQueryDsl;
         let mut conn = diesel::sqlite::SqliteConnection::establish(":memory:").expect("in-memory SQLite");
-        let used: i32 =
-            diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>("sqlite_compileoption_used('ENABLE_QPSG')"))
-                .get_result(&mut conn)
-                .expect("compile options");
-        assert_eq!(used, 1, "LIBSQLITE3_FLAGS=-DSQLITE_ENABLE_QPSG did not reach the SQLite build");
+        for option in ["ENABLE_QPSG", "DEFAULT_MEMSTATUS=0"] {
+            let used: i32 = diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>(&format!(
+                "sqlite_compileoption_used('{option}')"
+            )))
+            .get_result(&mut conn)
+            .expect("compile options");
+            assert_eq!(used, 1, "LIBSQLITE3_FLAGS: SQLITE_{option} did not reach the SQLite build");
+        }
     }
 }

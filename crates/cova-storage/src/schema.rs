@@ -97,6 +97,7 @@ diesel::table! {
         posted_at -> BigInt,
         search -> Text,
         first_seen_at -> Nullable<BigInt>,
+        thread -> Nullable<BigInt>,
     }
 }
 

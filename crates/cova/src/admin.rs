@@ -11,6 +11,8 @@ use cova_storage::{Account, Db, StorageError};
 
 pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
     let db = Db::connect(&config.database).context("opening the database")?;
+    // Grants and token changes show at once in the quota headers and `/usage` of the gateways.
+    cova_runtime::Backends::refresh_shared_snapshots(&db, &config).context("connecting the cache")?;
     // The embedded database is created on first use, so `admin` works before the first `serve`.
     if matches!(DatabaseBackend::parse(&config.database.url), Ok(DatabaseBackend::Sqlite(_))) {
         db.migrate().await.context("preparing the embedded database")?;

@@ -21,6 +21,14 @@ pub fn cache(e: cova_cache::CacheError) -> ApiError {
     ApiError::unavailable()
 }
 
+/// A snapshot that could be neither read from the cache nor from the database.
+pub fn snapshot(e: cova_snapshots::SnapshotError) -> ApiError {
+    match e {
+        cova_snapshots::SnapshotError::Storage(e) => storage(e),
+        cova_snapshots::SnapshotError::Cache(e) => cache(e),
+    }
+}
+
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, _req| {
         HttpError(ApiError::validation(format!("Invalid path parameter: {err}"))).into()

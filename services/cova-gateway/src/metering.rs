@@ -5,11 +5,11 @@
 use crate::auth::Principal;
 use crate::{AppState, backend_errors};
 use actix_web::HttpResponse;
-use cova_cache::{Decision, Op, Rate, Window};
+use cova_cache::{Decision, Op, Rate, Read, Reply, Window};
 use cova_domain::limits;
 use cova_errors::{ApiError, ErrorCode};
 use cova_storage::Balance;
-use cova_storage::repo::balances;
+use cova_storage::repo::accounts::Usage;
 use serde::Serialize;
 
 /// How a limit counts.
@@ -48,6 +48,16 @@ impl Limit {
         Self { key: format!("meta:{account_id}"), limiter: Limiter::Window(limits::METADATA) }
     }
 
+    /// A read of this limit in a cache batch: spending one unit, or only looking.
+    pub fn read(&self, spend: bool) -> Read<'_> {
+        match self.limiter {
+            Limiter::Window(window) => {
+                Read::Window { key: &self.key, window, op: if spend { Op::Hit("") } else { Op::Peek } }
+            }
+            Limiter::Smooth(rate) => Read::Rate { key: &self.key, rate, cost: u32::from(spend) },
+        }
+    }
+
     /// Applies `op`: `Hit(member)` spends one (the member names the entry a later `Undo`
     /// gives back), `Peek` only reads.
     pub async fn apply(&self, state: &AppState, op: Op<'_>) -> Result<Decision, cova_cache::CacheError> {
@@ -64,8 +74,9 @@ impl Limit {
 }
 
 /// What the caller may spend: the month's balance, plus the free allowance for a session.
-fn spendable(principal: &Principal, balance: &Balance) -> Balance {
-    let free = if principal.session_id().is_some() { principal.free_comments_left.max(0) } else { 0 };
+fn spendable(principal: &Principal, usage: &Usage) -> Balance {
+    let free = if principal.session_id().is_some() { usage.account.free_comments_left.max(0) } else { 0 };
+    let balance = &usage.balance;
     Balance { granted: balance.granted + free, available: balance.available + free, ..balance.clone() }
 }
 
@@ -189,67 +200,79 @@ impl Meter {
             .with_retry_after(decision.retry_after_secs())
     }
 
-    /// Reads this month's comment balance and records the quota headers (for a session, the
-    /// free allowance it may spend counts in).
-    pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Balance, ApiError> {
-        let balance = balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms())
+    /// Reads the account's state (its cached copy; the database only without one) and records
+    /// the quota headers (for a session, the free allowance it may spend counts in).
+    pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Usage, ApiError> {
+        let key = cova_snapshots::account_key(&principal.account_id);
+        let held = state.backends.cache.get_stamped(&key).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
+        self.account(state, principal, held).await
+    }
+
+    /// The account's state from what a cache read brought, with its quota headers.
+    async fn account(
+        &mut self,
+        state: &AppState,
+        principal: &Principal,
+        held: Option<Vec<u8>>,
+    ) -> Result<Usage, ApiError> {
+        let usage = state
+            .backends
+            .snapshots
+            .account(&state.backends.db, held, &principal.account_id)
             .await
-            .map_err(|e| self.fail(backend_errors::storage(e)))?;
-        self.quota(&spendable(principal, &balance));
-        Ok(balance)
+            .map_err(|e| self.fail(backend_errors::snapshot(e)))?;
+        self.quota(&spendable(principal, &usage));
+        Ok(usage)
     }
 
-    /// The common path: the quota headers (so that even a 429 carries them), then the
-    /// account's general request limit.
-    pub async fn api(state: &AppState, principal: &Principal) -> Result<(Self, Balance), ApiError> {
-        let mut meter = Meter::default();
-        let balance = meter.balance(state, principal).await?;
-        let limit = Limit::api(state, &principal.account_id);
-        meter.spend(state, &limit, "").await?;
-        Ok((meter, balance))
+    /// The common path: spends the account's general request limit and reads the account's
+    /// state (for the quota headers, which even a 429 carries) in one cache round trip.
+    pub async fn api(state: &AppState, principal: &Principal) -> Result<(Self, Usage), ApiError> {
+        let (meter, usage, _, _) = Self::api_with(state, principal, &[]).await?;
+        Ok((meter, usage))
     }
 
-    /// As [`Meter::api`] for an endpoint whose own read brings the balance (one round trip
-    /// to the database per request): spends the general request limit first and leaves the
-    /// quota headers to [`Meter::record_balance`]. A refusal reads the balance itself, so that
-    /// the 429 carries the quota headers too.
-    pub async fn api_balance_later(state: &AppState, principal: &Principal) -> Result<(Self, Decision), ApiError> {
+    /// As [`Meter::api`], with the endpoint's own cache reads (`extra`) in the same round
+    /// trip; their replies come back in order, after the limit's decision.
+    pub async fn api_with(
+        state: &AppState,
+        principal: &Principal,
+        extra: &[Read<'_>],
+    ) -> Result<(Self, Usage, Decision, Vec<Reply>), ApiError> {
         let mut meter = Meter::default();
         let limit = Limit::api(state, &principal.account_id);
-        match meter.spend(state, &limit, "").await {
-            Ok(decision) => Ok((meter, decision)),
-            Err(mut refused) => {
-                if let Ok(b) =
-                    balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()).await
-                {
-                    let mut quota = Meter::default();
-                    quota.quota(&spendable(principal, &b));
-                    refused.headers.extend(quota.headers);
-                }
-                Err(refused)
-            }
+        let account_key = cova_snapshots::account_key(&principal.account_id);
+        let mut reads = vec![limit.read(true), Read::Stamped { key: &account_key }];
+        reads.extend_from_slice(extra);
+        let mut replies =
+            state.backends.cache.batch(&reads).await.map_err(|e| meter.fail(backend_errors::cache(e)))?.into_iter();
+        let (Some(Reply::Decision(decision)), Some(Reply::Value(held))) = (replies.next(), replies.next()) else {
+            return Err(meter.fail(ApiError::internal()));
+        };
+        meter.rate(&decision);
+        let usage = meter.account(state, principal, held).await?;
+        if !decision.allowed {
+            return Err(meter.fail(Self::limited(&limit, &decision)));
         }
-    }
-
-    /// Records the quota headers from a balance the endpoint read itself.
-    pub fn record_balance(&mut self, principal: &Principal, balance: &Balance) {
-        self.quota(&spendable(principal, balance));
+        Ok((meter, usage, decision, replies.collect()))
     }
 
     /// The headers of an answer refused before its limit is spent: the limit's state, read
-    /// without spending, and the balance. Best effort: a backend failing here leaves headers
-    /// out rather than turning a 400 into a 503.
+    /// without spending, and the balance, in one cache round trip. Best effort: a backend
+    /// failing here leaves headers out rather than turning a 400 into a 503.
     pub async fn peek(state: &AppState, principal: &Principal, limit: &Limit) -> Self {
         let mut meter = Meter::default();
-        let (balance, decision) = tokio::join!(
-            balances::current(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()),
-            limit.apply(state, Op::Peek),
-        );
-        if let Ok(b) = balance {
-            meter.quota(&spendable(principal, &b));
+        let account_key = cova_snapshots::account_key(&principal.account_id);
+        let Ok(replies) = state.backends.cache.batch(&[limit.read(false), Read::Stamped { key: &account_key }]).await
+        else {
+            return meter;
+        };
+        let mut replies = replies.into_iter();
+        if let Some(Reply::Decision(decision)) = replies.next() {
+            meter.rate(&decision);
         }
-        if let Ok(d) = decision {
-            meter.rate(&d);
+        if let Some(Reply::Value(held)) = replies.next() {
+            let _ = meter.account(state, principal, held).await;
         }
         meter
     }

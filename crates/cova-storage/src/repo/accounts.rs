@@ -1,10 +1,10 @@
 use crate::schema::accounts;
-use crate::{Db, Result, StorageError, with_conn, with_read_conn};
+use crate::{Change, Db, Result, StorageError, with_conn, with_read_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize, Deserialize)]
 #[diesel(table_name = accounts)]
 pub struct Account {
     pub id: String,
@@ -90,6 +90,7 @@ pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
             .execute(c)
             .await
     })?;
+    db.changed(&[Change::Account(account_id)]).await;
     Ok(())
 }
 
@@ -114,7 +115,9 @@ pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i
             .execute(c)
             .await?;
         Ok(())
-    })
+    })?;
+    db.changed(&[Change::Account(account_id)]).await;
+    Ok(())
 }
 
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<Account>> {
@@ -130,8 +133,9 @@ pub async fn get(db: &Db, id: &str) -> Result<Account> {
     Ok(with_conn!(&mut conn, |c| accounts::table.find(id).select(Account::as_select()).first(c).await)?)
 }
 
-/// What `GET /usage` shows of the account, read in one query.
-#[derive(Debug)]
+/// What `GET /usage` shows of the account, read in one query; also the cached copy of the
+/// account every authenticated answer reads its quota headers from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub account: Account,
     pub balance: super::balances::Balance,
@@ -140,15 +144,16 @@ pub struct Usage {
 }
 
 pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
-    use crate::schema::balances;
+    use crate::schema::{balances, jobs};
     use cova_domain::{JobKind, JobStatus};
     let month = cova_domain::time::month_of(now);
-    let [queued, in_progress] = JobStatus::RUNNING_STR;
-    let running = diesel::dsl::sql::<diesel::sql_types::BigInt>(&format!(
-        "(SELECT count(*) FROM jobs WHERE jobs.account_id = accounts.id AND jobs.kind = '{}' \
-         AND jobs.status IN ('{queued}', '{in_progress}'))",
-        JobKind::Analyze.as_str()
-    ));
+    // Written without literal SQL or bound IN lists, so that the statement is prepared once.
+    let running = jobs::table
+        .filter(jobs::account_id.eq(id))
+        .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+        .filter(jobs::status.eq(JobStatus::Queued.as_str()).or(jobs::status.eq(JobStatus::InProgress.as_str())))
+        .count()
+        .single_value();
     let mut conn = db.read_conn().await?;
     let (account, balance, running) = with_read_conn!(&mut conn, |c| {
         accounts::table
@@ -159,10 +164,10 @@ pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
                 (balances::granted, balances::reserved, balances::spent).nullable(),
                 running,
             ))
-            .first::<(Account, Option<(i64, i64, i64)>, i64)>(c)
+            .first::<(Account, Option<(i64, i64, i64)>, Option<i64>)>(c)
             .await
     })?;
-    Ok(Usage { account, balance: super::balances::balance_of(month, now, balance), running })
+    Ok(Usage { account, balance: super::balances::balance_of(month, now, balance), running: running.unwrap_or(0) })
 }
 
 /// Accounts in order of creation, at most `limit` after skipping `offset`.

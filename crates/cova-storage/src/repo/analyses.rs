@@ -2,7 +2,7 @@
 //! `saved_at` is set. Its breakdown is the comments of `last_job_id` (see `breakdown`).
 
 use crate::schema::{analyses, job_comments, media};
-use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::AnalysisStatus;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -208,9 +208,9 @@ macro_rules! expire_media {
 /// it was not in the library.
 pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let removed: Option<Option<String>> = in_transaction!(&mut conn, |c| {
         let Some(analysis) = find!(c, account_id, r#ref)?.filter(|a| a.saved_at.is_some()) else {
-            return Ok(false);
+            return Ok(None);
         };
         if let Some(job) = &analysis.last_job_id {
             diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
@@ -230,8 +230,13 @@ pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
             ))
             .execute(c)
             .await?;
-        Ok(true)
-    })
+        Ok(Some(analysis.last_job_id))
+    })?;
+    let Some(released) = removed else { return Ok(false) };
+    if let Some(job) = &released {
+        db.changed(&[Change::Job(job)]).await;
+    }
+    Ok(true)
 }
 
 /// Turns the watch of a library entry on or off; `None` when the entry is not in the library.
@@ -348,6 +353,7 @@ pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
                 .await?;
             Ok(())
         })?;
+        db.changed(&[Change::Job(job)]).await;
     }
     Ok(stale.len())
 }

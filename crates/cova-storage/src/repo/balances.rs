@@ -10,7 +10,7 @@
 //! charge comes out of the free part first; what is not charged goes back where it came from.
 
 use crate::schema::{accounts, balances, reservations};
-use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::time::{month_end_ms, month_of};
 use cova_metrics::Movement;
 use diesel::prelude::*;
@@ -230,7 +230,7 @@ impl Closed {
 /// How often a reservation that lost a race re-reads the balance before giving up.
 const RESERVE_ATTEMPTS: usize = 16;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Balance {
     pub month: String,
     pub granted: i64,
@@ -290,6 +290,7 @@ pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i6
     let month = month_of(now);
     let mut conn = db.conn().await?;
     let row = in_transaction!(&mut conn, |c| grant_in!(c, account_id, &month, comments, note, now))?;
+    db.changed(&[Change::Account(account_id)]).await;
     Ok(balance_of(month, now, Some(row)))
 }
 
@@ -328,6 +329,7 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
         if let Some((amount, new)) = outcome {
             if new {
                 cova_metrics::balance(Movement::Reserved, amount);
+                db.changed(&[Change::Account(account_id)]).await;
             }
             return Ok(amount);
         }
@@ -349,10 +351,12 @@ pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
 async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
     let mut conn = db.conn().await?;
     let closed: Option<Closed> = in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))?;
-    Ok(closed.map(|closed| {
-        closed.record();
-        closed.charged
-    }))
+    let Some(closed) = closed else { return Ok(None) };
+    closed.record();
+    if let Some(held) = reservation(db, job_id).await? {
+        db.changed(&[Change::Account(&held.account_id)]).await;
+    }
+    Ok(Some(closed.charged))
 }
 
 /// Moves a job's hold towards `target` once the post has reported its size: lowers it
@@ -364,7 +368,7 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
     let target = target.max(1);
     for _ in 0..RESERVE_ATTEMPTS {
         let mut conn = db.conn().await?;
-        let outcome: Option<Option<(i64, i64)>> = in_transaction!(&mut conn, |c| {
+        let outcome: Option<Option<(i64, i64, String)>> = in_transaction!(&mut conn, |c| {
             let held = reservations::table
                 .find(job_id)
                 .filter(reservations::state.eq("held"))
@@ -401,7 +405,7 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
             };
             let change = pack_change + free_change;
             if change == 0 {
-                return Ok(Some(Some((held.amount, 0))));
+                return Ok(Some(Some((held.amount, 0, held.account_id))));
             }
             if free_change != 0 {
                 // Conditional like the pack part: a raise never takes more than is left.
@@ -438,18 +442,19 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
                 ))
                 .execute(c)
                 .await?;
-            Ok(Some(Some((held.amount + change, change))))
+            Ok(Some(Some((held.amount + change, change, held.account_id))))
         })?;
-        if let Some(hold) = outcome {
-            return Ok(hold.map(|(amount, change)| {
-                if change > 0 {
-                    cova_metrics::balance(Movement::Reserved, change);
-                } else {
-                    cova_metrics::balance(Movement::Released, -change);
-                }
-                amount
-            }));
+        let Some(hold) = outcome else { continue };
+        let Some((amount, change, account_id)) = hold else { return Ok(None) };
+        if change != 0 {
+            if change > 0 {
+                cova_metrics::balance(Movement::Reserved, change);
+            } else {
+                cova_metrics::balance(Movement::Released, -change);
+            }
+            db.changed(&[Change::Account(&account_id)]).await;
         }
+        return Ok(Some(amount));
     }
     Err(StorageError::Unavailable("the balance is too contended; retry".into()))
 }

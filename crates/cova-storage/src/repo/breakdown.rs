@@ -106,62 +106,107 @@ macro_rules! filters {
     }};
 }
 
-pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
-    let mut conn = db.read_conn().await?;
-    with_read_conn!(&mut conn, |c| {
-        let columns = COLUMNS;
-        // With a filter: the parents of matching replies are listed too.
-        let mut parents_of_matches: Vec<String> = Vec::new();
-        if query.filtered() {
-            let q = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::parent_id.is_not_null())
-                .select(job_comments::parent_id)
-                .distinct()
-                .into_boxed();
-            let found: Vec<Option<String>> = filters!(q, query).load(c).await?;
-            parents_of_matches = found.into_iter().flatten().collect();
-        }
+/// The top-level comments a page lists, in its order, as a boxed query selecting `$select`.
+macro_rules! top_level {
+    ($job_id:expr, $query:expr, $matching:expr, $select:expr) => {{
         let mut top = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::job_id.eq($job_id))
             .filter(job_comments::parent_id.is_null())
-            .select(columns)
+            .select($select)
             .into_boxed();
-        if query.filtered() {
-            let mut matching = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::parent_id.is_null())
-                .select(job_comments::comment_id)
-                .into_boxed();
-            matching = filters!(matching, query);
-            let own: Vec<String> = matching.load(c).await?;
-            parents_of_matches.extend(own);
-            top = top.filter(job_comments::comment_id.eq_any(parents_of_matches.clone()));
+        if let Some(matching) = $matching {
+            top = top.filter(job_comments::comment_id.eq_any(matching));
         }
-        top = match query.sort {
+        top = match $query.sort {
             Sort::Platform => top.order(job_comments::position.asc()),
             Sort::Likes => top.order((job_comments::likes.desc(), job_comments::position.asc())),
             Sort::Newest => top.order((job_comments::posted_at.desc(), job_comments::position.asc())),
         };
-        match query.from {
+        match $query.from {
             Some(From::Position(p)) => top = top.filter(job_comments::position.gt(p)),
             Some(From::Offset(n)) => top = top.offset(n.max(0)),
             None => {}
         }
-        let top: Vec<Row> = top.limit(query.limit).load::<RowTuple>(c).await?.into_iter().map(row).collect();
+        top.limit($query.limit)
+    }};
+}
+
+pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
+    let mut conn = db.read_conn().await?;
+    with_read_conn!(&mut conn, |c| {
+        if !query.filtered() && query.sort == Sort::Platform {
+            // In platform order, one statement prepared once: the threads (a top-level comment
+            // and its replies) of the page's top-level comments, by the index on threads.
+            // Every comment of the selected threads, a parent before its replies.
+            let rows: Vec<RowTuple> = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::thread.eq_any(top_level!(
+                    job_id,
+                    query,
+                    None::<Vec<String>>,
+                    job_comments::position.nullable()
+                )))
+                .order((job_comments::thread.asc(), job_comments::position.asc()))
+                .select(COLUMNS)
+                .load(c)
+                .await?;
+            let rows: Vec<Row> = rows.into_iter().map(row).collect();
+            let (top, replies) = rows.into_iter().partition(|r| r.parent_id.is_none());
+            return Ok(Page { top, replies });
+        }
+        if !query.filtered() {
+            // Two statements, each prepared once: the page's top-level comments, then the
+            // replies of the same selection (a subquery rather than a list of bound ids).
+            let top: Vec<Row> = top_level!(job_id, query, None::<Vec<String>>, COLUMNS)
+                .load::<RowTuple>(c)
+                .await?
+                .into_iter()
+                .map(row)
+                .collect();
+            if top.is_empty() {
+                return Ok(Page::default());
+            }
+            let ids = top_level!(job_id, query, None::<Vec<String>>, job_comments::comment_id.nullable());
+            let replies = job_comments::table
+                .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::parent_id.eq_any(ids))
+                .order(job_comments::position.asc())
+                .select(COLUMNS)
+                .load::<RowTuple>(c)
+                .await?
+                .into_iter()
+                .map(row)
+                .collect();
+            return Ok(Page { top, replies });
+        }
+        // With a filter: a top-level comment is listed when it or one of its replies matches.
+        let q = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_not_null())
+            .select(job_comments::parent_id)
+            .distinct()
+            .into_boxed();
+        let found: Vec<Option<String>> = filters!(q, query).load(c).await?;
+        let mut listed: Vec<String> = found.into_iter().flatten().collect();
+        let own = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_null())
+            .select(job_comments::comment_id)
+            .into_boxed();
+        let own: Vec<String> = filters!(own, query).load(c).await?;
+        listed.extend(own);
+        let top: Vec<Row> =
+            top_level!(job_id, query, Some(listed), COLUMNS).load::<RowTuple>(c).await?.into_iter().map(row).collect();
         let ids: Vec<&str> = top.iter().map(|r| r.comment_id.as_str()).collect();
         let mut replies = Vec::new();
         for chunk in ids.chunks(500) {
-            let mut q = job_comments::table
+            let q = job_comments::table
                 .filter(job_comments::job_id.eq(job_id))
                 .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
                 .order(job_comments::position.asc())
-                .select(columns)
+                .select(COLUMNS)
                 .into_boxed();
-            if query.filtered() {
-                q = filters!(q, query);
-            }
-            replies.extend(q.load::<RowTuple>(c).await?.into_iter().map(row));
+            replies.extend(filters!(q, query).load::<RowTuple>(c).await?.into_iter().map(row));
         }
         Ok(Page { top, replies })
     })

@@ -9,7 +9,7 @@ use crate::schema::{
     accounts, ai_consents, ai_jobs, ai_quotes, analyses, balances, idempotency_keys, job_comments, job_leases, jobs,
     reservations,
 };
-use crate::{Db, Result, in_transaction, with_conn, with_read_conn};
+use crate::{Change, Db, Result, in_transaction, with_conn, with_read_conn};
 use cova_domain::limits::{self, MAX_RUNNING_ANALYSES, hold};
 use cova_domain::time::month_of;
 use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
@@ -18,7 +18,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 /// A job as the rest of cova sees it: typed status and kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Job {
     pub id: String,
     pub account_id: String,
@@ -309,8 +309,9 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
         let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
         Ok(CreateOutcome::Created { job, reserved })
     })?;
-    if let CreateOutcome::Created { reserved, .. } = &outcome {
+    if let CreateOutcome::Created { job, reserved } = &outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
+        db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
     }
     Ok(outcome)
 }
@@ -325,39 +326,29 @@ pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
     with_conn!(&mut conn, |c| find_job!(c, job_id))
 }
 
-/// What a poll of a job reads, in one query: the job (when it is the account's), the account's
-/// balance of the month, and whether the job's comments are its analysis' breakdown.
-#[derive(Debug)]
+/// A job and whether its comments are its analysis' breakdown: what a poll shows, read in one
+/// query (the cached copy of it is refreshed through [`crate::changes`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Polled {
     pub job: Job,
-    pub balance: super::balances::Balance,
-    /// The analysis of the job's post names this job as the scrape its comments come from.
+    /// The analysis of the job's post names this job as the scrape its comments come from
+    /// (a later scrape, the analysis' expiry or its removal releases them).
     pub current: bool,
 }
 
-pub async fn poll(db: &Db, job_id: &str, account_id: &str, now: i64) -> Result<Option<Polled>> {
-    let month = month_of(now);
+pub async fn poll(db: &Db, job_id: &str) -> Result<Option<Polled>> {
     let mut conn = db.read_conn().await?;
-    type Row = (JobRow, Option<(i64, i64, i64)>, Option<String>, Option<String>);
+    type Row = (JobRow, Option<String>, Option<String>);
     let row: Option<Row> = with_read_conn!(&mut conn, |c| {
         jobs::table
-            .left_join(
-                balances::table.on(balances::account_id.eq(jobs::account_id).and(balances::month.eq(month.clone()))),
-            )
             .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
             .filter(jobs::id.eq(job_id))
-            .filter(jobs::account_id.eq(account_id))
-            .select((
-                JobRow::as_select(),
-                (balances::granted, balances::reserved, balances::spent).nullable(),
-                analyses::status.nullable(),
-                analyses::last_job_id.nullable(),
-            ))
+            .select((JobRow::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
             .first::<Row>(c)
             .await
             .optional()
     })?;
-    let Some((job, balance, analysis_status, last_job_id)) = row else {
+    let Some((job, analysis_status, last_job_id)) = row else {
         return Ok(None);
     };
     let job = Job::try_from(job)?;
@@ -366,7 +357,7 @@ pub async fn poll(db: &Db, job_id: &str, account_id: &str, now: i64) -> Result<O
         .and_then(AnalysisStatus::parse)
         .and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
         == Some(job.id.as_str());
-    Ok(Some(Polled { job, balance: super::balances::balance_of(month, now, balance), current }))
+    Ok(Some(Polled { job, current }))
 }
 
 /// Analyses of the account that are queued or in progress.
@@ -404,7 +395,7 @@ pub enum Start {
 /// Claims the job for `owner` for `lease_ms` and moves it to `in_progress`.
 pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<Start> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let start = in_transaction!(&mut conn, |c| {
         let Some(job) = find_job!(c, job_id)? else {
             return Ok(Start::Missing);
         };
@@ -459,7 +450,11 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .optional()?
             .unwrap_or(0);
         Ok(Start::Collect { job, max, previous })
-    })
+    })?;
+    if let Start::Collect { job, .. } = &start {
+        db.changed(&[Change::Job(&job.id)]).await;
+    }
+    Ok(start)
 }
 
 /// Inside a transaction: true when `owner` holds the job's lease (expired or not: nobody
@@ -509,7 +504,7 @@ pub async fn append_comments(
     now: i64,
 ) -> Result<i64> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let total = in_transaction!(&mut conn, |c| {
         let renewed = diesel::update(job_leases::table.find(job_id))
             .filter(job_leases::owner.eq(lease.0))
             .set(job_leases::expires_at.eq(now + lease.1))
@@ -544,7 +539,9 @@ pub async fn append_comments(
             .execute(c)
             .await?;
         Ok(total)
-    })
+    })?;
+    db.changed(&[Change::Job(job_id)]).await;
+    Ok(total)
 }
 
 /// What the scraper learnt about the post besides its comments.
@@ -570,8 +567,14 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
          WHERE p.job_id = ? AND p.comment_id = job_comments.comment_id) WHERE job_id = ?",
     );
+    let thread_sql = crate::pool::bind_params(
+        db.is_postgres(),
+        "UPDATE job_comments SET thread = COALESCE((SELECT p.position FROM job_comments p \
+         WHERE p.job_id = job_comments.job_id AND p.comment_id = job_comments.parent_id), position) \
+         WHERE job_id = ?",
+    );
     let mut conn = db.conn().await?;
-    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
+    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
             return Ok(None);
         }
@@ -624,6 +627,8 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .await?;
         }
         let new_count = (new_rows.len() - dropped.len()) as i64;
+        // The comments kept, nested by position: see `breakdown::page`.
+        diesel::sql_query(&thread_sql).bind::<diesel::sql_types::Text, _>(job_id).execute(c).await?;
         diesel::update(
             job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::first_seen_at.is_null()),
         )
@@ -692,9 +697,9 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         }
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(closed))
+        Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job }))
     })?;
-    Ok(record_closed(done))
+    Ok(ended(db, job_id, done).await)
 }
 
 /// The new comments that do not fit the hold: in collection order, a new comment is kept
@@ -718,7 +723,7 @@ fn beyond_budget(new_rows: &[(String, Option<String>)], hold: i64) -> Vec<String
 /// drops partial comments, and queues the `job.failed` event. False on a duplicate.
 pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, trace: &str, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
-    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
+    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
             return Ok(None);
         }
@@ -740,17 +745,31 @@ pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, 
         diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(closed))
+        Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
     })?;
-    Ok(record_closed(done))
+    Ok(ended(db, job_id, done).await)
 }
 
-/// Records a committed hold's end in the metrics; true when the transaction did its work.
-fn record_closed(done: Option<Option<Closed>>) -> bool {
-    if let Some(Some(closed)) = &done {
+/// What ending a job committed: how its hold ended, its account, and the earlier job whose
+/// comments it released (a newer scrape of the same analysis).
+struct Ended {
+    closed: Option<Closed>,
+    account_id: String,
+    released: Option<String>,
+}
+
+/// Records a committed end in the metrics and announces it; true when the transaction did its work.
+async fn ended(db: &Db, job_id: &str, done: Option<Ended>) -> bool {
+    let Some(end) = done else { return false };
+    if let Some(closed) = &end.closed {
         closed.record();
     }
-    done.is_some()
+    let mut changes = vec![Change::Job(job_id), Change::Account(&end.account_id)];
+    if let Some(previous) = &end.released {
+        changes.push(Change::Job(previous));
+    }
+    db.changed(&changes).await;
+    true
 }
 
 /// Jobs of `kind` that are queued or in progress (used at start by the embedded single
@@ -920,8 +939,9 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
         reserved.store(quote.charge, std::sync::atomic::Ordering::Relaxed);
         Ok(AiOutcome::Created(job))
     })?;
-    if matches!(outcome, AiOutcome::Created(_)) {
+    if let AiOutcome::Created(job) = &outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, reserved.into_inner());
+        db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
     }
     Ok(outcome)
 }
@@ -947,7 +967,7 @@ pub async fn complete_ai(
 ) -> Result<bool> {
     let AiOutput { result, model, tokens_used } = output;
     let mut conn = db.conn().await?;
-    let done: Option<Option<Closed>> = in_transaction!(&mut conn, |c| {
+    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
         if !holds_lease!(c, job_id, owner) {
             return Ok(None);
         }
@@ -978,7 +998,7 @@ pub async fn complete_ai(
         diesel::delete(job_leases::table.find(job_id)).execute(c).await?;
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(closed))
+        Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
     })?;
-    Ok(record_closed(done))
+    Ok(ended(db, job_id, done).await)
 }

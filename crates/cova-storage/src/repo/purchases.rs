@@ -4,7 +4,7 @@
 
 use super::balances::{Balance, balance_of, grant_in};
 use crate::schema::purchases;
-use crate::{Db, Result, in_transaction, with_conn};
+use crate::{Change, Db, Result, in_transaction, with_conn};
 use cova_domain::time::month_of;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -65,7 +65,7 @@ pub enum Paid {
 pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, now: i64) -> Result<Paid> {
     let month = month_of(now);
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let paid = in_transaction!(&mut conn, |c| {
         let purchase = purchases::table.find(checkout_id).select(Purchase::as_select()).first(c).await.optional()?;
         let Some(purchase) = purchase else { return Ok(Paid::Unknown) };
         let marked = diesel::update(purchases::table.find(checkout_id))
@@ -79,7 +79,11 @@ pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, now: i64) -> Result
         let note = format!("pack {} (checkout {checkout_id})", purchase.pack);
         let row = grant_in!(c, &purchase.account_id, &month, purchase.comments, &note, now)?;
         Ok(Paid::Granted { account_id: purchase.account_id, balance: balance_of(month.clone(), now, Some(row)) })
-    })
+    })?;
+    if let Paid::Granted { account_id, .. } = &paid {
+        db.changed(&[Change::Account(account_id)]).await;
+    }
+    Ok(paid)
 }
 
 /// The account's purchases, newest first.

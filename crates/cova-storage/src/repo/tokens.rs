@@ -1,5 +1,5 @@
 use crate::schema::{accounts, api_tokens};
-use crate::{Account, Db, Result, in_transaction, with_conn};
+use crate::{Account, Change, Db, Result, in_transaction, with_conn};
 use cova_auth::{GeneratedToken, ScopeSet};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -58,7 +58,7 @@ pub async fn create(db: &Db, new: NewToken<'_>, now: i64) -> Result<Result<Token
         revoked_at: None,
     };
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let created = in_transaction!(&mut conn, |c| {
         let bumped = diesel::update(accounts::table)
             .filter(accounts::id.eq(&record.account_id))
             .filter(accounts::email_confirmed_at.is_not_null())
@@ -84,7 +84,11 @@ pub async fn create(db: &Db, new: NewToken<'_>, now: i64) -> Result<Result<Token
             .execute(c)
             .await?;
         Ok(Ok(record.clone()))
-    })
+    })?;
+    if created.is_ok() {
+        db.changed(&[Change::Account(new.account_id)]).await;
+    }
+    Ok(created)
 }
 
 pub async fn list(db: &Db, account_id: &str) -> Result<Vec<TokenRecord>> {
@@ -102,7 +106,7 @@ pub async fn list(db: &Db, account_id: &str) -> Result<Vec<TokenRecord>> {
 /// Revokes the account's active tokens with this display prefix; returns how many.
 pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64) -> Result<usize> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let revoked = in_transaction!(&mut conn, |c| {
         let revoked = diesel::update(api_tokens::table)
             .filter(api_tokens::account_id.eq(account_id))
             .filter(api_tokens::prefix.eq(prefix))
@@ -118,13 +122,17 @@ pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64)
                 .await?;
         }
         Ok(revoked)
-    })
+    })?;
+    if revoked > 0 {
+        db.changed(&[Change::Account(account_id)]).await;
+    }
+    Ok(revoked)
 }
 
 /// Revokes one active token of the account by id; false when there is no such active token.
 pub async fn revoke(db: &Db, account_id: &str, token_id: &str, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let revoked = in_transaction!(&mut conn, |c| {
         let revoked = diesel::update(api_tokens::table.find(token_id))
             .filter(api_tokens::account_id.eq(account_id))
             .filter(api_tokens::revoked_at.is_null())
@@ -138,7 +146,11 @@ pub async fn revoke(db: &Db, account_id: &str, token_id: &str, now: i64) -> Resu
                 .await?;
         }
         Ok(revoked == 1)
-    })
+    })?;
+    if revoked {
+        db.changed(&[Change::Account(account_id)]).await;
+    }
+    Ok(revoked)
 }
 
 /// The active (not revoked) token with this hash and its account.

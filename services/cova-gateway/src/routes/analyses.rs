@@ -207,19 +207,23 @@ pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<S
         );
     }
     // The entry's members, then its comments streamed from their stored bodies.
-    let comments = super::stream::comments(
+    let mut builder = HttpResponse::Ok();
+    meter.apply(&mut builder);
+    let prefix = format!("{},\"comments\":[", super::stream::open_object(&body));
+    let suffix = move |written: super::stream::Written| {
+        let next = (written.top_level == limit).then(|| format!("o{}", offset + limit));
+        format!("],\"next_cursor\":{}}}", json!(next))
+    };
+    super::stream::respond(
         state.backends.db.clone(),
         entry.breakdown_job().map(str::to_owned),
         query,
-        format!("{},\"comments\":[", super::stream::open_object(&body)),
-        move |written: super::stream::Written| {
-            let next = (written.top_level == limit).then(|| format!("o{}", offset + limit));
-            format!("],\"next_cursor\":{}}}", json!(next))
-        },
-    );
-    let mut builder = HttpResponse::Ok();
-    builder.content_type(actix_web::http::header::ContentType::json());
-    Ok(meter.stream(builder, comments))
+        prefix,
+        suffix,
+        builder,
+    )
+    .await
+    .map_err(|e| meter.fail(backend_errors::storage(e)).into())
 }
 
 /// `POST /analyses/{ref}/save`: bookmarks the account's analysis of `ref`; saving twice is fine.

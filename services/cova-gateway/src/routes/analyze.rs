@@ -7,9 +7,9 @@ use crate::input::{read_body, url_body};
 use crate::lookup;
 use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
-use actix_web::http::header::ContentType;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
+use cova_cache::{Read, Reply};
 use cova_domain::JobStatus;
 use cova_domain::limits::MAX_COMMENTS_PER_POST;
 use cova_errors::{ApiError, ErrorCode};
@@ -136,18 +136,23 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         Ok((limit, after))
     })
     .await?;
-    // One read for the job, the balance of the quota headers and whether the comments are
-    // still the analysis' (a later scrape, the analysis' expiry or its removal releases them).
-    let (mut meter, _) = Meter::api_balance_later(&state, &principal).await?;
+    // The limit, the account's state (quota headers) and the job's state (with whether its
+    // comments are still the analysis': a later scrape, the analysis' expiry or its removal
+    // releases them) in one cache round trip; the database only for what the cache lacks.
+    let job_key = cova_snapshots::job_key(&path);
+    let (meter, _, _, replies) = Meter::api_with(&state, &principal, &[Read::Stamped { key: &job_key }]).await?;
     let db = &state.backends.db;
-    let polled = jobs::poll(db, &path, &principal.account_id, state.backends.clock.now_ms())
-        .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    let Some(jobs::Polled { job, balance, current }) = polled else {
-        meter.balance(&state, &principal).await?;
+    let polled = match replies.into_iter().next() {
+        // Job ids are UUIDs: anything else is no job, and costs no read.
+        _ if uuid::Uuid::parse_str(&path).is_err() => None,
+        Some(Reply::Value(held)) => {
+            state.backends.snapshots.job(db, held, &path).await.map_err(|e| meter.fail(backend_errors::snapshot(e)))?
+        }
+        _ => return Err(meter.fail(ApiError::internal()).into()),
+    };
+    let Some(jobs::Polled { job, current }) = polled.filter(|p| p.job.account_id == principal.account_id) else {
         return Err(meter.fail(ApiError::not_found("No such job.")).into());
     };
-    meter.record_balance(&principal, &balance);
     // AI jobs answer at /ai/jobs/{id}.
     if job.kind != cova_domain::JobKind::Analyze {
         return Err(meter.fail(ApiError::not_found("No such job.")).into());
@@ -165,17 +170,13 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         "released": !current,
     });
     let prefix = format!("{},\"result\":{},\"comments\":[", stream::open_object(&body), stream::open_object(&head));
-    let comments = stream::comments(
-        db.clone(),
-        current.then(|| job.id.clone()),
-        query,
-        prefix,
-        move |written: stream::Written| {
-            let next = written.last_position.filter(|_| written.top_level == limit).map(|p| format!("p{p}"));
-            format!("],\"next_cursor\":{}}}}}", json!(next))
-        },
-    );
     let mut builder = HttpResponse::Ok();
-    builder.content_type(ContentType::json());
-    Ok(meter.stream(builder, comments))
+    meter.apply(&mut builder);
+    let suffix = move |written: stream::Written| {
+        let next = written.last_position.filter(|_| written.top_level == limit).map(|p| format!("p{p}"));
+        format!("],\"next_cursor\":{}}}}}", json!(next))
+    };
+    stream::respond(db.clone(), current.then(|| job.id.clone()), query, prefix, suffix, builder)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)).into())
 }

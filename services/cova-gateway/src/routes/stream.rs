@@ -1,13 +1,15 @@
-//! Comments written from their stored JSON: a job's result and a library entry stream their
+//! Comments written from their stored JSON: a job's result and a library entry write their
 //! comments a chunk of top-level comments (with their replies) at a time, copying each stored
 //! body into the answer instead of parsing and re-serialising it. Memory per request is one
 //! chunk, whatever the size of the breakdown.
 
+use actix_web::http::header::ContentType;
 use actix_web::web::Bytes;
+use actix_web::{HttpResponse, HttpResponseBuilder};
 use cova_domain::time::rfc3339;
-use cova_storage::Db;
 use cova_storage::repo::breakdown::{self, From, Page, Query, Row, Sort};
-use futures::Stream;
+use cova_storage::{Db, StorageError};
+use futures::StreamExt;
 use std::collections::HashMap;
 
 /// Top-level comments read and written per step.
@@ -71,94 +73,86 @@ pub struct Written {
     pub last_position: Option<i64>,
 }
 
-enum Step {
-    Prefix,
-    Chunks,
-    Suffix,
-    Done,
-}
-
 struct State<F> {
     db: Db,
     job_id: Option<String>,
     query: Query,
-    prefix: Option<String>,
     suffix: Option<F>,
     written: Written,
     first: bool,
-    step: Step,
+    /// The comments are all written (or there are none): only the suffix is left.
+    exhausted: bool,
+}
+
+impl<F: FnOnce(Written) -> String> State<F> {
+    /// Reads the next chunk and appends it to `out`.
+    async fn next_chunk(&mut self, out: &mut Vec<u8>) -> Result<(), StorageError> {
+        let remaining = self.query.limit - self.written.top_level;
+        let Some(job_id) = self.job_id.as_deref().filter(|_| remaining > 0 && !self.exhausted) else {
+            self.exhausted = true;
+            return Ok(());
+        };
+        let chunk =
+            Query { limit: remaining.min(CHUNK), from: next_from(&self.query, self.written), ..self.query.clone() };
+        let page = breakdown::page(&self.db, job_id, &chunk).await?;
+        out.reserve(page.top.len() * 600);
+        write_page(out, &page, &mut self.first);
+        self.written.top_level += page.top.len() as i64;
+        self.written.last_position = page.top.last().map(|r| r.position).or(self.written.last_position);
+        if (page.top.len() as i64) < chunk.limit || self.written.top_level >= self.query.limit {
+            self.exhausted = true;
+        }
+        Ok(())
+    }
+
+    fn suffix(&mut self) -> String {
+        self.suffix.take().map(|f| f(self.written)).unwrap_or_default()
+    }
 }
 
 /// `prefix`, then the comments of `job_id`'s scrape that `query` selects (none without a
 /// scrape) as the elements of a JSON array, then `suffix(written)`. The prefix ends with `[`
-/// and the suffix starts with `]`. A database failure after the answer has started can only
-/// end it early: the client sees a truncated body (and the log says why).
-pub fn comments<F>(
+/// and the suffix starts with `]`. The first chunk is read before the answer starts, so a
+/// database that does not answer is a 503 and an answer that fits one chunk (a page, a poll)
+/// goes out whole with its length; a longer one streams the rest a chunk at a time, and a
+/// database failure after that can only end it early (the log says why).
+pub async fn respond<F>(
     db: Db,
     job_id: Option<String>,
     query: Query,
     prefix: String,
     suffix: F,
-) -> impl Stream<Item = Result<Bytes, actix_web::Error>> + 'static
+    mut builder: HttpResponseBuilder,
+) -> Result<HttpResponse, StorageError>
 where
     F: FnOnce(Written) -> String + 'static,
 {
-    let state = State {
-        db,
-        job_id,
-        query,
-        prefix: Some(prefix),
-        suffix: Some(suffix),
-        written: Written::default(),
-        first: true,
-        step: Step::Prefix,
-    };
-    futures::stream::unfold(state, |mut st| async move {
-        loop {
-            match st.step {
-                Step::Prefix => {
-                    st.step = Step::Chunks;
-                    return Some((Ok(Bytes::from(st.prefix.take().unwrap_or_default())), st));
-                }
-                Step::Chunks => {
-                    let remaining = st.query.limit - st.written.top_level;
-                    let Some(job_id) = st.job_id.as_deref().filter(|_| remaining > 0) else {
-                        st.step = Step::Suffix;
-                        continue;
-                    };
-                    let chunk = Query {
-                        limit: remaining.min(CHUNK),
-                        from: next_from(&st.query, st.written),
-                        ..st.query.clone()
-                    };
-                    let page = match breakdown::page(&st.db, job_id, &chunk).await {
-                        Ok(page) => page,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "reading comments failed mid-answer; the answer ends early");
-                            st.step = Step::Done;
-                            return Some((Err(actix_web::error::ErrorServiceUnavailable("database unavailable")), st));
-                        }
-                    };
-                    let mut out = Vec::with_capacity(page.top.len() * 600);
-                    write_page(&mut out, &page, &mut st.first);
-                    st.written.top_level += page.top.len() as i64;
-                    st.written.last_position = page.top.last().map(|r| r.position).or(st.written.last_position);
-                    if (page.top.len() as i64) < chunk.limit {
-                        st.step = Step::Suffix;
-                    }
-                    if !out.is_empty() {
-                        return Some((Ok(Bytes::from(out)), st));
-                    }
-                }
-                Step::Suffix => {
-                    st.step = Step::Done;
-                    let suffix = st.suffix.take().map(|f| f(st.written)).unwrap_or_default();
-                    return Some((Ok(Bytes::from(suffix)), st));
-                }
-                Step::Done => return None,
+    let mut st =
+        State { db, job_id, query, suffix: Some(suffix), written: Written::default(), first: true, exhausted: false };
+    let mut head = prefix.into_bytes();
+    st.next_chunk(&mut head).await?;
+    builder.content_type(ContentType::json());
+    if st.exhausted {
+        head.extend_from_slice(st.suffix().as_bytes());
+        return Ok(builder.body(head));
+    }
+    let rest = futures::stream::unfold(Some(st), |st| async move {
+        let mut st = st?;
+        if st.exhausted {
+            let suffix = st.suffix();
+            return Some((Ok(Bytes::from(suffix)), None));
+        }
+        let mut out = Vec::new();
+        match st.next_chunk(&mut out).await {
+            Ok(()) => Some((Ok(Bytes::from(out)), Some(st))),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading comments failed mid-answer; the answer ends early");
+                Some((Err(actix_web::error::ErrorServiceUnavailable("database unavailable")), None))
             }
         }
-    })
+    });
+    let body = futures::stream::once(futures::future::ready(Ok::<_, actix_web::Error>(Bytes::from(head)))).chain(rest);
+    Ok(builder.streaming(body))
 }
 
 /// Where the next chunk starts: after the last position in platform order, else after the

@@ -1,12 +1,12 @@
 use crate::AppState;
 use crate::auth::authenticate;
-use crate::backend_errors;
 use crate::error::HttpResult;
 use crate::metering::{Limit, Meter};
 use actix_web::{HttpRequest, HttpResponse, web};
-use cova_cache::Op;
+use cova_cache::Reply;
 use cova_domain::limits::{MAX_ACTIVE_TOKENS, MAX_COMMENTS_PER_POST, MAX_RUNNING_ANALYSES, METADATA};
 use cova_domain::time::rfc3339;
+use cova_errors::ApiError;
 use cova_storage::repo::accounts;
 use serde_json::json;
 
@@ -14,17 +14,13 @@ use serde_json::json;
 /// state of every limit that applies to the account.
 pub async fn get_usage(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
-    let (mut meter, requests) = Meter::api_balance_later(&state, &principal).await?;
     let metadata_limit = Limit::metadata(&principal.account_id);
-    // One read of the database (account, balance, running analyses) beside the metadata window.
-    let (usage, metadata) = tokio::join!(
-        accounts::usage(&state.backends.db, &principal.account_id, state.backends.clock.now_ms()),
-        metadata_limit.apply(&state, Op::Peek),
-    );
-    let accounts::Usage { account, balance, running } =
-        usage.map_err(backend_errors::storage).map_err(|e| meter.fail(e))?;
-    meter.record_balance(&principal, &balance);
-    let metadata = metadata.map_err(backend_errors::cache).map_err(|e| meter.fail(e))?;
+    // The general limit, the account's state and the metadata window in one cache round trip.
+    let (meter, usage, requests, replies) = Meter::api_with(&state, &principal, &[metadata_limit.read(false)]).await?;
+    let Some(Reply::Decision(metadata)) = replies.into_iter().next() else {
+        return Err(meter.fail(ApiError::internal()).into());
+    };
+    let accounts::Usage { account, balance, running } = usage;
     let body = json!({
         "account": {"id": account.id, "email": account.email},
         "comments": {

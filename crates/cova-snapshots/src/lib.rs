@@ -1,0 +1,143 @@
+//! Snapshots: copies of the account and job state that every authenticated request reads (the
+//! quota headers, `/usage`, a job's poll), kept in the cache so that the request path reads no
+//! database. The storage layer announces each committed change ([`cova_storage::Changes`]);
+//! [`Snapshots`] then refreshes the copy under a stamp of the cache ([`cova_cache::Cache::stamp`]),
+//! so that a copy read before a change can never replace one read after it, whatever order
+//! writers and readers finish in. A reader that finds no copy reads the database and stores it.
+//!
+//! A copy outlives a change it missed only when its refresh failed (the cache did not answer
+//! just then, or the writer died between its commit and the refresh), and then for at most its
+//! lifetime: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`].
+
+use cova_cache::Cache;
+use cova_domain::time::{Clock, month_of};
+use cova_storage::repo::accounts::{self, Usage};
+use cova_storage::repo::jobs::{self, Polled};
+use cova_storage::{Change, Changes, Db, StorageError};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// How long an account's copy lives without a refresh.
+pub const ACCOUNT_TTL: Duration = Duration::from_secs(10);
+/// How long the copy of a queued or running job lives without a refresh.
+pub const RUNNING_JOB_TTL: Duration = Duration::from_secs(10);
+/// How long the copy of a finished job lives (it changes only when its comments are released).
+pub const FINISHED_JOB_TTL: Duration = Duration::from_secs(600);
+
+/// The cache key of an account's copy.
+pub fn account_key(account_id: &str) -> String {
+    format!("snap:account:{account_id}")
+}
+
+/// The cache key of a job's copy.
+pub fn job_key(job_id: &str) -> String {
+    format!("snap:job:{job_id}")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Cache(#[from] cova_cache::CacheError),
+}
+
+/// Reads and refreshes the copies; also the listener of the database's committed changes.
+#[derive(Clone)]
+pub struct Snapshots {
+    cache: Cache,
+    clock: Clock,
+}
+
+impl Snapshots {
+    pub fn new(cache: Cache, clock: Clock) -> Self {
+        Self { cache, clock }
+    }
+
+    /// The account's state (this month's balance, running analyses, tokens): `held` is what a
+    /// cache read of [`account_key`] brought (a [`cova_cache::Read::Stamped`] in the request's
+    /// batch); without a usable copy the database is read and the copy stored.
+    pub async fn account(&self, db: &Db, held: Option<Vec<u8>>, account_id: &str) -> Result<Usage, SnapshotError> {
+        let month = month_of(self.clock.now_ms());
+        if let Some(usage) = decode::<Usage>(held.as_deref()).filter(|u| u.balance.month == month) {
+            return Ok(usage);
+        }
+        let key = account_key(account_id);
+        let stamp = self.cache.current_stamp(&key).await?;
+        let usage = accounts::usage(db, account_id, self.clock.now_ms()).await?;
+        self.store(&key, stamp, &usage, ACCOUNT_TTL).await;
+        Ok(usage)
+    }
+
+    /// The job's state as a poll shows it, as [`Snapshots::account`]; `None` when there is no
+    /// such job.
+    pub async fn job(&self, db: &Db, held: Option<Vec<u8>>, job_id: &str) -> Result<Option<Polled>, SnapshotError> {
+        if let Some(polled) = decode::<Polled>(held.as_deref()) {
+            return Ok(Some(polled));
+        }
+        let key = job_key(job_id);
+        let stamp = self.cache.current_stamp(&key).await?;
+        let polled = jobs::poll(db, job_id).await?;
+        if let Some(polled) = &polled {
+            self.store(&key, stamp, polled, job_ttl(polled)).await;
+        }
+        Ok(polled)
+    }
+
+    async fn store<T: serde::Serialize>(&self, key: &str, stamp: u64, value: &T, ttl: Duration) {
+        let Ok(bytes) = serde_json::to_vec(value) else { return };
+        if let Err(e) = self.cache.put_stamped(key, stamp, &bytes, ttl).await {
+            tracing::debug!(error = %e, key, "storing a snapshot failed; the next read tries again");
+        }
+    }
+
+    /// Refreshes the copy of what `change` changed, if the cache holds one.
+    async fn refresh(&self, db: &Db, change: Change<'_>) -> Result<(), SnapshotError> {
+        let key = match change {
+            Change::Account(id) => account_key(id),
+            Change::Job(id) => job_key(id),
+        };
+        let ttl = match change {
+            Change::Account(_) => ACCOUNT_TTL,
+            Change::Job(_) => RUNNING_JOB_TTL,
+        };
+        let (stamp, held) = self.cache.stamp(&key, ttl).await?;
+        if !held {
+            // Nobody keeps a copy: the next reader stores one, read after this change.
+            return Ok(());
+        }
+        match change {
+            Change::Account(id) => {
+                let usage = accounts::usage(db, id, self.clock.now_ms()).await?;
+                self.store(&key, stamp, &usage, ACCOUNT_TTL).await;
+            }
+            Change::Job(id) => {
+                if let Some(polled) = jobs::poll(db, id).await? {
+                    self.store(&key, stamp, &polled, job_ttl(&polled)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(held: Option<&[u8]>) -> Option<T> {
+    held.and_then(|bytes| serde_json::from_slice(bytes).ok())
+}
+
+fn job_ttl(polled: &Polled) -> Duration {
+    if polled.job.status.is_finished() { FINISHED_JOB_TTL } else { RUNNING_JOB_TTL }
+}
+
+impl Changes for Snapshots {
+    fn changed<'a>(&'a self, db: &'a Db, changes: &'a [Change<'a>]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for change in changes {
+                if let Err(e) = self.refresh(db, *change).await {
+                    // The write is committed; the copy catches up at its next refresh or expiry.
+                    tracing::warn!(error = %e, ?change, "refreshing a snapshot failed");
+                }
+            }
+        })
+    }
+}

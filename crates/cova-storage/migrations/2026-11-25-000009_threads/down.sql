@@ -1,0 +1,2 @@
+DROP INDEX job_comments_thread_idx;
+ALTER TABLE job_comments DROP COLUMN thread;
