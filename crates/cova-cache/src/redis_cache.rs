@@ -7,9 +7,9 @@ use crate::window::Op;
 use crate::{CacheError, Read, Reply, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::Mutex;
 
 /// Mirrors `gcra::step`. Returns {allowed, remaining, retry_after_us, reset_after_us}.
 const GCRA_LUA: &str = r#"
@@ -104,11 +104,19 @@ return 1
 pub(crate) struct RedisCache {
     client: redis::Client,
     timeout: Duration,
-    conn: Arc<Mutex<Option<ConnectionManager>>>,
+    /// Tells this cache's connections apart in each thread's table; they are dropped with it.
+    alive: Arc<()>,
     script: Arc<Script>,
     window_script: Arc<Script>,
     stamp_script: Arc<Script>,
     put_stamped_script: Arc<Script>,
+}
+
+thread_local! {
+    /// Each thread's connection to each cache: a request then never waits for a connection
+    /// driven by another thread (two thread wake-ups per round trip). Keyed by the cache's
+    /// `alive` token, whose weak half says when the cache is gone.
+    static CONNECTIONS: RefCell<Vec<(Weak<()>, ConnectionManager)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn unavailable(e: impl std::fmt::Display) -> CacheError {
@@ -148,7 +156,7 @@ impl RedisCache {
         Ok(Self {
             client,
             timeout,
-            conn: Arc::default(),
+            alive: Arc::new(()),
             script: Arc::new(Script::new(GCRA_LUA)),
             window_script: Arc::new(Script::new(WINDOW_LUA)),
             stamp_script: Arc::new(Script::new(STAMP_LUA)),
@@ -156,11 +164,12 @@ impl RedisCache {
         })
     }
 
-    /// The shared manager, created on first use so a Redis that is down at start only delays.
+    /// This thread's connection (reconnecting by itself), made on first use, so a Redis that is
+    /// down at start only delays.
     async fn conn(&self) -> Result<ConnectionManager> {
-        let mut slot = self.conn.lock().await;
-        if let Some(c) = slot.as_ref() {
-            return Ok(c.clone());
+        let mine = |(alive, _): &(Weak<()>, ConnectionManager)| std::ptr::eq(alive.as_ptr(), Arc::as_ptr(&self.alive));
+        if let Some(conn) = CONNECTIONS.with(|c| c.borrow().iter().find(|e| mine(e)).map(|(_, conn)| conn.clone())) {
+            return Ok(conn);
         }
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -168,7 +177,13 @@ impl RedisCache {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(2));
         let manager = ConnectionManager::new_with_config(self.client.clone(), cfg).await.map_err(unavailable)?;
-        *slot = Some(manager.clone());
+        CONNECTIONS.with(|c| {
+            let mut conns = c.borrow_mut();
+            conns.retain(|(alive, _)| alive.strong_count() > 0);
+            if !conns.iter().any(|e| mine(e)) {
+                conns.push((Arc::downgrade(&self.alive), manager.clone()));
+            }
+        });
         Ok(manager)
     }
 

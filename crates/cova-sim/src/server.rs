@@ -245,6 +245,15 @@ fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
             state.expire_cdn_links();
             HttpResponse::NoContent().finish()
         }
+        // Holds every platform answer until resumed ([`SimHandle::pause`]).
+        ("POST", "pause") => {
+            state.open.send_replace(false);
+            HttpResponse::NoContent().finish()
+        }
+        ("POST", "resume") => {
+            state.open.send_replace(true);
+            HttpResponse::NoContent().finish()
+        }
         ("DELETE", "requests") => {
             lock(&state.requests).clear();
             HttpResponse::NoContent().finish()

@@ -2,7 +2,7 @@ use crate::{Result, StorageError};
 use cova_config::{DatabaseBackend, DatabaseConfig};
 use diesel::sqlite::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
 use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
@@ -197,6 +197,7 @@ where
     S: SpawnBlocking + Send + 'static,
 {
     let mut mc = ManagerConfig::<SyncConnectionWrapper<SqliteConnection, S>>::default();
+    mc.recycling_method = RecyclingMethod::Fast;
     mc.custom_setup = Box::new(move |path| {
         let path = path.to_owned();
         async move {
@@ -227,6 +228,9 @@ impl Db {
             DatabaseBackend::Postgres(url) => {
                 let statement_timeout = cfg.statement_timeout_ms;
                 let mut mc = ManagerConfig::<AsyncPgConnection>::default();
+                // A connection whose server went away is closed, and recycling drops it; a
+                // test query on every checkout would double the round trips of every read.
+                mc.recycling_method = RecyclingMethod::Fast;
                 mc.custom_setup = Box::new(move |url| {
                     let url = url.to_owned();
                     async move {

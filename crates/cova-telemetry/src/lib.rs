@@ -2,6 +2,10 @@
 //! command output such as `cova admin`), and OpenTelemetry
 //! OTLP/HTTP trace export when `telemetry.otlp_endpoint` is set.
 
+mod batch;
+
+/// Writes the log lines still buffered (before `std::process::exit`, which skips destructors).
+pub use batch::flush as flush_logs;
 use cova_config::TelemetryConfig;
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TracerProvider as _;
@@ -69,6 +73,8 @@ pub enum TelemetryError {
 /// Flushes and stops trace export when dropped: keep it alive until the process ends.
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    /// Writes the log lines still buffered when dropped.
+    _logs: Option<batch::Flusher>,
 }
 
 impl Drop for TelemetryGuard {
@@ -110,19 +116,20 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         // `auto`: people read a terminal, collectors parse everything else.
         _ => std::io::stderr().is_terminal(),
     };
+    let (writer, logs) = batch::stderr();
     let fmt = if pretty {
-        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed()
+        tracing_subscriber::fmt::layer().with_writer(writer).boxed()
     } else {
         tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .boxed()
     };
     let _ = tracing_subscriber::registry().with(fmt.with_filter(filter.and(ClientFaults))).with(otel).try_init();
-    Ok(TelemetryGuard { provider })
+    Ok(TelemetryGuard { provider, _logs: Some(logs) })
 }
 
 /// Targets cova's log lines come from: a directive naming anything else matches nothing.

@@ -66,6 +66,7 @@ pub async fn run(mut config: Config, roles: &[Role]) -> anyhow::Result<()> {
     tokio::spawn(async {
         shutdown_signal().await;
         tracing::warn!("second stop signal: stopping at once; unacknowledged jobs will be redelivered");
+        cova_telemetry::flush_logs();
         std::process::exit(130);
     });
     stack.stop(DRAIN).await;
