@@ -45,7 +45,7 @@ pub enum Reply {
 #[derive(Clone)]
 enum Backend {
     Memory(memory::MemoryCache),
-    Redis(redis_cache::RedisCache),
+    Redis(Box<redis_cache::RedisCache>),
 }
 
 /// A handle on the configured cache; cheap to clone. Every key is namespaced by `cache.prefix`.
@@ -62,7 +62,7 @@ impl Cache {
         let timeout = Duration::from_millis(cfg.timeout_ms.max(1));
         let backend = match CacheBackend::parse(&cfg.url).map_err(|e| CacheError::Unavailable(e.to_string()))? {
             CacheBackend::Memory => Backend::Memory(memory::MemoryCache::default()),
-            CacheBackend::Redis(url) => Backend::Redis(redis_cache::RedisCache::new(&url, timeout)?),
+            CacheBackend::Redis(url) => Backend::Redis(Box::new(redis_cache::RedisCache::new(&url, timeout)?)),
         };
         Ok(Self { backend, prefix: cfg.prefix.clone(), timeout })
     }

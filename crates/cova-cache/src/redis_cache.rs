@@ -180,7 +180,7 @@ impl RedisCache {
         CONNECTIONS.with(|c| {
             let mut conns = c.borrow_mut();
             conns.retain(|(alive, _)| alive.strong_count() > 0);
-            if !conns.iter().any(|e| mine(e)) {
+            if !conns.iter().any(&mine) {
                 conns.push((Arc::downgrade(&self.alive), manager.clone()));
             }
         });

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A comment or reply, the same shape for every platform.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comment {
     pub id: String,
     pub text: String,

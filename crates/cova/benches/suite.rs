@@ -59,6 +59,22 @@ impl RealBackends {
         })
     }
 
+    /// [`gateway_overhead`] with `cova serve` on the real backends: a database of its own, and
+    /// cache and queue prefixes of its own.
+    async fn gateway_overhead(&self, report: &mut Report) {
+        let database = TestDatabase::postgres(&self.database).await;
+        let prefix = format!("bench{}x{}", std::process::id(), chrono::Utc::now().timestamp_micros());
+        let vars = [
+            ("COVA_DATABASE__URL", database.config.url.clone()),
+            ("COVA_CACHE__URL", self.cache.clone()),
+            ("COVA_CACHE__PREFIX", prefix.clone()),
+            ("COVA_QUEUE__URL", self.queue.clone()),
+            ("COVA_QUEUE__PREFIX", prefix),
+        ];
+        gateway_overhead(report, "real", &vars).await;
+        let _ = database.drop_database().await;
+    }
+
     async fn app(&self, sim: SimConfig, scraper: Scraper) -> TestApp {
         let database = TestDatabase::postgres(&self.database).await;
         spawn_app_on(database, sim, scraper, |c| {
@@ -241,12 +257,8 @@ impl Load {
     }
 }
 
-/// One round of fixed-concurrency closed-loop load on a URL: (latencies, seconds).
-async fn load(url: &str, token: Option<&str>) -> (Vec<Duration>, f64) {
-    load_reading(url, token, false).await
-}
-
-/// As [`load`]; with `read_body` each answer's body is read whole before the next request.
+/// One round of fixed-concurrency closed-loop load on a URL from this process: (latencies,
+/// seconds); with `read_body` each answer's body is read whole before the next request.
 async fn load_reading(url: &str, token: Option<&str>, read_body: bool) -> (Vec<Duration>, f64) {
     let client = reqwest::Client::builder().pool_max_idle_per_host(LOAD_CONCURRENCY).build().expect("client");
     let stop = Arc::new(AtomicBool::new(false));
@@ -281,7 +293,8 @@ async fn load_reading(url: &str, token: Option<&str>, read_body: bool) -> (Vec<D
     (all, started.elapsed().as_secs_f64())
 }
 
-/// A bare actix-web handler returning a body of the same size as `/api/v1/usage`.
+/// A bare actix-web handler (as many workers as `cova serve` runs by default, one per CPU)
+/// returning a body of `body.len()` bytes: what the gateway's figures are compared with.
 async fn bare_server(body: String) -> (String, actix_web::dev::ServerHandle) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -298,7 +311,6 @@ async fn bare_server(body: String) -> (String, actix_web::dev::ServerHandle) {
                 }),
             )
     })
-    .workers(2)
     .listen(listener)
     .expect("listen")
     .run();
@@ -307,37 +319,130 @@ async fn bare_server(body: String) -> (String, actix_web::dev::ServerHandle) {
     (format!("http://{addr}/bare"), handle)
 }
 
-async fn gateway_overhead(report: &mut Report, label: &str, app: &TestApp) {
-    let (account, token) = app.integrator().await;
-    app.grant(&account, 1_000).await;
-    // A limit high enough not to interfere: the check itself is what is measured.
-    let usage_url = format!("{}/api/v1/usage", app.base_url);
-    let sample = reqwest::Client::new().get(&usage_url).bearer_auth(&token).send().await.expect("usage");
-    let body = sample.text().await.expect("body");
-    // The poll: a complete job's first comment, as a client polling every 1-2 s sees it.
-    let done = app.client(Some(&token)).collect(tiktok_post_id(TikTokScenario::Normal, 20)).await;
-    let poll_url = format!("{}/api/v1/analyze/{}?limit=1", app.base_url, done["job_id"].as_str().expect("id"));
-    let (bare_url, bare) = bare_server(" ".repeat(body.len())).await;
-    let (mut bare_load, mut usage_load, mut poll_load) = (Load::default(), Load::default(), Load::default());
-    for _ in 0..LOAD_ROUNDS {
-        bare_load.add(load(&bare_url, None).await);
-        usage_load.add(load(&usage_url, Some(&token)).await);
-        poll_load.add(load_reading(&poll_url, Some(&token), true).await);
+/// What one run of wrk measured.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wrk {
+    rps: f64,
+    mean: Duration,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// `wrk`'s durations: `512.00us`, `1.20ms`, `2.01s`.
+fn wrk_duration(text: &str) -> Option<Duration> {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic())?);
+    let n: f64 = number.parse().ok()?;
+    let secs = match unit {
+        "us" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+/// Closed-loop load on `url` from `connections` keep-alive connections of wrk, in a process of
+/// its own (it shares the machine's CPUs with the server, as any client on it would).
+async fn wrk(url: &str, token: Option<&str>, connections: usize, seconds: u64) -> Wrk {
+    let mut cmd = std::process::Command::new("wrk");
+    cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s"), "--latency"]);
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
     }
+    cmd.arg(url);
+    let out =
+        tokio::task::spawn_blocking(move || cmd.output()).await.expect("join").expect("wrk runs (apt-get install wrk)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("Non-2xx"), "wrk {url}: {text}");
+    let field = |prefix: &str| -> Option<&str> {
+        text.lines().map(str::trim).find_map(|l| l.strip_prefix(prefix)).and_then(|rest| rest.split_whitespace().next())
+    };
+    Wrk {
+        rps: field("Requests/sec:").and_then(|v| v.parse().ok()).expect("requests/s"),
+        mean: field("Latency").and_then(wrk_duration).expect("mean latency"),
+        p50: field("50%").and_then(wrk_duration).expect("p50"),
+        p99: field("99%").and_then(wrk_duration).expect("p99"),
+    }
+}
+
+/// Rounds of one URL's load, summed.
+#[derive(Default)]
+struct Rounds {
+    runs: Vec<Wrk>,
+}
+
+impl Rounds {
+    fn rps(&self) -> f64 {
+        self.runs.iter().map(|r| r.rps).sum::<f64>() / self.runs.len().max(1) as f64
+    }
+
+    /// The middle round's latencies (rounds alternate, so each saw the same noise).
+    fn latencies(&self) -> (Duration, Duration) {
+        let mut runs = self.runs.clone();
+        runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
+        runs.get(runs.len() / 2).map_or((Duration::ZERO, Duration::ZERO), |r| (r.p50, r.p99))
+    }
+}
+
+/// The gateway against a bare handler, each loaded by wrk in its own process: `/usage`, the
+/// poll of a running job (what a client polling every 1-2 s sees) and of a complete one (its
+/// first comment thread, read from the database), through a release `cova serve` process on
+/// the given backends (`extra` settings), with access logs on as deployed.
+async fn gateway_overhead(report: &mut Report, label: &str, extra: &[(&str, String)]) {
+    if std::process::Command::new("wrk").arg("--version").output().is_err() {
+        report.add(&format!("gateway_{label}"), "skipped (wrk is not installed: apt-get install wrk)");
+        return;
+    }
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("sim");
+    let mut vars = vec![
+        ("COVA_LIMITS__API_REQUESTS_PER_MINUTE", "100000000".to_owned()),
+        ("COVA_METRICS__ADDR", "127.0.0.1:0".to_owned()),
+    ];
+    vars.extend(extra.iter().cloned());
+    let serve = ServeProcess::start(&sim, &vars).await;
+    let usage_url = format!("{}/api/v1/usage", serve.base);
+    let body = reqwest::Client::new().get(&usage_url).bearer_auth(&serve.token).send().await.expect("usage");
+    let body = body.text().await.expect("body");
+    let complete = serve.collect(tiktok_post_id(TikTokScenario::Normal, 20)).await;
+    let complete_url = format!("{}/api/v1/analyze/{complete}?limit=1", serve.base);
+    // A job that stays in progress: the platform answers nothing while the load runs.
+    sim.pause();
+    let client = cova_tests::Client::new(&serve.base, Some(&serve.token));
+    let running = client
+        .analyze(&format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, 21)), None)
+        .await
+        .ok();
+    let running_url = format!("{}/api/v1/analyze/{}?limit=1", serve.base, running["job_id"].as_str().expect("id"));
+    let (bare_url, bare) = bare_server(" ".repeat(body.len())).await;
+    let (mut bare_load, mut usage, mut poll, mut poll_complete) =
+        (Rounds::default(), Rounds::default(), Rounds::default(), Rounds::default());
+    for _ in 0..LOAD_ROUNDS {
+        bare_load.runs.push(wrk(&bare_url, None, LOAD_CONCURRENCY, LOAD_SECONDS).await);
+        usage.runs.push(wrk(&usage_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
+        poll.runs.push(wrk(&running_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
+        poll_complete.runs.push(wrk(&complete_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
+    }
+    sim.resume();
     bare.stop(false).await;
-    let (bare_rps, bare_p50, bare_p99) = bare_load.summary();
-    let (rps, p50, p99) = usage_load.summary();
-    let (poll_rps, poll_p50, poll_p99) = poll_load.summary();
-    report.add(&format!("gateway_poll_{label}_rps"), format!("{poll_rps:.0}"));
-    report.add(&format!("gateway_poll_{label}_p50_p99"), format!("{} / {}", ms(poll_p50), ms(poll_p99)));
-    report.add(&format!("gateway_poll_{label}_share_of_bare"), format!("{:.0}%", 100.0 * poll_rps / bare_rps.max(1.0)));
-    report.add(&format!("gateway_usage_{label}_rps"), format!("{rps:.0}"));
-    report.add(&format!("gateway_usage_{label}_p50"), ms(p50));
-    report.add(&format!("gateway_usage_{label}_p99"), ms(p99));
-    report.add(&format!("gateway_bare_{label}_rps"), format!("{bare_rps:.0}"));
-    report.add(&format!("gateway_bare_{label}_p50_p99"), format!("{} / {}", ms(bare_p50), ms(bare_p99)));
-    report.add(&format!("gateway_overhead_{label}_rps_ratio"), format!("{:.2}", bare_rps / rps.max(1.0)));
-    report.add(&format!("gateway_usage_{label}_share_of_bare"), format!("{:.0}%", 100.0 * rps / bare_rps.max(1.0)));
+    let bare_rps = bare_load.rps();
+    let mut line = |name: &str, rounds: &Rounds| {
+        let (p50, p99) = rounds.latencies();
+        report.add(&format!("gateway_{name}_{label}_rps"), format!("{:.0}", rounds.rps()));
+        report.add(&format!("gateway_{name}_{label}_p50_p99"), format!("{} / {}", ms(p50), ms(p99)));
+        if name != "bare" {
+            report.add(
+                &format!("gateway_{name}_{label}_share_of_bare"),
+                format!("{:.0}%", 100.0 * rounds.rps() / bare_rps.max(1.0)),
+            );
+        }
+    };
+    line("bare", &bare_load);
+    line("usage", &usage);
+    line("poll", &poll);
+    line("poll_complete", &poll_complete);
+    drop(serve);
+    sim.stop().await;
 }
 
 /// Requests in flight per host for the collection bench: the politeness budget it runs with.
@@ -375,8 +480,24 @@ async fn collection_speed(report: &mut Report) {
     report.add(
         "collect_politeness_budget",
         format!(
-            "{COLLECT_IN_FLIGHT} requests in flight per host ({} list pages ahead, {} reply lists), {PLATFORM_LATENCY_MS} ms per request, no rate limit",
-            tiktok.list_prefetch, tiktok.reply_parallelism
+            "{COLLECT_IN_FLIGHT} requests in flight per host (up to {} top-level chains, {} reply lists), {PLATFORM_LATENCY_MS} ms per request, no rate limit",
+            1 + tiktok.list_prefetch,
+            tiktok.reply_parallelism
+        ),
+    );
+    // The fewest requests the page sizes allow: every page full (35 here), no reply request
+    // for a parent whose preview holds its replies (2 here).
+    let truth = sim.expected_post(&id.to_string());
+    let page = f64::from(SimConfig::default().tiktok_page_max);
+    let minimum_list = (truth.comments.len() as f64 / page).ceil();
+    let minimum_replies: f64 =
+        truth.comments.iter().filter(|c| c.replies.len() > 2).map(|c| (c.replies.len() as f64 / page).ceil()).sum();
+    report.add(
+        "collect_5000_requests_vs_minimum",
+        format!(
+            "{:.3} ({} vs {minimum_list} list + {minimum_replies} reply pages)",
+            (top + replies) / (minimum_list + minimum_replies),
+            top + replies
         ),
     );
     report.add(
@@ -634,7 +755,8 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
 /// 5,000-comment breakdown, and the process's peak memory around it (streamed, not buffered).
 async fn export_speed(report: &mut Report) {
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
-    let serve = ServeProcess::start(&sim, &[]).await;
+    // The load is the measure here, not the request limit.
+    let serve = ServeProcess::start(&sim, &[("COVA_LIMITS__API_REQUESTS_PER_MINUTE", "100000000".to_owned())]).await;
     let id = tiktok_post_id(TikTokScenario::Normal, COLLECT_COMMENTS);
     let job_id = serve.collect(id).await;
     result_speed(report, &serve, &job_id).await;
@@ -666,46 +788,44 @@ async fn export_speed(report: &mut Report) {
     sim.stop().await;
 }
 
-/// `GET /analyze/{job_id}` of a complete 5,000-comment job, whole, by 4 clients at once (the
-/// server in its own process): latency, size, and the server's peak memory over its RSS before.
+/// `GET /analyze/{job_id}` of a complete 5,000-comment job, whole, by 4 clients at once (wrk
+/// in its own process, the server in another): latency, size, and the server's peak memory
+/// over its RSS before.
 async fn result_speed(report: &mut Report, serve: &ServeProcess, job_id: &str) {
     const CLIENTS: usize = 4;
     let url = format!("{}/api/v1/analyze/{job_id}", serve.base);
     let http = reqwest::Client::new();
     let size =
         http.get(&url).bearer_auth(&serve.token).send().await.expect("result").bytes().await.expect("body").len();
-    let before = serve.mib("VmRSS");
-    serve.reset_peak();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (http, url, token) = (http.clone(), url.clone(), serve.token.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            for _ in 0..20 {
-                let started = Instant::now();
-                let res = http.get(&url).bearer_auth(&token).send().await.expect("result");
-                assert_eq!(res.status(), 200);
-                assert_eq!(res.bytes().await.expect("body").len(), size);
-                latencies.push(started.elapsed());
+    // Anonymous memory, sampled while the load runs: the database file that SQLite reads through
+    // a memory map also counts in RSS, but it is the page cache, shared by every request.
+    let pid = serve.child.id();
+    let before = mib(memory_kib(pid, "RssAnon"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(Ordering::Relaxed) {
+                peak = peak.max(memory_kib(pid, "RssAnon"));
+                std::thread::sleep(Duration::from_millis(2));
             }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("join"));
-    }
-    all.sort();
-    let mean = all.iter().sum::<Duration>() / all.len().max(1) as u32;
+            peak
+        })
+    };
+    let run = wrk(&url, Some(&serve.token), CLIENTS, 10).await;
+    stop.store(true, Ordering::Relaxed);
+    let peak = mib(sampler.join().expect("sampler"));
     report.add(
         "result_5000_comments_4_clients",
         format!(
-            "mean {}, p99 {} ({:.2} MiB; process RSS {:.1} MiB before, peak {:.1} MiB)",
-            ms(mean),
-            ms(percentile(&all, 0.99)),
+            "mean {}, p50 {}, p99 {}, {:.0} answers/s ({:.2} MiB each; anonymous memory {before:.1} MiB before, peak {peak:.1} MiB: {:.1} MiB per answer in flight)",
+            ms(run.mean),
+            ms(run.p50),
+            ms(run.p99),
+            run.rps,
             size as f64 / (1024.0 * 1024.0),
-            before,
-            serve.mib("VmHWM")
+            (peak - before) / CLIENTS as f64
         ),
     );
 }
@@ -969,13 +1089,9 @@ fn main() {
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
                 "gateway" => {
-                    let app = embedded_app().await;
-                    gateway_overhead(&mut report, "embedded", &app).await;
-                    app.stop().await;
+                    gateway_overhead(&mut report, "embedded", &[]).await;
                     if real.reachable() {
-                        let app = real.app(SimConfig::default(), Scraper::InProcess).await;
-                        gateway_overhead(&mut report, "real", &app).await;
-                        app.stop().await;
+                        real.gateway_overhead(&mut report).await;
                     }
                 }
                 other => panic!(
@@ -987,8 +1103,8 @@ fn main() {
         return;
     }
     rt.block_on(async {
+        gateway_overhead(&mut report, "embedded", &[]).await;
         let app = embedded_app().await;
-        gateway_overhead(&mut report, "embedded", &app).await;
         job_overhead(&mut report, "embedded", &app).await;
         app.stop().await;
         scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
@@ -1000,8 +1116,8 @@ fn main() {
         delivery_throughput(&mut report).await;
 
         if real.reachable() {
+            real.gateway_overhead(&mut report).await;
             let app = real.app(SimConfig::default(), Scraper::InProcess).await;
-            gateway_overhead(&mut report, "real", &app).await;
             job_overhead(&mut report, "real", &app).await;
             app.stop().await;
             scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await).await;
@@ -1077,7 +1193,7 @@ fn write_results(report: &Report) {
     let _ = writeln!(out, "- metrics: the Prometheus recorder installed, as in a deployed process");
     let _ = writeln!(
         out,
-        "- load: {LOAD_CONCURRENCY} concurrent keep-alive clients in the same process, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating gateway and bare handler; {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts, release `cova scraper` processes)\n",
+        "- load: wrk in its own process, {LOAD_CONCURRENCY} keep-alive connections, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating the bare handler (in the bench process) and the gateway (a release `cova serve` process, access logs on); {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts, release `cova scraper` processes)\n",
         THROUGHPUT_ACCOUNTS * JOBS_PER_ACCOUNT
     );
     let _ = writeln!(out, "| name | value |\n|---|---|");

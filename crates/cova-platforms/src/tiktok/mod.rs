@@ -1,8 +1,8 @@
 //! TikTok: short links, post pages (metadata) and the web comment API.
 
+mod chains;
 mod challenge;
 mod comments;
-mod coverage;
 mod page;
 
 use crate::TikTokConfig;
@@ -10,19 +10,15 @@ use crate::collect::{CommentSource, ReplyJob, ReplyPage, TopPage};
 use crate::http::{Attempt, Http, HttpSettings, Request, Response, json_body};
 use crate::urls::{ParsedUrl, PostRef, ShortLink, is_tiktok_host, parse_tiktok_path};
 use crate::{Metadata, PlatformError};
-use coverage::Coverage;
+use chains::Chains;
 use page::PageData;
 use reqwest::Method;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinHandle;
 use url::Url;
 
 /// Link-preview crawlers get the redirect without a bot wall.
 const PREVIEW_USER_AGENT: &str = "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)";
-/// Extra pages tried after `has_more: 0` arrived with comments and an advancing cursor.
-const EXTRA_TRIES_AFTER_HAS_MORE_0: u32 = 3;
 /// Challenge pages solved per metadata request before giving up.
 const MAX_CHALLENGES: u32 = 2;
 
@@ -380,58 +376,23 @@ impl TikTok {
     }
 }
 
-/// The state of one collection's top-level list.
-#[derive(Default)]
-struct TopState {
-    finished: bool,
-    extra_tries: u32,
-    top_seen: u64,
-    total: Option<u64>,
-    coverage: Coverage,
-    /// A page contradicted the offset model: no more guessing, one page after the other.
-    sequential: bool,
-    /// Pages requested ahead of the chain, by offset, and those arrived but not yet used.
-    ahead: BTreeMap<u64, JoinHandle<Result<comments::Envelope, PlatformError>>>,
-    arrived: BTreeMap<u64, comments::Envelope>,
-    /// The next offset to guess.
-    next_guess: u64,
-}
-
-impl TopState {
-    fn stop_guessing(&mut self) {
-        for (_, task) in std::mem::take(&mut self.ahead) {
-            task.abort();
-        }
-        self.arrived.clear();
-    }
-}
-
-/// What `next_page` does next for the offset the cover has reached.
-enum Step {
-    Use(u64, comments::Envelope),
-    Await(u64, JoinHandle<Result<comments::Envelope, PlatformError>>),
-    Fetch(u64),
-}
-
-/// TikTok's comments. The top-level cursor is an offset, so pages further down the list are
-/// requested ahead (`list_prefetch` at a time, at the stride full pages advance by) while the
-/// chain walks; each page is used once the pages before it vouch for every offset up to its
-/// start, and the gaps short pages leave are fetched in the chain itself.
+/// TikTok's comments: the top-level list walked by `1 + list_prefetch` cursor chains at once
+/// ([`chains`]), replies listed by parent, skipped when the `reply_comment` preview holds them all.
 pub(crate) struct TikTokComments {
     tiktok: Arc<TikTok>,
     post_id: String,
-    /// Top-level comments beyond this are never needed (the collection's budget).
-    max: u64,
-    state: Mutex<TopState>,
+    chains: Chains,
 }
 
 impl TikTokComments {
     pub fn new(tiktok: Arc<TikTok>, post: &PostRef, max: u32) -> Self {
-        Self { tiktok, post_id: post.id.clone(), max: u64::from(max), state: Mutex::new(TopState::default()) }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, TopState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let (tt, id) = (tiktok.clone(), post.id.clone());
+        let fetch: chains::Fetch = Arc::new(move |cursor| {
+            let (tt, id) = (tt.clone(), id.clone());
+            Box::pin(async move { Self::fetch_top(tt, id, cursor).await })
+        });
+        let chains = Chains::new(fetch, 1 + tiktok.list_prefetch, u64::from(max));
+        Self { tiktok, post_id: post.id.clone(), chains }
     }
 
     async fn fetch_top(tiktok: Arc<TikTok>, post_id: String, cursor: u64) -> Result<comments::Envelope, PlatformError> {
@@ -441,132 +402,12 @@ impl TikTokComments {
         );
         tiktok.api_page(url, "TikTok comment list", None).await
     }
-
-    /// Chooses how to reach past the cover: an arrived page that does, one on its way that
-    /// starts inside it, or a request at the cover's end.
-    fn step(s: &mut TopState) -> Step {
-        let at = s.coverage.covered();
-        let useful = s
-            .arrived
-            .range(..=at)
-            .rev()
-            .find(|(start, env)| {
-                coverage::vouched_end(**start, env.comments.len() as u64, env.cursor).is_none_or(|e| e > at)
-            })
-            .map(|(start, _)| *start);
-        if let Some(start) = useful
-            && let Some(env) = s.arrived.remove(&start)
-        {
-            return Step::Use(start, env);
-        }
-        // Arrived pages that end inside the cover bring nothing.
-        s.arrived.retain(|start, _| *start > at);
-        if let Some(start) = s.ahead.range(..=at).next_back().map(|(start, _)| *start)
-            && let Some(task) = s.ahead.remove(&start)
-        {
-            return Step::Await(start, task);
-        }
-        Step::Fetch(at)
-    }
-
-    /// Requests pages ahead of the cover, within the window and the list's known size.
-    fn guess_ahead(&self, s: &mut TopState) {
-        let (stride, window) = (s.coverage.stride(), self.tiktok.list_prefetch);
-        if s.sequential || s.finished || stride == 0 || window == 0 {
-            return;
-        }
-        // `total` counts replies too, so it bounds the top-level list from above.
-        let end = s.total.unwrap_or(u64::MAX).min(self.max);
-        s.next_guess = s.next_guess.max(s.coverage.covered() + stride);
-        while s.ahead.len() < window && s.next_guess < end {
-            let offset = s.next_guess;
-            s.next_guess += stride;
-            if s.ahead.contains_key(&offset) || s.arrived.contains_key(&offset) {
-                continue;
-            }
-            let fetch = Self::fetch_top(self.tiktok.clone(), self.post_id.clone(), offset);
-            s.ahead.insert(offset, tokio::spawn(tracing::Instrument::in_current_span(fetch)));
-        }
-    }
-}
-
-impl Drop for TikTokComments {
-    fn drop(&mut self) {
-        self.state().stop_guessing();
-    }
 }
 
 #[async_trait::async_trait]
 impl CommentSource for TikTokComments {
     async fn next_page(&self) -> Result<Option<TopPage>, PlatformError> {
-        let (start, env) = loop {
-            let step = {
-                let mut s = self.state();
-                if s.finished {
-                    return Ok(None);
-                }
-                Self::step(&mut s)
-            };
-            let (start, env) = match step {
-                Step::Use(start, env) => (start, env),
-                Step::Await(start, task) => {
-                    let env = task
-                        .await
-                        .map_err(|e| PlatformError::Unavailable(format!("a comment page task failed: {e}")))??;
-                    self.state().arrived.insert(start, env);
-                    continue;
-                }
-                Step::Fetch(at) => (at, Self::fetch_top(self.tiktok.clone(), self.post_id.clone(), at).await?),
-            };
-            let mut s = self.state();
-            if s.sequential {
-                break (start, env);
-            }
-            let ids: Vec<&str> = env.comments.iter().map(|c| c.id.as_str()).collect();
-            match s.coverage.record(start, &ids, env.cursor) {
-                Ok(_) => break (start, env),
-                Err(contradiction) => {
-                    tracing::info!(post.id = %self.post_id, reason = %contradiction.0, "comment pages do not fit the offset model; fetching them one after the other");
-                    s.sequential = true;
-                    s.stop_guessing();
-                    // The page itself is still a page of the chain when it starts at the cover.
-                    if start == s.coverage.covered() {
-                        break (start, env);
-                    }
-                }
-            }
-        };
-        let mut s = self.state();
-        s.total = env.total.or(s.total);
-        let got = env.comments.len() as u64;
-        let advanced = if s.sequential {
-            // The chain's own rule: a cursor that does not move means `got` comments further on.
-            let next = env.cursor.filter(|c| *c > start).unwrap_or(start + got);
-            let advanced = next > s.coverage.covered();
-            s.coverage = Coverage::resumed_at(next.max(s.coverage.covered()));
-            advanced
-        } else {
-            got > 0
-        };
-        s.top_seen += got;
-        // has_more 0 is not trusted while pages still bring comments and the cursor moves.
-        let done = if got == 0 || !advanced {
-            true
-        } else if env.has_more {
-            false
-        } else if s.extra_tries < EXTRA_TRIES_AFTER_HAS_MORE_0 && s.total.is_none_or(|t| s.top_seen < t) {
-            s.extra_tries += 1;
-            false
-        } else {
-            true
-        };
-        s.finished = done;
-        if done {
-            s.stop_guessing();
-        } else {
-            self.guess_ahead(&mut s);
-        }
-        drop(s);
+        let Some(env) = self.chains.next().await? else { return Ok(None) };
         let mut previews = env.complete_previews;
         let reply_jobs = env
             .comments
@@ -574,7 +415,7 @@ impl CommentSource for TikTokComments {
             .filter(|c| c.reply_count > 0)
             .map(|c| ReplyJob { parent_id: c.id.clone(), inline: previews.remove(&c.id) })
             .collect();
-        Ok(Some(TopPage { comments: env.comments, reply_jobs, done }))
+        Ok(Some(TopPage { comments: env.comments, reply_jobs, done: false }))
     }
 
     async fn reply_page(&self, parent_id: &str, cursor: Option<String>) -> Result<ReplyPage, PlatformError> {
@@ -598,7 +439,7 @@ impl CommentSource for TikTokComments {
     }
 
     fn reported_total(&self) -> Option<u64> {
-        self.state().total
+        self.chains.reported_total()
     }
 }
 
