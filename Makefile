@@ -36,7 +36,8 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## bench: release-mode benchmarks, printed and written to bench/results.md
+## bench: release-mode benchmarks, printed and written to bench/results.md; the load comes
+## from wrk in its own process (Debian's wrk package)
 ## (COVA_BENCH_ONLY=gateway|collect|media|export re-runs one section and replaces its rows)
 bench:
 	$(CARGO) bench -p cova --bench suite

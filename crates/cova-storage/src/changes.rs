@@ -1,7 +1,9 @@
 //! Committed changes, announced to whoever keeps copies of database state elsewhere (the
 //! account and job snapshots in the cache that the request path reads). Every storage function
 //! that changes what a copy holds calls [`Db::changed`] once its transaction has committed, and
-//! waits for it: the caller's next read of the copy sees the change.
+//! waits for it: the caller's next read of the copy sees the change. The function's own
+//! connection goes back to the pool first: the listener reads with one of its own, and holding
+//! both would let concurrent writers empty the pool and wait on each other.
 
 use crate::Db;
 use futures::future::BoxFuture;

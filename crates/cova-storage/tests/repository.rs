@@ -342,3 +342,47 @@ async fn media_keep_their_ids_and_numbers_across_listings_and_expire() {
     assert_eq!(media::count(&db, &a.id, "tiktok:1").await.expect("count"), (2, 0));
     t.drop_database().await.expect("drop");
 }
+
+/// A listener that reads, as the cache's copies do after each change.
+struct Reading(std::sync::atomic::AtomicUsize);
+
+impl cova_storage::Changes for Reading {
+    fn changed<'a>(
+        &'a self,
+        db: &'a cova_storage::Db,
+        changes: &'a [cova_storage::Change<'a>],
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for change in changes {
+                if let cova_storage::Change::Account(id) = change {
+                    accounts::usage(db, id, NOW).await.expect("the listener reads");
+                    self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        })
+    }
+}
+
+/// Writers announce their changes after giving their connection back: a listener that needs a
+/// connection of its own never waits on a pool the writers hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn announcing_a_change_needs_no_second_connection_per_writer() {
+    let mut t = TestDatabase::create().await;
+    t.config.pool_size = 2;
+    t.config.acquire_timeout_ms = 1_000;
+    let db = t.db().await;
+    let a = accounts::create(&db, "pool@example.com", true, 0, NOW).await.expect("create");
+    let listener = Arc::new(Reading(Default::default()));
+    db.listen(listener.clone());
+    let mut writers = Vec::new();
+    for _ in 0..16 {
+        let (db, id) = (db.clone(), a.id.clone());
+        writers.push(tokio::spawn(async move { balances::grant(&db, &id, 10, "pool", NOW).await }));
+    }
+    for w in writers {
+        w.await.expect("join").expect("every grant commits and is announced");
+    }
+    assert_eq!(listener.0.load(std::sync::atomic::Ordering::SeqCst), 16);
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").granted, 160);
+    t.drop_database().await.expect("drop");
+}

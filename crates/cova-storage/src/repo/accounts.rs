@@ -90,6 +90,7 @@ pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
             .execute(c)
             .await
     })?;
+    drop(conn);
     db.changed(&[Change::Account(account_id)]).await;
     Ok(())
 }
@@ -116,6 +117,7 @@ pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i
             .await?;
         Ok(())
     })?;
+    drop(conn);
     db.changed(&[Change::Account(account_id)]).await;
     Ok(())
 }

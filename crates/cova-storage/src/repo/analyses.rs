@@ -232,6 +232,7 @@ pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
             .await?;
         Ok(Some(analysis.last_job_id))
     })?;
+    drop(conn);
     let Some(released) = removed else { return Ok(false) };
     if let Some(job) = &released {
         db.changed(&[Change::Job(job)]).await;
@@ -353,6 +354,9 @@ pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
                 .await?;
             Ok(())
         })?;
+    }
+    drop(conn);
+    for (_, _, _, job) in &stale {
         db.changed(&[Change::Job(job)]).await;
     }
     Ok(stale.len())

@@ -290,6 +290,7 @@ pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i6
     let month = month_of(now);
     let mut conn = db.conn().await?;
     let row = in_transaction!(&mut conn, |c| grant_in!(c, account_id, &month, comments, note, now))?;
+    drop(conn);
     db.changed(&[Change::Account(account_id)]).await;
     Ok(balance_of(month, now, Some(row)))
 }
@@ -326,6 +327,7 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
             }
             Ok(Some((amount, true)))
         })?;
+        drop(conn);
         if let Some((amount, new)) = outcome {
             if new {
                 cova_metrics::balance(Movement::Reserved, amount);
@@ -351,6 +353,7 @@ pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
 async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
     let mut conn = db.conn().await?;
     let closed: Option<Closed> = in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))?;
+    drop(conn);
     let Some(closed) = closed else { return Ok(None) };
     closed.record();
     if let Some(held) = reservation(db, job_id).await? {
@@ -444,6 +447,7 @@ pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i6
                 .await?;
             Ok(Some(Some((held.amount + change, change, held.account_id))))
         })?;
+        drop(conn);
         let Some(hold) = outcome else { continue };
         let Some((amount, change, account_id)) = hold else { return Ok(None) };
         if change != 0 {

@@ -309,6 +309,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
         let job = find_job!(c, &job_id)?.ok_or(StorageError::NotFound)?;
         Ok(CreateOutcome::Created { job, reserved })
     })?;
+    drop(conn);
     if let CreateOutcome::Created { job, reserved } = &outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
         db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
@@ -451,6 +452,7 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .unwrap_or(0);
         Ok(Start::Collect { job, max, previous })
     })?;
+    drop(conn);
     if let Start::Collect { job, .. } = &start {
         db.changed(&[Change::Job(&job.id)]).await;
     }
@@ -540,6 +542,7 @@ pub async fn append_comments(
             .await?;
         Ok(total)
     })?;
+    drop(conn);
     db.changed(&[Change::Job(job_id)]).await;
     Ok(total)
 }
@@ -699,6 +702,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         outbox_in!(c, &end_event(&job), trace, now);
         Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job }))
     })?;
+    drop(conn);
     Ok(ended(db, job_id, done).await)
 }
 
@@ -747,6 +751,7 @@ pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, 
         outbox_in!(c, &end_event(&job), trace, now);
         Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
     })?;
+    drop(conn);
     Ok(ended(db, job_id, done).await)
 }
 
@@ -939,6 +944,7 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
         reserved.store(quote.charge, std::sync::atomic::Ordering::Relaxed);
         Ok(AiOutcome::Created(job))
     })?;
+    drop(conn);
     if let AiOutcome::Created(job) = &outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, reserved.into_inner());
         db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
@@ -1000,5 +1006,6 @@ pub async fn complete_ai(
         outbox_in!(c, &end_event(&job), trace, now);
         Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
     })?;
+    drop(conn);
     Ok(ended(db, job_id, done).await)
 }

@@ -80,6 +80,7 @@ pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, now: i64) -> Result
         let row = grant_in!(c, &purchase.account_id, &month, purchase.comments, &note, now)?;
         Ok(Paid::Granted { account_id: purchase.account_id, balance: balance_of(month.clone(), now, Some(row)) })
     })?;
+    drop(conn);
     if let Paid::Granted { account_id, .. } = &paid {
         db.changed(&[Change::Account(account_id)]).await;
     }

@@ -85,6 +85,7 @@ pub async fn create(db: &Db, new: NewToken<'_>, now: i64) -> Result<Result<Token
             .await?;
         Ok(Ok(record.clone()))
     })?;
+    drop(conn);
     if created.is_ok() {
         db.changed(&[Change::Account(new.account_id)]).await;
     }
@@ -123,6 +124,7 @@ pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64)
         }
         Ok(revoked)
     })?;
+    drop(conn);
     if revoked > 0 {
         db.changed(&[Change::Account(account_id)]).await;
     }
@@ -147,6 +149,7 @@ pub async fn revoke(db: &Db, account_id: &str, token_id: &str, now: i64) -> Resu
         }
         Ok(revoked == 1)
     })?;
+    drop(conn);
     if revoked {
         db.changed(&[Change::Account(account_id)]).await;
     }
