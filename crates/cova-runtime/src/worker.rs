@@ -149,34 +149,38 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
         }
         Err(e) => Outcome::Poison(format!("malformed {} message: {e}", handler.name())),
     };
-    let _entered = span.enter();
-    let queue = handler.source().queue_name();
-    let how = match outcome {
-        Outcome::Done => Settled::Acked,
-        Outcome::Retry(_) => Settled::Retried,
-        Outcome::Poison(_) | Outcome::GaveUp(_) => Settled::DeadLettered,
+    // The span is entered by instrumenting what follows, never by a guard held across
+    // an await (the task may resume on another thread).
+    let end = async {
+        let queue = handler.source().queue_name();
+        let how = match outcome {
+            Outcome::Done => Settled::Acked,
+            Outcome::Retry(_) => Settled::Retried,
+            Outcome::Poison(_) | Outcome::GaveUp(_) => Settled::DeadLettered,
+        };
+        let settled = match outcome {
+            Outcome::Done => delivery.ack().await,
+            Outcome::Retry(reason) => {
+                let delay = handler.retry_delay(attempt);
+                tracing::info!(attempt, delay_ms = delay.as_millis() as u64, reason, "will be retried");
+                delivery.retry(delay).await
+            }
+            Outcome::Poison(reason) => {
+                tracing::error!(reason, "dead-lettered: the message cannot be processed");
+                delivery.dead_letter(&reason).await
+            }
+            Outcome::GaveUp(reason) => {
+                tracing::warn!(attempt, reason, "dead-lettered after the last attempt");
+                delivery.dead_letter(&reason).await
+            }
+        };
+        match settled {
+            Ok(()) => cova_metrics::queue_settled(queue, how),
+            // The broker redelivers an unacknowledged message; handlers are idempotent.
+            Err(e) => tracing::warn!(error = %e, "settling the delivery failed; it will be redelivered"),
+        }
     };
-    let settled = match outcome {
-        Outcome::Done => delivery.ack().await,
-        Outcome::Retry(reason) => {
-            let delay = handler.retry_delay(attempt);
-            tracing::info!(attempt, delay_ms = delay.as_millis() as u64, reason, "will be retried");
-            delivery.retry(delay).await
-        }
-        Outcome::Poison(reason) => {
-            tracing::error!(reason, "dead-lettered: the message cannot be processed");
-            delivery.dead_letter(&reason).await
-        }
-        Outcome::GaveUp(reason) => {
-            tracing::warn!(attempt, reason, "dead-lettered after the last attempt");
-            delivery.dead_letter(&reason).await
-        }
-    };
-    match settled {
-        Ok(()) => cova_metrics::queue_settled(queue, how),
-        // The broker redelivers an unacknowledged message; handlers are idempotent.
-        Err(e) => tracing::warn!(error = %e, "settling the delivery failed; it will be redelivered"),
-    }
+    tracing::Instrument::instrument(end, span).await
 }
 
 #[cfg(test)]

@@ -79,63 +79,69 @@ impl AiWorker {
         let started = std::time::Instant::now();
         span.in_scope(|| tracing::info!("job started"));
         let ran = tracing::Instrument::instrument(self.run(&job), span.clone()).await;
-        let _entered = span.enter();
-        let outcome = match ran {
-            Ok(Ok((result, model, tokens))) => {
-                match jobs::complete_ai(
-                    db,
-                    &job.id,
-                    &owner,
-                    jobs::AiOutput { result: &result, model: &model, tokens_used: tokens },
-                    &cova_telemetry::current_trace_json(),
-                    self.now(),
-                )
-                .await
-                {
-                    Ok(done) => {
-                        if done {
-                            let duration_ms = started.elapsed().as_millis() as u64;
-                            tracing::info!(model, tokens, duration_ms, "job complete");
-                            cova_metrics::job_finished(JobMetric::Ai, "complete", started.elapsed(), 0);
+        // The span is entered by instrumenting what follows, never by a guard held across
+        // an await (the task may resume on another thread).
+        let end = async {
+            let outcome = match ran {
+                Ok(Ok((result, model, tokens))) => {
+                    match jobs::complete_ai(
+                        db,
+                        &job.id,
+                        &owner,
+                        jobs::AiOutput { result: &result, model: &model, tokens_used: tokens },
+                        &cova_telemetry::current_trace_json(),
+                        self.now(),
+                    )
+                    .await
+                    {
+                        Ok(done) => {
+                            if done {
+                                let duration_ms = started.elapsed().as_millis() as u64;
+                                tracing::info!(model, tokens, duration_ms, "job complete");
+                                cova_metrics::job_finished(JobMetric::Ai, "complete", started.elapsed(), 0);
+                            }
+                            self.outbox.notify_one();
+                            return Outcome::Done;
                         }
-                        self.outbox.notify_one();
-                        return Outcome::Done;
+                        Err(e) => return Outcome::Retry(format!("database: {e}")),
                     }
-                    Err(e) => return Outcome::Retry(format!("database: {e}")),
                 }
-            }
-            Ok(Err(failed)) => failed,
-            Err(AnalyzeError::Transient(e)) if attempt < self.config.max_attempts => {
-                tracing::info!(error = %e, "job attempt failed; it will be retried");
-                if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
-                    tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
+                Ok(Err(failed)) => failed,
+                Err(AnalyzeError::Transient(e)) if attempt < self.config.max_attempts => {
+                    tracing::info!(error = %e, "job attempt failed; it will be retried");
+                    if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
+                        tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
+                    }
+                    return Outcome::Retry(e);
                 }
-                return Outcome::Retry(e);
-            }
-            Err(AnalyzeError::Transient(e)) => {
-                Failed("unavailable", format!("The model endpoint kept failing ({e}); nothing was charged."))
-            }
-            Err(AnalyzeError::Refused(e)) => {
-                tracing::error!(error = %e, "the model endpoint refused cova's request: check ai.openai.*");
-                Failed("unavailable", "The AI model is not available right now; nothing was charged.".into())
-            }
-            Err(AnalyzeError::Permanent(e)) => {
-                Failed("parse_error", format!("The analysis could not be completed: {e}; nothing was charged."))
+                Err(AnalyzeError::Transient(e)) => {
+                    Failed("unavailable", format!("The model endpoint kept failing ({e}); nothing was charged."))
+                }
+                Err(AnalyzeError::Refused(e)) => {
+                    tracing::error!(error = %e, "the model endpoint refused cova's request: check ai.openai.*");
+                    Failed("unavailable", "The AI model is not available right now; nothing was charged.".into())
+                }
+                Err(AnalyzeError::Permanent(e)) => {
+                    Failed("parse_error", format!("The analysis could not be completed: {e}; nothing was charged."))
+                }
+            };
+            let Failed(code, detail) = outcome;
+            match jobs::fail(db, &job.id, &owner, code, &detail, &cova_telemetry::current_trace_json(), self.now())
+                .await
+            {
+                Ok(done) => {
+                    if done {
+                        let duration_ms = started.elapsed().as_millis() as u64;
+                        tracing::warn!(code, detail = %detail, duration_ms, "job failed");
+                        cova_metrics::job_finished(JobMetric::Ai, "failed", started.elapsed(), 0);
+                    }
+                    self.outbox.notify_one();
+                    Outcome::Done
+                }
+                Err(e) => Outcome::Retry(format!("database: {e}")),
             }
         };
-        let Failed(code, detail) = outcome;
-        match jobs::fail(db, &job.id, &owner, code, &detail, &cova_telemetry::current_trace_json(), self.now()).await {
-            Ok(done) => {
-                if done {
-                    let duration_ms = started.elapsed().as_millis() as u64;
-                    tracing::warn!(code, detail = %detail, duration_ms, "job failed");
-                    cova_metrics::job_finished(JobMetric::Ai, "failed", started.elapsed(), 0);
-                }
-                self.outbox.notify_one();
-                Outcome::Done
-            }
-            Err(e) => Outcome::Retry(format!("database: {e}")),
-        }
+        tracing::Instrument::instrument(end, span).await
     }
 
     /// Reads the quoted comments and analyses them: the result (JSON), the model and the

@@ -90,74 +90,85 @@ impl Scraper {
         let started = std::time::Instant::now();
         span.in_scope(|| tracing::info!(hold = held, "job started"));
         let result = tracing::Instrument::instrument(self.collect(&job, &owner, held, previous), span.clone()).await;
-        let _entered = span.enter();
-        let finished = |status: &'static str, comments: u64| {
-            cova_metrics::job_finished(JobMetric::Analyze, status, started.elapsed(), comments);
-        };
-        match result {
-            Ok((scraped, stats)) => {
-                match jobs::complete(db, &job.id, &owner, &scraped, &cova_telemetry::current_trace_json(), self.now())
+        // The span is entered by instrumenting what follows, never by a guard held across
+        // an await (the task may resume on another thread).
+        let end = async {
+            let finished = |status: &'static str, comments: u64| {
+                cova_metrics::job_finished(JobMetric::Analyze, status, started.elapsed(), comments);
+            };
+            match result {
+                Ok((scraped, stats)) => {
+                    match jobs::complete(
+                        db,
+                        &job.id,
+                        &owner,
+                        &scraped,
+                        &cova_telemetry::current_trace_json(),
+                        self.now(),
+                    )
                     .await
-                {
-                    Ok(done) => {
-                        if done {
-                            let duration_ms = started.elapsed().as_millis() as u64;
-                            tracing::info!(
-                                comments = stats.comments,
-                                pages = stats.pages,
-                                duration_ms,
-                                truncated = scraped.truncated,
-                                "job complete"
-                            );
-                            finished("complete", stats.comments);
+                    {
+                        Ok(done) => {
+                            if done {
+                                let duration_ms = started.elapsed().as_millis() as u64;
+                                tracing::info!(
+                                    comments = stats.comments,
+                                    pages = stats.pages,
+                                    duration_ms,
+                                    truncated = scraped.truncated,
+                                    "job complete"
+                                );
+                                finished("complete", stats.comments);
+                            }
+                            self.outbox.notify_one();
+                            Outcome::Done
                         }
-                        self.outbox.notify_one();
-                        Outcome::Done
+                        Err(e) => Outcome::Retry(format!("database: {e}")),
                     }
-                    Err(e) => Outcome::Retry(format!("database: {e}")),
                 }
-            }
-            Err(Failure::LeaseLost) => Outcome::Done,
-            Err(Failure::Platform(e)) if e.is_transient() && attempt < self.config.max_attempts => {
-                tracing::info!(code = e.code().as_str(), error = %e, "job attempt failed; it will be retried");
-                // Let the retry (on whichever worker) claim the job at once; a lease left
-                // behind would only make it wait for the expiry.
-                if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
-                    tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
+                Err(Failure::LeaseLost) => Outcome::Done,
+                Err(Failure::Platform(e)) if e.is_transient() && attempt < self.config.max_attempts => {
+                    tracing::info!(code = e.code().as_str(), error = %e, "job attempt failed; it will be retried");
+                    // Let the retry (on whichever worker) claim the job at once; a lease left
+                    // behind would only make it wait for the expiry.
+                    if let Err(err) = jobs::release_lease(db, &job.id, &owner).await {
+                        tracing::warn!(error = %err, "releasing the job lease failed; it will expire");
+                    }
+                    Outcome::Retry(e.to_string())
                 }
-                Outcome::Retry(e.to_string())
-            }
-            Err(Failure::Platform(e)) => {
-                let gave_up = e.is_transient();
-                let detail = if gave_up {
-                    format!("{} (gave up after {attempt} attempts)", e.detail())
-                } else {
-                    e.detail().to_owned()
-                };
-                match jobs::fail(
-                    db,
-                    &job.id,
-                    &owner,
-                    e.code().as_str(),
-                    &detail,
-                    &cova_telemetry::current_trace_json(),
-                    self.now(),
-                )
-                .await
-                {
-                    Ok(done) => {
-                        if done {
-                            let duration_ms = started.elapsed().as_millis() as u64;
-                            tracing::warn!(code = e.code().as_str(), detail, duration_ms, "job failed");
-                            finished("failed", 0);
+                Err(Failure::Platform(e)) => {
+                    let gave_up = e.is_transient();
+                    let detail = if gave_up {
+                        format!("{} (gave up after {attempt} attempts)", e.detail())
+                    } else {
+                        e.detail().to_owned()
+                    };
+                    match jobs::fail(
+                        db,
+                        &job.id,
+                        &owner,
+                        e.code().as_str(),
+                        &detail,
+                        &cova_telemetry::current_trace_json(),
+                        self.now(),
+                    )
+                    .await
+                    {
+                        Ok(done) => {
+                            if done {
+                                let duration_ms = started.elapsed().as_millis() as u64;
+                                tracing::warn!(code = e.code().as_str(), detail, duration_ms, "job failed");
+                                finished("failed", 0);
+                            }
+                            self.outbox.notify_one();
+                            if gave_up { Outcome::GaveUp(detail) } else { Outcome::Done }
                         }
-                        self.outbox.notify_one();
-                        if gave_up { Outcome::GaveUp(detail) } else { Outcome::Done }
+                        Err(e) => Outcome::Retry(format!("database: {e}")),
                     }
-                    Err(e) => Outcome::Retry(format!("database: {e}")),
                 }
             }
-        }
+        };
+        tracing::Instrument::instrument(end, span).await
     }
 
     /// Collects the post. `previous` comments are already in the account's analysis of it: a

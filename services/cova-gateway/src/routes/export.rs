@@ -171,15 +171,13 @@ fn encode_csv(chunk: &[Row], first: bool) -> Bytes {
     Bytes::from(out.into_inner().unwrap_or_default())
 }
 
+/// One comment per line: its stored body with `first_seen_at`, written as it is stored.
 fn encode_jsonl(chunk: &[Row], _first: bool) -> Bytes {
     let mut out = Vec::with_capacity(chunk.len() * 512);
     for row in chunk {
-        let mut v: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("first_seen_at".into(), Value::from(row.first_seen_at.map(rfc3339)));
+        if super::stream::write_comment(&mut out, row, None) {
+            out.push(b'\n');
         }
-        let _ = serde_json::to_writer(&mut out, &v);
-        out.push(b'\n');
     }
     Bytes::from(out)
 }

@@ -15,19 +15,15 @@ use std::collections::HashMap;
 /// Top-level comments read and written per step.
 const CHUNK: i64 = 250;
 
-/// Appends one stored comment: its body with `first_seen_at` and, for a top-level comment,
-/// its `replies`. Bodies are JSON objects written by cova; one that is not is left out, as
-/// an unreadable one always was.
-fn push_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>, first: &mut bool) {
+/// Writes one stored comment: its body with `first_seen_at` and, when given, its `replies`.
+/// Bodies are JSON objects written by cova; one that is not is left out (false, nothing
+/// written), as an unreadable one always was.
+pub fn write_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>) -> bool {
     let body = row.body.trim();
     let Some(open) = body.strip_suffix('}').filter(|_| body.starts_with('{')) else {
         tracing::warn!(comment.id = %row.comment_id, "a stored comment is not a JSON object; left out");
-        return;
+        return false;
     };
-    if !*first {
-        out.push(b',');
-    }
-    *first = false;
     out.extend_from_slice(open.as_bytes());
     if !open.trim_end().ends_with('{') {
         out.push(b',');
@@ -50,6 +46,20 @@ fn push_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>, first: &
         out.push(b']');
     }
     out.push(b'}');
+    true
+}
+
+/// Appends one stored comment as an element of a JSON array being written.
+fn push_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>, first: &mut bool) {
+    let mark = out.len();
+    if !*first {
+        out.push(b',');
+    }
+    if write_comment(out, row, replies) {
+        *first = false;
+    } else {
+        out.truncate(mark);
+    }
 }
 
 /// Appends a page's top-level comments, each with its replies, to a JSON array being written.
