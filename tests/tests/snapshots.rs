@@ -65,6 +65,18 @@ async fn a_polled_result_is_released_at_once_by_a_later_scrape() {
     let poll = client.job(&format!("{first_id}?limit=1")).await.ok();
     assert_eq!(poll["result"]["released"], false);
     assert_eq!(poll["result"]["comments"].as_array().map(Vec::len), Some(1));
+    // The first page, kept once rendered, is the result's first page.
+    let whole = client.job(&first_id).await.ok();
+    for limit in [1, 2] {
+        let page = client.job(&format!("{first_id}?limit={limit}")).await.ok();
+        let kept = client.job(&format!("{first_id}?limit={limit}")).await.ok();
+        assert_eq!(page, kept);
+        let all = whole["result"]["comments"].as_array().expect("comments");
+        assert_eq!(page["result"]["comments"].as_array().map(Vec::as_slice), all.get(..limit));
+        let next = page["result"]["next_cursor"].as_str().expect("a next page");
+        let rest = client.job(&format!("{first_id}?limit=100&cursor={next}")).await.ok();
+        assert_eq!(rest["result"]["comments"].get(0), all.get(limit), "{rest}");
+    }
 
     let refresh = client.refresh(&format!("tiktok:{id}")).await.ok();
     let second = client.wait_job(refresh["job_id"].as_str().expect("id")).await;

@@ -33,6 +33,8 @@ pub enum Read<'a> {
     Window { key: &'a str, window: Window, op: Op<'a> },
     /// The stamped value of `key`, as [`Cache::get_stamped`].
     Stamped { key: &'a str },
+    /// The plain value of `key`, as [`Cache::get`].
+    Plain { key: &'a str },
 }
 
 /// The answer to one [`Read`], in the same place.
@@ -160,7 +162,7 @@ impl Cache {
             .map(|r| match r {
                 Read::Rate { key, .. } => self.key(&format!("rl:{key}")),
                 Read::Window { key, .. } => self.key(&format!("wl:{key}")),
-                Read::Stamped { key } => self.key(key),
+                Read::Stamped { key } | Read::Plain { key } => self.key(key),
             })
             .collect();
         let reads: Vec<Read<'_>> = reads
@@ -170,6 +172,7 @@ impl Cache {
                 Read::Rate { rate, cost, .. } => Read::Rate { key, rate, cost },
                 Read::Window { window, op, .. } => Read::Window { key, window, op },
                 Read::Stamped { .. } => Read::Stamped { key },
+                Read::Plain { .. } => Read::Plain { key },
             })
             .collect();
         match &self.backend {
@@ -179,6 +182,7 @@ impl Cache {
                     Read::Rate { key, rate, cost } => Reply::Decision(m.gcra(key, rate, i64::from(cost))),
                     Read::Window { key, window, op } => Reply::Decision(m.window(key, window, op)),
                     Read::Stamped { key } => Reply::Value(m.get_stamped(key)),
+                    Read::Plain { key } => Reply::Value(m.get(key)),
                 })
                 .collect()),
             Backend::Redis(r) => self.bounded(r.batch(&reads)).await,

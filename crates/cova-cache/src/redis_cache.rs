@@ -302,6 +302,9 @@ impl RedisCache {
                 Read::Stamped { key } => {
                     pipe.cmd("HGET").arg(key).arg("v");
                 }
+                Read::Plain { key } => {
+                    pipe.cmd("GET").arg(key);
+                }
             }
         }
         let values: Vec<redis::Value> = match pipe.query_async(&mut conn).await {
@@ -327,7 +330,9 @@ impl RedisCache {
                     Read::Window { window, .. } => {
                         Reply::Decision(window_decision(window, redis::from_redis_value(value).map_err(unavailable)?))
                     }
-                    Read::Stamped { .. } => Reply::Value(redis::from_redis_value(value).map_err(unavailable)?),
+                    Read::Stamped { .. } | Read::Plain { .. } => {
+                        Reply::Value(redis::from_redis_value(value).map_err(unavailable)?)
+                    }
                 })
             })
             .collect()

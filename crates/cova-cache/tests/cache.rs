@@ -191,14 +191,17 @@ async fn a_batch_answers_each_read_as_the_single_calls_do() {
     let rate = Rate::new(2, Duration::from_secs(60));
     let window = Window { limit: 1, period: Duration::from_secs(60) };
     c.put_stamped("snap", 1, b"{}", Duration::from_secs(10)).await.expect("put");
+    c.set("plain", b"[1]", Duration::from_secs(10)).await.expect("set");
     let reads = [
         Read::Rate { key: "api", rate, cost: 1 },
         Read::Window { key: "meta", window, op: Op::Peek },
         Read::Stamped { key: "snap" },
         Read::Stamped { key: "absent" },
+        Read::Plain { key: "plain" },
+        Read::Plain { key: "absent" },
     ];
     let replies = c.batch(&reads).await.expect("batch");
-    assert_eq!(replies.len(), 4);
+    assert_eq!(replies.len(), 6);
     match &replies[0] {
         Reply::Decision(d) => assert!(d.allowed && d.remaining == 1, "{d:?}"),
         other => panic!("{other:?}"),
@@ -209,6 +212,8 @@ async fn a_batch_answers_each_read_as_the_single_calls_do() {
     }
     assert_eq!(replies[2], Reply::Value(Some(b"{}".to_vec())));
     assert_eq!(replies[3], Reply::Value(None));
+    assert_eq!(replies[4], Reply::Value(Some(b"[1]".to_vec())));
+    assert_eq!(replies[5], Reply::Value(None));
     // The batch spent from the same limit as the single call.
     let d = c.rate_limit("api", rate, 1).await.expect("rate");
     assert!(d.allowed && d.remaining == 0);

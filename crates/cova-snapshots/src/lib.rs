@@ -5,6 +5,10 @@
 //! so that a copy read before a change can never replace one read after it, whatever order
 //! writers and readers finish in. A reader that finds no copy reads the database and stores it.
 //!
+//! A complete job's first page (a poll's `?limit=` without a cursor) is kept too: its comments
+//! never change while they are the analysis' (a release deletes them, and a poll only serves
+//! the page while the job's copy says they are current), so the page is stored once rendered.
+//!
 //! A copy outlives a change it missed only when its refresh failed (the cache did not answer
 //! just then, or the writer died between its commit and the refresh), and then for at most its
 //! lifetime: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`].
@@ -32,6 +36,17 @@ pub fn account_key(account_id: &str) -> String {
 /// The cache key of a job's copy.
 pub fn job_key(job_id: &str) -> String {
     format!("snap:job:{job_id}")
+}
+
+/// The largest `limit` whose first page of a complete job is kept: a poll's page, not a result.
+pub const FIRST_PAGE_MAX_LIMIT: i64 = 10;
+/// The largest first page kept, rendered (a comment with many replies can be long).
+pub const FIRST_PAGE_MAX_BYTES: usize = 16 * 1024;
+
+/// The cache key of a complete job's rendered first page of `limit` top-level comments, when
+/// such a page is kept.
+pub fn first_page_key(job_id: &str, limit: i64) -> Option<String> {
+    (1..=FIRST_PAGE_MAX_LIMIT).contains(&limit).then(|| format!("snap:page:{job_id}:{limit}"))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +97,17 @@ impl Snapshots {
             self.store(&key, stamp, polled, job_ttl(polled)).await;
         }
         Ok(polled)
+    }
+
+    /// Keeps a complete job's rendered first page (see [`first_page_key`]) for as long as
+    /// its copy; a page too long to keep, or one that failed to store, is rendered again.
+    pub async fn store_first_page(&self, job_id: &str, limit: i64, rendered: &[u8]) {
+        let Some(key) = first_page_key(job_id, limit).filter(|_| rendered.len() <= FIRST_PAGE_MAX_BYTES) else {
+            return;
+        };
+        if let Err(e) = self.cache.set(&key, rendered, FINISHED_JOB_TTL).await {
+            tracing::debug!(error = %e, key, "storing a first page failed; the next poll renders it");
+        }
     }
 
     async fn store<T: serde::Serialize>(&self, key: &str, stamp: u64, value: &T, ttl: Duration) {

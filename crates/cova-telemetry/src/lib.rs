@@ -3,6 +3,7 @@
 //! OTLP/HTTP trace export when `telemetry.otlp_endpoint` is set.
 
 mod batch;
+mod json;
 
 /// Writes the log lines still buffered (before `std::process::exit`, which skips destructors).
 pub use batch::flush as flush_logs;
@@ -121,10 +122,8 @@ pub fn init(cfg: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         tracing_subscriber::fmt::layer().with_writer(writer).boxed()
     } else {
         tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
+            .event_format(json::JsonLines)
+            .fmt_fields(json::JsonSpanFields)
             .with_writer(writer)
             .boxed()
     };

@@ -1153,9 +1153,11 @@ fn merge_results(report: &Report, section: &str) {
     let commit = git_commit();
     let when = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     header.retain(|l| !l.starts_with(&format!("- section `{section}` re-run alone")));
-    header.push(format!("- section `{section}` re-run alone: {when}, commit {commit}"));
+    header.push(format!("- section `{section}` re-run alone: {when}, commit {commit}, {}", machine()));
     let mut out = String::new();
-    let _ = writeln!(out, "{}\n", header.join("\n"));
+    // The title, a blank line, then the header's list.
+    let (title, list) = header.split_first().map_or(("", &[][..]), |(t, l)| (t.as_str(), l));
+    let _ = writeln!(out, "{title}\n\n{}\n", list.join("\n"));
     let _ = writeln!(out, "| name | value |\n|---|---|");
     for (name, value) in &rows {
         let _ = writeln!(out, "| {name} | {value} |");
@@ -1165,18 +1167,27 @@ fn merge_results(report: &Report, section: &str) {
     }
 }
 
+/// The commit measured, marked when the working tree differs from it (the results file aside).
 fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]);
+    let changed = git(&["status", "--porcelain", "--untracked-files=no"]);
+    if changed.lines().any(|l| !l.ends_with("bench/results.md")) {
+        format!("{commit} with uncommitted changes")
+    } else {
+        commit
+    }
 }
 
-fn write_results(report: &Report) {
-    let mut out = String::new();
-    let commit = git_commit();
+/// The CPUs the bench ran on.
+fn machine() -> String {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -1184,10 +1195,16 @@ fn write_results(report: &Report) {
             s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
         })
         .unwrap_or_default();
+    format!("{cpus} CPUs, {cpu}")
+}
+
+fn write_results(report: &Report) {
+    let mut out = String::new();
+    let commit = git_commit();
     let _ = writeln!(out, "# cova benchmark results\n");
     let _ = writeln!(out, "- date: {}", chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let _ = writeln!(out, "- commit: {commit}");
-    let _ = writeln!(out, "- machine: {cpus} CPUs, {cpu}");
+    let _ = writeln!(out, "- machine: {}", machine());
     let _ =
         writeln!(out, "- embedded: SQLite file, in-process queue, in-memory cache; real: PostgreSQL, Redis, RabbitMQ");
     let _ = writeln!(out, "- metrics: the Prometheus recorder installed, as in a deployed process");

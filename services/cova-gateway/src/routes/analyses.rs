@@ -353,7 +353,7 @@ pub async fn session(req: HttpRequest, state: web::Data<AppState>) -> HttpResult
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
     let mut body = entry.as_ref().map_or_else(|| json!({"ref": job.r#ref, "url": job.url}), views::analysis);
     if let Some(obj) = body.as_object_mut() {
-        obj.insert("job".into(), views::job(&job, None));
+        obj.insert("job".into(), json!(views::job(&job, None)));
     }
     Ok(meter.json(HttpResponse::Ok(), &body))
 }

@@ -7,6 +7,7 @@ use crate::input::{read_body, url_body};
 use crate::lookup;
 use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
+use actix_web::http::header::ContentType;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
 use cova_cache::{Read, Reply};
@@ -139,10 +140,16 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     // The limit, the account's state (quota headers) and the job's state (with whether its
     // comments are still the analysis': a later scrape, the analysis' expiry or its removal
     // releases them) in one cache round trip; the database only for what the cache lacks.
+    // A poll's first page of a complete job is kept rendered, and read in the same trip.
     let job_key = cova_snapshots::job_key(&path);
-    let (meter, _, _, replies) = Meter::api_with(&state, &principal, &[Read::Stamped { key: &job_key }]).await?;
+    let page_key = after.is_none().then(|| cova_snapshots::first_page_key(&path, limit)).flatten();
+    let mut reads = vec![Read::Stamped { key: &job_key }];
+    reads.extend(page_key.as_deref().map(|key| Read::Plain { key }));
+    let (meter, _, _, replies) = Meter::api_with(&state, &principal, &reads).await?;
+    let mut replies = replies.into_iter();
+    let (held_job, kept_page) = (replies.next(), replies.next());
     let db = &state.backends.db;
-    let polled = match replies.into_iter().next() {
+    let polled = match held_job {
         // Job ids are UUIDs: anything else is no job, and costs no read.
         _ if uuid::Uuid::parse_str(&path).is_err() => None,
         Some(Reply::Value(held)) => {
@@ -176,6 +183,25 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         let next = written.last_position.filter(|_| written.top_level == limit).map(|p| format!("p{p}"));
         format!("],\"next_cursor\":{}}}}}", json!(next))
     };
+    if let (Some(_), true) = (&page_key, current) {
+        // The comments never change while current: a kept page is the page.
+        let tail = match kept_page {
+            Some(Reply::Value(Some(tail))) => tail,
+            _ => {
+                let (mut tail, written) = stream::render_page(db, &job.id, &query)
+                    .await
+                    .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+                tail.extend_from_slice(suffix(written).as_bytes());
+                if written.top_level > 0 {
+                    state.backends.snapshots.store_first_page(&job.id, limit, &tail).await;
+                }
+                tail
+            }
+        };
+        let mut answer = prefix.into_bytes();
+        answer.extend_from_slice(&tail);
+        return Ok(builder.content_type(ContentType::json()).body(answer));
+    }
     stream::respond(db.clone(), current.then(|| job.id.clone()), query, prefix, suffix, builder)
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)).into())

@@ -131,7 +131,7 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
         error_code: None,
         error_detail: None,
     };
-    let mut body = views::job(&job, None);
+    let mut body = json!(views::job(&job, None));
     let mut comments = serde_json::to_value(&fx.comments).map_err(|_| ApiError::internal())?;
     // As a live result: every comment says when it was first collected.
     let seen = json!(cova_domain::time::rfc3339(now));

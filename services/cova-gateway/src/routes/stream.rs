@@ -83,6 +83,16 @@ pub struct Written {
     pub last_position: Option<i64>,
 }
 
+/// The comments `query` selects of `job_id`'s scrape as the elements of a JSON array, read in
+/// one statement: for a page that fits one chunk (a poll's), rendered whole to be kept.
+pub async fn render_page(db: &Db, job_id: &str, query: &Query) -> Result<(Vec<u8>, Written), StorageError> {
+    let query = Query { limit: query.limit.min(CHUNK), ..query.clone() };
+    let page = breakdown::page(db, job_id, &query).await?;
+    let mut out = Vec::with_capacity(page.top.len() * 600);
+    write_page(&mut out, &page, &mut true);
+    Ok((out, Written { top_level: page.top.len() as i64, last_position: page.top.last().map(|r| r.position) }))
+}
+
 struct State<F> {
     db: Db,
     job_id: Option<String>,
@@ -177,8 +187,8 @@ fn next_from(query: &Query, written: Written) -> Option<From> {
 }
 
 /// A JSON object's text without its closing `}`, to continue with more members.
-pub fn open_object(value: &serde_json::Value) -> String {
-    let mut text = value.to_string();
+pub fn open_object<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_default();
     if text.ends_with('}') {
         text.pop();
     }

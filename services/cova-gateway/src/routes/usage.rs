@@ -8,7 +8,7 @@ use cova_domain::limits::{MAX_ACTIVE_TOKENS, MAX_COMMENTS_PER_POST, MAX_RUNNING_
 use cova_domain::time::rfc3339;
 use cova_errors::ApiError;
 use cova_storage::repo::accounts;
-use serde_json::json;
+use serde::Serialize;
 
 /// `GET /api/v1/usage`: any valid token. The comment balance of the current month, and the
 /// state of every limit that applies to the account.
@@ -21,34 +21,88 @@ pub async fn get_usage(req: HttpRequest, state: web::Data<AppState>) -> HttpResu
         return Err(meter.fail(ApiError::internal()).into());
     };
     let accounts::Usage { account, balance, running } = usage;
-    let body = json!({
-        "account": {"id": account.id, "email": account.email},
-        "comments": {
-            "month": balance.month,
-            "limit": balance.granted,
-            "used": balance.spent,
-            "reserved": balance.reserved,
-            "remaining": balance.available.max(0),
-            "expires_at": rfc3339(balance.expires_at),
-            "per_post_limit": MAX_COMMENTS_PER_POST,
+    let body = UsageView {
+        account: AccountView { email: &account.email, id: &account.id },
+        comments: CommentsView {
+            expires_at: rfc3339(balance.expires_at),
+            limit: balance.granted,
+            month: &balance.month,
+            per_post_limit: MAX_COMMENTS_PER_POST,
+            remaining: balance.available.max(0),
+            reserved: balance.reserved,
+            used: balance.spent,
         },
-        "metadata": {
-            "limit": metadata.limit,
-            "remaining": metadata.remaining,
-            "window_seconds": METADATA.period.as_secs(),
-            "resets_in_seconds": metadata.reset_after.as_secs(),
+        concurrency: ConcurrencyView {
+            available: (MAX_RUNNING_ANALYSES - running).max(0),
+            limit: MAX_RUNNING_ANALYSES,
+            running,
         },
-        "requests": {
-            "limit": requests.limit,
-            "remaining": requests.remaining,
-            "window_seconds": 60,
+        metadata: MetadataView {
+            limit: metadata.limit,
+            remaining: metadata.remaining,
+            resets_in_seconds: metadata.reset_after.as_secs(),
+            window_seconds: METADATA.period.as_secs(),
         },
-        "concurrency": {
-            "limit": MAX_RUNNING_ANALYSES,
-            "running": running,
-            "available": (MAX_RUNNING_ANALYSES - running).max(0),
-        },
-        "tokens": {"limit": MAX_ACTIVE_TOKENS, "active": account.active_tokens},
-    });
+        requests: RequestsView { limit: requests.limit, remaining: requests.remaining, window_seconds: 60 },
+        tokens: TokensView { active: account.active_tokens, limit: MAX_ACTIVE_TOKENS },
+    };
     Ok(meter.json(HttpResponse::Ok(), &body))
+}
+
+// The answer, serialized without an intermediate map; members in alphabetical order, as every
+// other answer's.
+
+#[derive(Serialize)]
+struct UsageView<'a> {
+    account: AccountView<'a>,
+    comments: CommentsView<'a>,
+    concurrency: ConcurrencyView,
+    metadata: MetadataView,
+    requests: RequestsView,
+    tokens: TokensView,
+}
+
+#[derive(Serialize)]
+struct AccountView<'a> {
+    email: &'a str,
+    id: &'a str,
+}
+
+#[derive(Serialize)]
+struct CommentsView<'a> {
+    expires_at: String,
+    limit: i64,
+    month: &'a str,
+    per_post_limit: i64,
+    remaining: i64,
+    reserved: i64,
+    used: i64,
+}
+
+#[derive(Serialize)]
+struct ConcurrencyView {
+    available: i64,
+    limit: i64,
+    running: i64,
+}
+
+#[derive(Serialize)]
+struct MetadataView {
+    limit: u32,
+    remaining: u32,
+    resets_in_seconds: u64,
+    window_seconds: u64,
+}
+
+#[derive(Serialize)]
+struct RequestsView {
+    limit: u32,
+    remaining: u32,
+    window_seconds: u64,
+}
+
+#[derive(Serialize)]
+struct TokensView {
+    active: i32,
+    limit: i32,
 }
