@@ -394,7 +394,12 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     let entry = client.entry(&r#ref, "").await.ok();
     assert_eq!((entry["comments"].as_array().map(Vec::len), entry["counts"]["comments"].as_i64()), (Some(0), Some(0)));
     assert_eq!(entry["expires_at"], expires, "the bookmark stays");
-    assert_eq!(client.job(job["job_id"].as_str().expect("id")).await.ok()["result"]["released"], true);
+    // The job's copy is refreshed once the janitor's release has committed, a moment after the
+    // entry shows it.
+    eventually("the poll shows the comments released", async || {
+        client.job(job["job_id"].as_str().expect("id")).await.ok()["result"]["released"] == true
+    })
+    .await;
     let (status, _, _) = client.raw(client.request(Method::GET, &format!("/api/v1/analyses/{ref}/export"))).await;
     assert_eq!(status.as_u16(), 404, "nothing to export");
 

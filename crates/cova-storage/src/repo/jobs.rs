@@ -769,10 +769,10 @@ async fn ended(db: &Db, job_id: &str, done: Option<Ended>) -> bool {
     if let Some(closed) = &end.closed {
         closed.record();
     }
-    let mut changes = vec![Change::Job(job_id), Change::Account(&end.account_id)];
-    if let Some(previous) = &end.released {
-        changes.push(Change::Job(previous));
-    }
+    // The job's own end is announced last: a client that sees it (a poll) then finds the
+    // account's balance and the earlier scrape's release already in their copies.
+    let mut changes: Vec<Change<'_>> = end.released.as_deref().map(Change::Job).into_iter().collect();
+    changes.extend([Change::Account(&end.account_id), Change::Job(job_id)]);
     db.changed(&changes).await;
     true
 }
