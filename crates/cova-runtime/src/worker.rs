@@ -62,6 +62,30 @@ pub enum Outcome {
     GaveUp(String),
 }
 
+impl Outcome {
+    /// The outcome of storing a job's end: `stored` says whether this attempt ended the job
+    /// (false: another attempt already had), and then `announce` logs and counts it. The
+    /// outbox relay is nudged either way, so that the end's event leaves at once; a database
+    /// failure delivers the message again.
+    pub fn of_end(
+        stored: Result<bool, cova_storage::StorageError>,
+        outbox: &tokio::sync::Notify,
+        announce: impl FnOnce(),
+        then: Outcome,
+    ) -> Outcome {
+        match stored {
+            Ok(ended) => {
+                if ended {
+                    announce();
+                }
+                outbox.notify_one();
+                then
+            }
+            Err(e) => Outcome::Retry(format!("database: {e}")),
+        }
+    }
+}
+
 /// About the delivery being handled.
 #[derive(Debug, Clone)]
 pub struct Delivered {

@@ -84,7 +84,7 @@ impl AiWorker {
         let end = async {
             let outcome = match ran {
                 Ok(Ok((result, model, tokens))) => {
-                    match jobs::complete_ai(
+                    let stored = jobs::complete_ai(
                         db,
                         &job.id,
                         &owner,
@@ -92,19 +92,13 @@ impl AiWorker {
                         &cova_telemetry::current_trace_json(),
                         self.now(),
                     )
-                    .await
-                    {
-                        Ok(done) => {
-                            if done {
-                                let duration_ms = started.elapsed().as_millis() as u64;
-                                tracing::info!(model, tokens, duration_ms, "job complete");
-                                cova_metrics::job_finished(JobMetric::Ai, "complete", started.elapsed(), 0);
-                            }
-                            self.outbox.notify_one();
-                            return Outcome::Done;
-                        }
-                        Err(e) => return Outcome::Retry(format!("database: {e}")),
-                    }
+                    .await;
+                    let announce = || {
+                        let duration_ms = started.elapsed().as_millis() as u64;
+                        tracing::info!(model, tokens, duration_ms, "job complete");
+                        cova_metrics::job_finished(JobMetric::Ai, "complete", started.elapsed(), 0);
+                    };
+                    return Outcome::of_end(stored, &self.outbox, announce, Outcome::Done);
                 }
                 Ok(Err(failed)) => failed,
                 Err(AnalyzeError::Transient(e)) if attempt < self.config.max_attempts => {
@@ -126,20 +120,14 @@ impl AiWorker {
                 }
             };
             let Failed(code, detail) = outcome;
-            match jobs::fail(db, &job.id, &owner, code, &detail, &cova_telemetry::current_trace_json(), self.now())
-                .await
-            {
-                Ok(done) => {
-                    if done {
-                        let duration_ms = started.elapsed().as_millis() as u64;
-                        tracing::warn!(code, detail = %detail, duration_ms, "job failed");
-                        cova_metrics::job_finished(JobMetric::Ai, "failed", started.elapsed(), 0);
-                    }
-                    self.outbox.notify_one();
-                    Outcome::Done
-                }
-                Err(e) => Outcome::Retry(format!("database: {e}")),
-            }
+            let stored =
+                jobs::fail(db, &job.id, &owner, code, &detail, &cova_telemetry::current_trace_json(), self.now()).await;
+            let announce = || {
+                let duration_ms = started.elapsed().as_millis() as u64;
+                tracing::warn!(code, detail = %detail, duration_ms, "job failed");
+                cova_metrics::job_finished(JobMetric::Ai, "failed", started.elapsed(), 0);
+            };
+            Outcome::of_end(stored, &self.outbox, announce, Outcome::Done)
         };
         tracing::Instrument::instrument(end, span).await
     }

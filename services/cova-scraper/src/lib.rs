@@ -98,7 +98,7 @@ impl Scraper {
             };
             match result {
                 Ok((scraped, stats)) => {
-                    match jobs::complete(
+                    let stored = jobs::complete(
                         db,
                         &job.id,
                         &owner,
@@ -106,25 +106,19 @@ impl Scraper {
                         &cova_telemetry::current_trace_json(),
                         self.now(),
                     )
-                    .await
-                    {
-                        Ok(done) => {
-                            if done {
-                                let duration_ms = started.elapsed().as_millis() as u64;
-                                tracing::info!(
-                                    comments = stats.comments,
-                                    pages = stats.pages,
-                                    duration_ms,
-                                    truncated = scraped.truncated,
-                                    "job complete"
-                                );
-                                finished("complete", stats.comments);
-                            }
-                            self.outbox.notify_one();
-                            Outcome::Done
-                        }
-                        Err(e) => Outcome::Retry(format!("database: {e}")),
-                    }
+                    .await;
+                    let announce = || {
+                        let duration_ms = started.elapsed().as_millis() as u64;
+                        tracing::info!(
+                            comments = stats.comments,
+                            pages = stats.pages,
+                            duration_ms,
+                            truncated = scraped.truncated,
+                            "job complete"
+                        );
+                        finished("complete", stats.comments);
+                    };
+                    Outcome::of_end(stored, &self.outbox, announce, Outcome::Done)
                 }
                 Err(Failure::LeaseLost) => Outcome::Done,
                 Err(Failure::Platform(e)) if e.is_transient() && attempt < self.config.max_attempts => {
@@ -143,7 +137,7 @@ impl Scraper {
                     } else {
                         e.detail().to_owned()
                     };
-                    match jobs::fail(
+                    let stored = jobs::fail(
                         db,
                         &job.id,
                         &owner,
@@ -152,19 +146,14 @@ impl Scraper {
                         &cova_telemetry::current_trace_json(),
                         self.now(),
                     )
-                    .await
-                    {
-                        Ok(done) => {
-                            if done {
-                                let duration_ms = started.elapsed().as_millis() as u64;
-                                tracing::warn!(code = e.code().as_str(), detail, duration_ms, "job failed");
-                                finished("failed", 0);
-                            }
-                            self.outbox.notify_one();
-                            if gave_up { Outcome::GaveUp(detail) } else { Outcome::Done }
-                        }
-                        Err(e) => Outcome::Retry(format!("database: {e}")),
-                    }
+                    .await;
+                    let then = if gave_up { Outcome::GaveUp(detail.clone()) } else { Outcome::Done };
+                    let announce = || {
+                        let duration_ms = started.elapsed().as_millis() as u64;
+                        tracing::warn!(code = e.code().as_str(), detail, duration_ms, "job failed");
+                        finished("failed", 0);
+                    };
+                    Outcome::of_end(stored, &self.outbox, announce, then)
                 }
             }
         };

@@ -183,7 +183,7 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         let next = written.last_position.filter(|_| written.top_level == limit).map(|p| format!("p{p}"));
         format!("],\"next_cursor\":{}}}}}", json!(next))
     };
-    if let (Some(_), true) = (&page_key, current) {
+    if page_key.is_some() && current {
         // The comments never change while current: a kept page is the page.
         let tail = match kept_page {
             Some(Reply::Value(Some(tail))) => tail,

@@ -83,6 +83,16 @@ pub struct Written {
     pub last_position: Option<i64>,
 }
 
+impl Written {
+    /// What has been written once `page` follows.
+    fn then(self, page: &Page) -> Written {
+        Written {
+            top_level: self.top_level + page.top.len() as i64,
+            last_position: page.top.last().map(|r| r.position).or(self.last_position),
+        }
+    }
+}
+
 /// The comments `query` selects of `job_id`'s scrape as the elements of a JSON array, read in
 /// one statement: for a page that fits one chunk (a poll's), rendered whole to be kept.
 pub async fn render_page(db: &Db, job_id: &str, query: &Query) -> Result<(Vec<u8>, Written), StorageError> {
@@ -90,7 +100,7 @@ pub async fn render_page(db: &Db, job_id: &str, query: &Query) -> Result<(Vec<u8
     let page = breakdown::page(db, job_id, &query).await?;
     let mut out = Vec::with_capacity(page.top.len() * 600);
     write_page(&mut out, &page, &mut true);
-    Ok((out, Written { top_level: page.top.len() as i64, last_position: page.top.last().map(|r| r.position) }))
+    Ok((out, Written::default().then(&page)))
 }
 
 struct State<F> {
@@ -117,8 +127,7 @@ impl<F: FnOnce(Written) -> String> State<F> {
         let page = breakdown::page(&self.db, job_id, &chunk).await?;
         out.reserve(page.top.len() * 600);
         write_page(out, &page, &mut self.first);
-        self.written.top_level += page.top.len() as i64;
-        self.written.last_position = page.top.last().map(|r| r.position).or(self.written.last_position);
+        self.written = self.written.then(&page);
         if (page.top.len() as i64) < chunk.limit || self.written.top_level >= self.query.limit {
             self.exhausted = true;
         }
