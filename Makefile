@@ -45,7 +45,7 @@ bench:
 ## screenshots: the workspace's main pages as PNGs in docs/screenshots/, taken by the
 ## headless-Chromium test (needs Debian's chromium and chromium-driver)
 screenshots:
-	COVA_SCREENSHOTS=$(CURDIR)/docs/screenshots $(CARGO) test -p cova-tests --test browser -- --include-ignored
+	COVA_SCREENSHOTS=$(CURDIR)/docs/screenshots $(CARGO) test -p cova-tests --test scenarios -- browser:: --include-ignored
 
 compose-config:
 	docker compose -f docker-compose.yml config -q

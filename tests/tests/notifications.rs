@@ -345,6 +345,7 @@ async fn webhook_urls_that_reach_private_addresses_are_refused() {
         "https://[::ffff:127.0.0.1]/hook",
         "https://hooks.example.com/hook",
         "https://user:pw@93.184.216.34/hook",
+        "https://8.8.8.8:0/h",
         "http://93.184.216.34/hook",
         "file:///etc/passwd",
         "not a url",

@@ -1,10 +1,13 @@
 //! Account passwords: the sign-up rules and argon2id hashes (PHC strings, OWASP's parameters:
-//! 19 MiB, 2 passes, 1 lane).
+//! 19 MiB, 2 passes, 1 lane). A password is checked and hashed in its NFKC form, so that the
+//! same password typed another way (fullwidth digits, a composed accent) is the same password,
+//! and is refused as breached the same way; control characters are refused outright.
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use rand::RngCore;
 use std::sync::LazyLock;
+use unicode_normalization::UnicodeNormalization;
 
 pub const MIN_CHARS: usize = 10;
 pub const MAX_CHARS: usize = 128;
@@ -16,10 +19,12 @@ static COMMON: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
 /// Why a password is refused; the message is shown to the person choosing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Weakness {
-    #[error("The password needs at least 10 characters.")]
+    #[error("The password needs at least {} characters.", MIN_CHARS)]
     TooShort,
-    #[error("The password may have at most 128 characters.")]
+    #[error("The password may have at most {} characters.", MAX_CHARS)]
     TooLong,
+    #[error("The password must not contain control characters (such as line breaks or tabs).")]
+    ControlCharacter,
     #[error("This password is on lists of breached passwords; choose another.")]
     Common,
     #[error("The password must not contain your e-mail address.")]
@@ -29,6 +34,10 @@ pub enum Weakness {
 /// The sign-up rules: length, not a breached classic (or one with digits and symbols
 /// appended), not built from the e-mail address.
 pub fn check(password: &str, email: &str) -> Result<(), Weakness> {
+    if password.chars().any(char::is_control) {
+        return Err(Weakness::ControlCharacter);
+    }
+    let password = normalize(password);
     let chars = password.chars().count();
     if chars < MIN_CHARS {
         return Err(Weakness::TooShort);
@@ -49,6 +58,11 @@ pub fn check(password: &str, email: &str) -> Result<(), Weakness> {
     Ok(())
 }
 
+/// The form a password is checked, hashed and verified in (Unicode NFKC).
+pub fn normalize(password: &str) -> String {
+    password.nfkc().collect()
+}
+
 fn hasher() -> Argon2<'static> {
     // The crate's defaults are OWASP's recommendation; named so a crate update cannot lower them.
     let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
@@ -64,12 +78,19 @@ pub fn hash(password: &str) -> Result<String, HashError> {
     let mut bytes = [0u8; 16];
     rand::rng().fill_bytes(&mut bytes);
     let salt = SaltString::encode_b64(&bytes).map_err(|e| HashError(e.to_string()))?;
-    hasher().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(|e| HashError(e.to_string()))
+    hasher()
+        .hash_password(normalize(password).as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| HashError(e.to_string()))
 }
 
 /// True when `password` matches the stored PHC string. CPU-bound like [`hash`].
 pub fn verify(password: &str, stored: &str) -> bool {
-    PasswordHash::new(stored).is_ok_and(|parsed| hasher().verify_password(password.as_bytes(), &parsed).is_ok())
+    let Ok(parsed) = PasswordHash::new(stored) else { return false };
+    let normal = normalize(password);
+    // Hashes stored before passwords were normalised hold the password as it was typed.
+    hasher().verify_password(normal.as_bytes(), &parsed).is_ok()
+        || (normal != password && hasher().verify_password(password.as_bytes(), &parsed).is_ok())
 }
 
 /// Spends the time of a verification when there is no account, so a login for an unknown
@@ -95,6 +116,21 @@ mod tests {
         assert_eq!(check("correct horse battery", "maria@example.com"), Ok(()));
         // Counted in characters, not bytes.
         assert_eq!(check("żółćżółćżó", "a@b.co"), Ok(()));
+        assert_eq!(check("correct horse\0battery", "a@b.co"), Err(Weakness::ControlCharacter));
+        assert_eq!(check("correct horse\nbattery", "a@b.co"), Err(Weakness::ControlCharacter));
+        // Fullwidth digits are the digits they look like: a breached password either way.
+        assert_eq!(check("１２３４５６７８９０", "a@b.co"), check("1234567890", "a@b.co"));
+        assert_eq!(check("１２３４５６７８９０", "a@b.co"), Err(Weakness::Common));
+        assert_eq!(Weakness::TooShort.to_string(), format!("The password needs at least {MIN_CHARS} characters."));
+    }
+
+    #[test]
+    fn a_password_typed_another_way_is_the_same_password() {
+        // "é" composed and decomposed, fullwidth and ASCII digits.
+        let stored = hash("caf\u{e9} au lait 2024").expect("hash");
+        assert!(verify("cafe\u{301} au lait 2024", &stored));
+        assert!(verify("caf\u{e9} au lait ２０２４", &stored));
+        assert!(!verify("cafe au lait 2024", &stored));
     }
 
     #[test]

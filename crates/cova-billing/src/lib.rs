@@ -59,7 +59,12 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckoutState {
     pub id: String,
+    /// `payment_status` is `paid`.
     pub paid: bool,
+    /// `amount_total`, in the currency's minor unit, and `currency` (lower case), as the
+    /// provider charged them: cova grants only when they are the checkout's own.
+    pub amount_total: Option<i64>,
+    pub currency: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -160,7 +165,12 @@ fn parse_event(body: &[u8]) -> Result<Event, WebhookError> {
     let checkout = if raw.kind.starts_with("checkout.session.") {
         let object = &raw.data.object;
         let id = object["id"].as_str().ok_or_else(|| WebhookError::Malformed("data.object.id is missing".into()))?;
-        Some(CheckoutState { id: id.to_owned(), paid: object["payment_status"].as_str() == Some("paid") })
+        Some(CheckoutState {
+            id: id.to_owned(),
+            paid: object["payment_status"].as_str() == Some("paid"),
+            amount_total: object["amount_total"].as_i64(),
+            currency: object["currency"].as_str().map(str::to_ascii_lowercase),
+        })
     } else {
         None
     };
@@ -177,7 +187,7 @@ mod tests {
         Payments::new(&config).expect("client")
     }
 
-    const EVENT: &[u8] = br#"{"id":"evt_1","object":"event","type":"checkout.session.completed","data":{"object":{"id":"cs_1","payment_status":"paid"}}}"#;
+    const EVENT: &[u8] = br#"{"id":"evt_1","object":"event","type":"checkout.session.completed","data":{"object":{"id":"cs_1","payment_status":"paid","amount_total":900,"currency":"USD"}}}"#;
 
     #[test]
     fn webhooks_are_verified_then_read() {
@@ -185,7 +195,15 @@ mod tests {
         let header = cova_auth::signature::sign("whsec_test", 1_700_000_000, EVENT);
         let event = p.verify_webhook(&header, EVENT, 1_700_000_100).expect("valid");
         assert_eq!(event.id, "evt_1");
-        assert_eq!(event.checkout, Some(CheckoutState { id: "cs_1".into(), paid: true }));
+        assert_eq!(
+            event.checkout,
+            Some(CheckoutState {
+                id: "cs_1".into(),
+                paid: true,
+                amount_total: Some(900),
+                currency: Some("usd".into())
+            })
+        );
         assert_eq!(p.verify_webhook(&header, EVENT, 1_700_000_301), Err(WebhookError::BadSignature), "too old");
         let forged = cova_auth::signature::sign("whsec_other", 1_700_000_000, EVENT);
         assert_eq!(p.verify_webhook(&forged, EVENT, 1_700_000_000), Err(WebhookError::BadSignature));

@@ -148,6 +148,10 @@ impl Guard {
         if url.host_str().is_none_or(str::is_empty) {
             return Err(Refusal::Invalid("the URL has no host".into()));
         }
+        // Port 0 is no port: nothing listens there, and some stacks read it as "any".
+        if url.port() == Some(0) {
+            return Err(Refusal::Invalid("port 0 is not a port a receiver can listen on".into()));
+        }
         Ok(url)
     }
 
@@ -165,6 +169,9 @@ impl Guard {
         let host =
             url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
+        if port == 0 {
+            return Err(Refusal::Invalid("port 0 is not a port a receiver can listen on".into()));
+        }
         let addrs: Vec<IpAddr> = if let Ok(ip) = host.parse::<IpAddr>() {
             vec![ip]
         } else if let Some(ip) = self.hosts.get(&host) {
@@ -235,6 +242,7 @@ mod tests {
         assert_eq!(guard.resolve("http://93.184.216.34/x").await.expect_err("http"), Refusal::NotHttps);
         assert_eq!(guard.resolve("file:///etc/passwd").await.expect_err("file"), Refusal::NotHttps);
         assert!(matches!(guard.resolve("https://user:pw@93.184.216.34/").await, Err(Refusal::Invalid(_))));
+        assert!(matches!(guard.resolve("https://8.8.8.8:0/h").await, Err(Refusal::Invalid(_))));
         assert!(matches!(guard.resolve("https://[::1]/").await, Err(Refusal::NotPublic { .. })));
         assert!(matches!(guard.resolve("https://hooks.example.com/").await, Err(Refusal::NotPublic { .. })));
         let (_, addr) = guard.resolve("https://93.184.216.34:8443/hook").await.expect("public");

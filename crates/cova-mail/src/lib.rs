@@ -2,8 +2,9 @@
 //!
 //! With `smtp.url` set, messages go out through that SMTP server (`smtp://` plain or with
 //! `?tls=required` for STARTTLS, `smtps://` for TLS from the start). Without it, the embedded
-//! default, each message is written as an `.eml` file under `smtp.mail_dir` and its subject
-//! and recipient are logged, so a newcomer can open the link locally.
+//! default, each message is written as an `.eml` file under `smtp.mail_dir` and the file's path
+//! is logged, so a newcomer can open it locally. Neither the link nor the address is logged: a
+//! link acts for its account (whoever reads the logs could reset a password with it).
 
 use cova_config::SmtpConfig;
 use lettre::message::Mailbox;
@@ -33,9 +34,6 @@ pub struct Mail {
     pub to: String,
     pub subject: String,
     pub text: String,
-    /// The message's action link: logged when there is no SMTP server, so that a local user
-    /// can open it without a mail client.
-    pub link: Option<String>,
 }
 
 pub struct Mailer {
@@ -81,11 +79,10 @@ impl Mailer {
             Transport::Files { dir, transport } => {
                 tokio::fs::create_dir_all(dir).await.map_err(|e| MailError::Send(format!("{}: {e}", dir.display())))?;
                 let id = transport.send(message).await.map_err(|e| MailError::Send(e.to_string()))?;
-                // No mail server here: the log is how a local user finds the message.
+                // No mail server here: the log is how a local user finds the message. The link
+                // stays in the file, readable only by who can read the data directory.
                 tracing::info!(
-                    to = %mail.to,
                     subject = %mail.subject,
-                    link = mail.link.as_deref().unwrap_or(""),
                     file = %dir.join(format!("{id}.eml")).display(),
                     "e-mail written to a file (smtp.url is not set)"
                 );
@@ -109,7 +106,6 @@ mod tests {
             to: "ana@example.com".into(),
             subject: "Confirm".into(),
             text: "Open http://x/#/confirm/abc".into(),
-            link: Some("http://x/#/confirm/abc".into()),
         };
         mailer.send(&mail).await.expect("sent");
         let files: Vec<_> = std::fs::read_dir(dir.path().join("mail")).expect("dir").flatten().collect();

@@ -332,6 +332,8 @@ diesel::table! {
         created_at -> BigInt,
         paid_at -> Nullable<BigInt>,
         event_id -> Nullable<Text>,
+        mismatch -> Nullable<Text>,
+        mismatch_event_id -> Nullable<Text>,
     }
 }
 

@@ -8,8 +8,6 @@ use cova_tests::{TestDatabase, real_backend, spawn_stack};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-mod common;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_killed_ai_worker_completes_the_job_once_and_charges_once() {
@@ -35,7 +33,7 @@ async fn a_killed_ai_worker_completes_the_job_once_and_charges_once() {
     let ai_id = run["id"].as_str().expect("id").to_owned();
 
     // A slow model in small batches: the job takes several seconds, so the kill lands inside it.
-    let cova = common::Cova::sharing(
+    let cova = crate::common::Cova::sharing(
         &app.config,
         &[
             ("COVA_AI__ANALYZER", "openai".into()),

@@ -5,9 +5,7 @@ use cova_storage::testing::TestDatabase;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{Cova, stderr, stdout};
+use crate::common::{Cova, stderr, stdout};
 
 async fn env(db: &TestDatabase) -> Cova {
     let prefix = format!("t{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ 0x5eed);

@@ -11,9 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Child, Command, Output};
 
-mod common;
-
-use common::{Cova, stderr, stdout};
+use crate::common::{Cova, stderr, stdout};
 
 /// Runs `cova client <args>` with nothing of the caller's environment but PATH.
 fn client(home: &Path, url: Option<&str>, token: Option<&str>, args: &[&str]) -> Output {

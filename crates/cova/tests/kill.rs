@@ -8,9 +8,7 @@ use serde_json::{Value, json};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::Cova;
+use crate::common::Cova;
 
 fn kill(child: &mut Child) {
     let _ = child.kill();
@@ -146,6 +144,6 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
 
 fn output(cova: &Cova, args: &[&str]) -> String {
     let out = cova.run(args);
-    assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
-    common::stdout(&out)
+    assert!(out.status.success(), "{args:?}: {}", crate::common::stderr(&out));
+    crate::common::stdout(&out)
 }

@@ -10,8 +10,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-mod common;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_killed_notifier_loses_no_delivery() {
@@ -37,7 +35,7 @@ async fn a_killed_notifier_loses_no_delivery() {
     client.put_json("/api/v1/notification-channels", json!({"webhook": {"url": hook, "job_events": true}})).await.ok();
     client.put_json("/api/v1/keywords", json!({"keywords": ["price", "preis", "🔥"]})).await.ok();
 
-    let cova = common::Cova::sharing(
+    let cova = crate::common::Cova::sharing(
         &app.config,
         &[
             ("COVA_NOTIFIER__ALLOW_PRIVATE", "127.0.0.1/32".into()),

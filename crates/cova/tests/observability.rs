@@ -10,9 +10,7 @@ use std::collections::HashMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{Cova, Log, metrics_base, series, sum_where};
+use crate::common::{Cova, Log, metrics_base, series, sum_where};
 
 const COMMENTS: u64 = 120;
 
@@ -94,8 +92,8 @@ fn common_real(var: &str) -> String {
 
 fn run_ok(cova: &Cova, args: &[&str]) -> String {
     let out = cova.run(args);
-    assert!(out.status.success(), "cova {args:?}: {}", common::stderr(&out));
-    common::stdout(&out)
+    assert!(out.status.success(), "cova {args:?}: {}", crate::common::stderr(&out));
+    crate::common::stdout(&out)
 }
 
 async fn analyze(run: &Running, http: &reqwest::Client) -> Value {

@@ -7,8 +7,6 @@ use cova_tests::real_backend;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use std::time::{Duration, Instant};
 
-mod common;
-
 const WATCHES: i64 = 1_000;
 
 async fn count(url: &str, sql: &str) -> i64 {
@@ -45,7 +43,7 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     .await
     .expect("seed 1,000 due watches");
     let prefix = format!("s{}", std::process::id());
-    let env = common::Cova {
+    let env = crate::common::Cova {
         vars: [
             ("COVA_DATABASE__URL", url.as_str()),
             ("COVA_QUEUE__URL", queue_url.as_str()),
@@ -73,7 +71,7 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     }
     // What the schedulers say they did: every watch started by exactly one of them, none
     // found already running (which a double claim would show as `joined`).
-    let tally = |log: &common::Log| {
+    let tally = |log: &crate::common::Log| {
         let (mut started, mut joined) = (0, 0);
         for line in log.lines().iter().filter(|l| l.contains("\"scheduler tick\"")) {
             let v: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");

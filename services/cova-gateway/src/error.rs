@@ -41,6 +41,7 @@ fn status_of(e: &ApiError) -> StatusCode {
 /// The HTTP answer of an error.
 pub fn render(e: &ApiError) -> HttpResponse {
     let mut res = HttpResponse::build(status_of(e));
+    res.insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"));
     if let Some(secs) = e.retry_after {
         res.insert_header((header::RETRY_AFTER, secs.to_string()));
     }
@@ -65,5 +66,6 @@ mod tests {
         assert_eq!(res.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("7"));
         assert_eq!(res.headers().get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()), Some("0"));
         assert_eq!(res.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("application/json"));
+        assert_eq!(res.headers().get("x-content-type-options").and_then(|v| v.to_str().ok()), Some("nosniff"));
     }
 }

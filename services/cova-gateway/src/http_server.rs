@@ -123,7 +123,7 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
         let mut out = buf[..start].to_vec();
         out.extend_from_slice(
             format!(
-                "{}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                "{}content-type: application/json\r\nx-content-type-options: nosniff\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 status_line,
                 body.len()
             )

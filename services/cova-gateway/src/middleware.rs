@@ -145,6 +145,8 @@ pub async fn request_context(
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert(HeaderName::from_static(REQUEST_ID), v);
     }
+    // Every answer is what its Content-Type says: a browser must never guess another type.
+    res.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     let status = res.status().as_u16();
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     observe(status);

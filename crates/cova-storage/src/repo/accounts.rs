@@ -95,8 +95,9 @@ pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-/// Sets a new password (a reset link also proves the mailbox, so the e-mail is confirmed) and
-/// revokes every session of the account, in one transaction.
+/// Sets a new password (a reset link also proves the mailbox, so the e-mail is confirmed),
+/// revokes every session of the account and voids its outstanding e-mailed links, in one
+/// transaction.
 pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i64) -> Result<()> {
     use crate::schema::sessions;
     let mut conn = db.conn().await?;
@@ -115,6 +116,7 @@ pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i
             .set(sessions::revoked_at.eq(now))
             .execute(c)
             .await?;
+        super::email_links::void_all_in!(c, account_id, now)?;
         Ok(())
     })?;
     drop(conn);

@@ -1,8 +1,11 @@
 //! Single-use links sent by e-mail: confirm the address, reset the password. Only the SHA-256
-//! of the link's token is stored; using a link is one conditional UPDATE, so it works once.
+//! of the link's token is stored; using a link is one conditional UPDATE, so it works once, and
+//! it voids the account's other outstanding links of the same purpose in the same transaction
+//! (an older reset link must not outlive the one that was used). A password change voids every
+//! link of the account ([`void_all_in`]).
 
 use crate::schema::email_links;
-use crate::{Db, Result, with_conn};
+use crate::{Db, Result, in_transaction, with_conn};
 use cova_auth::secret;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -49,8 +52,8 @@ pub async fn redeem(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<
     }
     let hash = secret::hash(token);
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        diesel::update(email_links::table.find(&hash))
+    Ok(in_transaction!(&mut conn, |c| {
+        let account_id = diesel::update(email_links::table.find(&hash))
             .filter(email_links::purpose.eq(purpose.as_str()))
             .filter(email_links::used_at.is_null())
             .filter(email_links::expires_at.gt(now))
@@ -58,9 +61,33 @@ pub async fn redeem(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<
             .returning(email_links::account_id)
             .get_result::<String>(c)
             .await
-            .optional()
+            .optional()?;
+        if let Some(account_id) = &account_id {
+            diesel::update(email_links::table)
+                .filter(email_links::account_id.eq(account_id))
+                .filter(email_links::purpose.eq(purpose.as_str()))
+                .filter(email_links::used_at.is_null())
+                .set(email_links::used_at.eq(now))
+                .execute(c)
+                .await?;
+        }
+        Ok(account_id)
     })?)
 }
+
+/// Inside a transaction: voids every outstanding link of the account (its password changed,
+/// so neither an older reset link nor a confirmation link may act for it any more).
+macro_rules! void_all_in {
+    ($c:ident, $account_id:expr, $now:expr) => {
+        diesel::update($crate::schema::email_links::table)
+            .filter($crate::schema::email_links::account_id.eq($account_id))
+            .filter($crate::schema::email_links::used_at.is_null())
+            .set($crate::schema::email_links::used_at.eq($now))
+            .execute($c)
+            .await
+    };
+}
+pub(crate) use void_all_in;
 
 /// The account of a valid link, without using it up.
 pub async fn peek(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Option<String>> {

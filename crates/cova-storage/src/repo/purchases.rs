@@ -21,6 +21,10 @@ pub struct Purchase {
     pub created_at: i64,
     pub paid_at: Option<i64>,
     pub event_id: Option<String>,
+    /// Why a payment event for this checkout granted nothing (its amount, currency or status
+    /// differed from the checkout's), for the operator.
+    pub mismatch: Option<String>,
+    pub mismatch_event_id: Option<String>,
 }
 
 pub struct NewPurchase<'a> {
@@ -59,15 +63,55 @@ pub enum Paid {
     AlreadyPaid,
     /// No checkout with this id was opened by cova.
     Unknown,
+    /// The event's payment differs from the checkout cova opened: nothing granted, the reason
+    /// recorded on the purchase.
+    Mismatch { account_id: String, reason: String },
 }
 
-/// Marks the checkout paid by `event_id` and grants its pack to the month of `now`, once.
-pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, now: i64) -> Result<Paid> {
+/// What a payment event says was paid for a checkout.
+#[derive(Debug, Clone, Copy)]
+pub struct Payment<'a> {
+    /// In the currency's minor unit; `None` when the event does not say.
+    pub amount: Option<i64>,
+    pub currency: Option<&'a str>,
+}
+
+/// Why `payment` does not pay for `purchase`, if it does not: the exact amount in the same
+/// currency is required (a checkout for 50,000 comments paid with one cent grants nothing).
+fn mismatch(purchase: &Purchase, payment: Payment<'_>) -> Option<String> {
+    let currency_ok = payment.currency.is_some_and(|c| c.eq_ignore_ascii_case(&purchase.currency));
+    if payment.amount == Some(purchase.amount) && currency_ok {
+        return None;
+    }
+    let shown = |amount: Option<i64>, currency: Option<&str>| {
+        format!("{} {}", amount.map_or("no amount".to_owned(), |a| a.to_string()), currency.unwrap_or("(no currency)"))
+    };
+    Some(format!(
+        "paid {} for a checkout of {}",
+        shown(payment.amount, payment.currency),
+        shown(Some(purchase.amount), Some(&purchase.currency))
+    ))
+}
+
+/// Marks the checkout paid by `event_id` and grants its pack to the month of `now`, once, when
+/// `payment` matches the checkout; otherwise records the mismatch and grants nothing.
+pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, payment: Payment<'_>, now: i64) -> Result<Paid> {
     let month = month_of(now);
     let mut conn = db.conn().await?;
     let paid = in_transaction!(&mut conn, |c| {
         let purchase = purchases::table.find(checkout_id).select(Purchase::as_select()).first(c).await.optional()?;
         let Some(purchase) = purchase else { return Ok(Paid::Unknown) };
+        if purchase.paid_at.is_some() {
+            return Ok(Paid::AlreadyPaid);
+        }
+        if let Some(reason) = mismatch(&purchase, payment) {
+            diesel::update(purchases::table.find(checkout_id))
+                .filter(purchases::paid_at.is_null())
+                .set((purchases::mismatch.eq(&reason), purchases::mismatch_event_id.eq(event_id)))
+                .execute(c)
+                .await?;
+            return Ok(Paid::Mismatch { account_id: purchase.account_id, reason });
+        }
         let marked = diesel::update(purchases::table.find(checkout_id))
             .filter(purchases::paid_at.is_null())
             .set((purchases::paid_at.eq(now), purchases::event_id.eq(event_id)))
@@ -99,4 +143,42 @@ pub async fn list(db: &Db, account_id: &str, limit: i64) -> Result<Vec<Purchase>
             .load(c)
             .await
     })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn purchase() -> Purchase {
+        Purchase {
+            checkout_id: "cs_1".into(),
+            account_id: "a".into(),
+            pack: "50k".into(),
+            comments: 50_000,
+            amount: 9_900,
+            currency: "usd".into(),
+            created_at: 0,
+            paid_at: None,
+            event_id: None,
+            mismatch: None,
+            mismatch_event_id: None,
+        }
+    }
+
+    #[test]
+    fn only_the_exact_amount_in_the_checkouts_currency_pays() {
+        let p = purchase();
+        assert_eq!(mismatch(&p, Payment { amount: Some(9_900), currency: Some("USD") }), None);
+        for (amount, currency) in
+            [(Some(1), Some("usd")), (Some(9_900), Some("jpy")), (None, Some("usd")), (Some(9_900), None)]
+        {
+            let reason = mismatch(&p, Payment { amount, currency }).expect("refused");
+            assert!(reason.contains("for a checkout of 9900 usd"), "{reason}");
+        }
+        assert_eq!(
+            mismatch(&p, Payment { amount: Some(99_000), currency: Some("usd") }).as_deref(),
+            Some("paid 99000 usd for a checkout of 9900 usd"),
+            "overpaying is a mismatch too: the operator refunds it"
+        );
+    }
 }

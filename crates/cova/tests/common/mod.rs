@@ -1,7 +1,7 @@
 //! Running the real `cova` binary from tests: a clean environment with only the given
 //! `COVA_*` variables, and roles started with their HTTP address read from the log.
 
-#![allow(dead_code)] // each test binary uses a part
+#![allow(dead_code)] // `make bench` includes this module too, and uses a part of it
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};

@@ -146,7 +146,6 @@ pub async fn signup(req: HttpRequest, state: web::Data<AppState>, payload: web::
                 text: format!(
                     "Welcome to cova.\n\nConfirm your e-mail address by opening this link within 24 hours:\n\n{confirm}\n\nIf you did not sign up, ignore this message.\n"
                 ),
-                link: Some(confirm),
             }
         }
         None => Mail {
@@ -157,7 +156,6 @@ pub async fn signup(req: HttpRequest, state: web::Data<AppState>, payload: web::
                 link(&state, "login"),
                 link(&state, "reset")
             ),
-            link: None,
         },
     };
     send_later(&state, mail);
@@ -269,7 +267,6 @@ pub async fn reset(req: HttpRequest, state: web::Data<AppState>, payload: web::P
                 text: format!(
                     "Choose a new password by opening this link within an hour:\n\n{reset}\n\nIf you did not ask for it, ignore this message; your password stays as it is.\n"
                 ),
-                link: Some(reset),
             },
         );
     }

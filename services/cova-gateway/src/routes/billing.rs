@@ -9,7 +9,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use cova_billing::{CheckoutRequest, PaymentsError, SIGNATURE_HEADER, WebhookError};
 use cova_domain::time::rfc3339;
 use cova_errors::ApiError;
-use cova_storage::repo::purchases::{self, NewPurchase, Paid, Purchase};
+use cova_storage::repo::purchases::{self, NewPurchase, Paid, Payment, Purchase};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -76,13 +76,23 @@ pub async fn checkout(req: HttpRequest, state: web::Data<AppState>, payload: web
     Ok(meter.json(HttpResponse::Created(), &json!({"checkout_id": checkout.id, "url": checkout.url})))
 }
 
+/// `paid`; `review` when the provider reported a payment that differs from the checkout (the
+/// operator settles it); else `pending`.
+fn purchase_status(p: &Purchase) -> &'static str {
+    match (p.paid_at, &p.mismatch) {
+        (Some(_), _) => "paid",
+        (None, Some(_)) => "review",
+        (None, None) => "pending",
+    }
+}
+
 fn purchase_view(p: &Purchase) -> serde_json::Value {
     json!({
         "checkout_id": p.checkout_id,
         "pack": p.pack,
         "comments": p.comments,
         "price": {"amount": p.amount, "currency": p.currency},
-        "status": if p.paid_at.is_some() { "paid" } else { "pending" },
+        "status": purchase_status(p),
         "created_at": rfc3339(p.created_at),
         "paid_at": p.paid_at.map(rfc3339),
     })
@@ -112,7 +122,11 @@ pub async fn webhook(req: HttpRequest, state: web::Data<AppState>, payload: web:
         WebhookError::Malformed(_) => ApiError::validation(e.to_string()),
     })?;
     if let Some(checkout) = event.checkout.filter(|c| c.paid) {
-        match purchases::pay(&state.backends.db, &checkout.id, &event.id, now).await.map_err(backend_errors::storage)? {
+        let payment = Payment { amount: checkout.amount_total, currency: checkout.currency.as_deref() };
+        let paid = purchases::pay(&state.backends.db, &checkout.id, &event.id, payment, now)
+            .await
+            .map_err(backend_errors::storage)?;
+        match paid {
             Paid::Granted { account_id, balance } => tracing::info!(
                 account.id = %account_id, checkout.id = %checkout.id, event.id = %event.id,
                 granted = balance.granted, "pack paid and granted"
@@ -120,6 +134,11 @@ pub async fn webhook(req: HttpRequest, state: web::Data<AppState>, payload: web:
             Paid::AlreadyPaid => {
                 tracing::info!(checkout.id = %checkout.id, event.id = %event.id, "repeated payment event; nothing granted")
             }
+            // A person must look: either the provider's configuration or a forged event.
+            Paid::Mismatch { account_id, reason } => tracing::error!(
+                account.id = %account_id, checkout.id = %checkout.id, event.id = %event.id, reason,
+                "payment event does not match its checkout; nothing granted"
+            ),
             // Acknowledged all the same: the provider would otherwise retry it for days.
             Paid::Unknown => {
                 tracing::warn!(checkout.id = %checkout.id, event.id = %event.id, "payment event for a checkout cova did not open")

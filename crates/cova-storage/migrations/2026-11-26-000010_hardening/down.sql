@@ -1,0 +1,2 @@
+ALTER TABLE purchases DROP COLUMN mismatch_event_id;
+ALTER TABLE purchases DROP COLUMN mismatch;

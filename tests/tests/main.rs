@@ -1,0 +1,22 @@
+//! End-to-end scenarios over HTTP, one module per area, in one test binary so the stack is
+//! linked once. Each test is isolated: its own database (or schema), cache prefix, queue
+//! names and simulator.
+
+mod ai;
+mod analyze;
+mod bad_input;
+mod browser;
+mod events;
+mod faults;
+mod foundation;
+mod hardening;
+mod http;
+mod library;
+mod media;
+mod notifications;
+mod openapi;
+mod races;
+mod runtime;
+mod sandbox;
+mod snapshots;
+mod workspace;
