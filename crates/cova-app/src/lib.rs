@@ -7,8 +7,7 @@ mod ops;
 
 use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};
-use cova_domain::{Clock, JobKind};
-use cova_messages::{AiCommand, AnalyzeCommand, Outgoing};
+use cova_domain::Clock;
 use cova_platforms::Platforms;
 use cova_runtime::{Backends, Handler, worker};
 use std::net::{SocketAddr, TcpListener};
@@ -286,24 +285,11 @@ impl Stack {
 /// previous run left unfinished, each to the role of its kind (collection is idempotent, so a
 /// job that was mid-way simply starts over).
 async fn requeue_unfinished(backends: &Backends) {
-    for kind in JobKind::ALL {
-        let ids = match cova_storage::repo::jobs::unfinished(&backends.db, kind).await {
-            Ok(ids) => ids,
-            Err(e) => {
-                tracing::error!(job.kind = %kind, error = %e, "listing unfinished jobs failed");
-                continue;
-            }
-        };
-        for job_id in ids {
-            let command = match kind {
-                JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }),
-                JobKind::Ai => Outgoing::command(&AiCommand { job_id: job_id.clone() }),
-            };
-            if let Err(e) =
-                cova_storage::repo::outbox::insert(&backends.db, &command, "{}", backends.clock.now_ms()).await
-            {
-                tracing::error!(job.id = %job_id, error = %e, "re-issuing an unfinished job failed");
-            }
+    match cova_storage::repo::jobs::reissue_unfinished(&backends.db, 0, false, backends.clock.now_ms()).await {
+        Ok(jobs) if !jobs.is_empty() => {
+            tracing::info!(jobs = jobs.len(), "unfinished jobs of an earlier run re-issued")
         }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "re-issuing the unfinished jobs of an earlier run failed"),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod password;
 mod scope;
+pub mod sealing;
 pub mod secret;
 pub mod signature;
 mod token;

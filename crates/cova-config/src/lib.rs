@@ -90,6 +90,11 @@ pub struct DatabaseConfig {
     pub connect_timeout_ms: u64,
     /// PostgreSQL `statement_timeout`; SQLite `busy_timeout`.
     pub statement_timeout_ms: u64,
+    /// The keys that seal stored secrets (webhook secrets, Telegram chat ids), base64 of 32
+    /// bytes each, the current one first, older ones after it for reading. Required with
+    /// PostgreSQL; on SQLite, empty means a key kept in `encryption.key` beside the database file.
+    #[serde(skip_serializing)]
+    pub encryption_keys: Option<secrecy::SecretString>,
 }
 
 impl Default for DatabaseConfig {
@@ -100,6 +105,7 @@ impl Default for DatabaseConfig {
             acquire_timeout_ms: 3_000,
             connect_timeout_ms: 3_000,
             statement_timeout_ms: 10_000,
+            encryption_keys: None,
         }
     }
 }
@@ -645,6 +651,7 @@ impl WorkspaceConfig {
 
 /// Settings that hold secrets: never serialised, still settings.
 pub const SECRET_KEYS: &[&str] = &[
+    "database.encryption_keys",
     "notifier.telegram_bot_token",
     "media.s3_secret_access_key",
     "ai.openai.api_key",
@@ -719,7 +726,18 @@ impl Config {
             ip.parse::<std::net::IpAddr>()
                 .map_err(|_| invalid("http.trusted_proxies", format!("`{ip}` is not an IP address")))?;
         }
-        DatabaseBackend::parse(&self.database.url)?;
+        if matches!(DatabaseBackend::parse(&self.database.url)?, DatabaseBackend::Postgres(_))
+            && self
+                .database
+                .encryption_keys
+                .as_ref()
+                .is_none_or(|k| secrecy::ExposeSecret::expose_secret(k).trim().is_empty())
+        {
+            return Err(invalid(
+                "database.encryption_keys",
+                "is required with PostgreSQL: stored webhook secrets and chat ids are sealed with it (make one with `openssl rand -base64 32`)",
+            ));
+        }
         if self.database.pool_size == 0 {
             return Err(invalid("database.pool_size", "must be at least 1"));
         }

@@ -24,6 +24,7 @@ impl Config {
             Some(_) => ValueKind::String(MASK.to_owned()),
             None => ValueKind::Nil,
         };
+        put(&mut root, "database.encryption_keys", secret(&self.database.encryption_keys));
         put(&mut root, "notifier.telegram_bot_token", secret(&self.notifier.telegram_bot_token));
         put(&mut root, "media.s3_secret_access_key", secret(&self.media.s3_secret_access_key));
         put(&mut root, "ai.openai.api_key", secret(&self.ai.openai.api_key));

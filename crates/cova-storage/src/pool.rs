@@ -67,6 +67,8 @@ enum Inner {
 pub struct Db {
     inner: Inner,
     url: String,
+    /// Seals the stored secrets that cova must read back ([`cova_auth::sealing`]).
+    pub(crate) keyring: std::sync::Arc<cova_auth::sealing::Keyring>,
     /// Told of committed changes ([`crate::changes`]); shared by every clone.
     pub(crate) changes: crate::changes::Listener,
 }
@@ -217,11 +219,45 @@ where
     AsyncDieselConnectionManager::new_with_config(url, mc)
 }
 
+/// The keys of `database.encryption_keys`; without them, on SQLite, the key kept beside the
+/// database file (made on first use, readable by its owner only).
+fn keyring(cfg: &DatabaseConfig, backend: &DatabaseBackend) -> Result<cova_auth::sealing::Keyring> {
+    use cova_auth::sealing::Keyring;
+    use secrecy::ExposeSecret;
+    let bad = |e: cova_auth::sealing::SealError| StorageError::Database(format!("database.encryption_keys: {e}"));
+    if let Some(keys) = cfg.encryption_keys.as_ref().filter(|k| !k.expose_secret().trim().is_empty()) {
+        return Keyring::parse(keys.expose_secret()).map_err(bad);
+    }
+    let DatabaseBackend::Sqlite(path) = backend else {
+        return Err(StorageError::Database("database.encryption_keys is required with PostgreSQL".into()));
+    };
+    let file = path.parent().unwrap_or(std::path::Path::new(".")).join("encryption.key");
+    let unreadable = |e: std::io::Error| StorageError::Unavailable(format!("{}: {e}", file.display()));
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(unreadable)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(&file) {
+        Ok(mut created) => {
+            std::io::Write::write_all(&mut created, format!("{}\n", Keyring::generate_key()).as_bytes())
+                .map_err(unreadable)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(unreadable(e)),
+    }
+    Keyring::parse(&std::fs::read_to_string(&file).map_err(unreadable)?)
+        .map_err(|e| StorageError::Database(format!("{}: {e}", file.display())))
+}
+
 impl Db {
     /// Builds the pool; connections are opened lazily, so a database that is down now
     /// makes requests answer 503 until it returns, instead of stopping the process.
     pub fn connect(cfg: &DatabaseConfig) -> Result<Self> {
         let backend = DatabaseBackend::parse(&cfg.url).map_err(|e| StorageError::Database(e.to_string()))?;
+        let keyring = std::sync::Arc::new(keyring(cfg, &backend)?);
         let wait = Duration::from_millis(cfg.acquire_timeout_ms);
         let connect_timeout = Duration::from_millis(cfg.connect_timeout_ms);
         let inner = match backend {
@@ -264,7 +300,12 @@ impl Db {
                 }
             }
         };
-        Ok(Self { inner, url: cfg.url.clone(), changes: Default::default() })
+        Ok(Self { inner, url: cfg.url.clone(), keyring, changes: Default::default() })
+    }
+
+    /// The id of the key new secrets are sealed with (for the start-up line).
+    pub fn sealing_key_id(&self) -> Option<&str> {
+        self.keyring.current_id()
     }
 
     pub fn is_postgres(&self) -> bool {

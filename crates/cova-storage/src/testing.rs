@@ -7,6 +7,10 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use rand::Rng;
 use tokio::sync::OnceCell;
 
+/// The key test databases on PostgreSQL seal their secrets with (one for all of them, so that
+/// every process a test starts on its database reads what the others stored).
+pub const TEST_ENCRYPTION_KEY: &str = "Y292YS10ZXN0LWtleS1ub3QtZm9yLXByb2R1Y3Rpb24=";
+
 /// Selects the database the test suite runs on; unset = embedded SQLite.
 pub const DATABASE_URL_VAR: &str = "COVA_TEST_DATABASE_URL";
 const PG_TEST_PREFIX: &str = "cova_t_";
@@ -44,7 +48,8 @@ impl TestDatabase {
             .unwrap_or_else(|e| panic!("{DATABASE_URL_VAR} is set but PostgreSQL is unreachable: {e}"));
         admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await.expect("create test database");
         let url = with_database(admin_url, &name);
-        let config = DatabaseConfig { url, pool_size: 16, ..DatabaseConfig::default() };
+        let key = Some(TEST_ENCRYPTION_KEY.to_owned().into());
+        let config = DatabaseConfig { url, pool_size: 16, encryption_keys: key, ..DatabaseConfig::default() };
         Self { config, pg: Some((admin_url.to_owned(), name)), _dir: None }
     }
 

@@ -386,3 +386,74 @@ async fn announcing_a_change_needs_no_second_connection_per_writer() {
     assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").granted, 160);
     t.drop_database().await.expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhook_secrets_and_chat_ids_are_sealed_at_rest_and_reseal_after_a_key_rotation() {
+    use cova_storage::repo::channels::{self, Channels};
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    let t = TestDatabase::create().await;
+    let old_key = cova_auth::sealing::Keyring::generate_key();
+    let mut config = t.config.clone();
+    config.encryption_keys = Some(old_key.clone().into());
+    let db = cova_storage::Db::connect(&config).expect("pool");
+    db.migrate().await.expect("migrate");
+    let a = accounts::create(&db, "seal@example.com", true, 0, NOW).await.expect("account");
+    let next = Channels {
+        telegram_chat_id: Some("-1001234567".into()),
+        telegram_enabled: true,
+        webhook_url: Some("https://hooks.example.com/cova".into()),
+        webhook_enabled: true,
+        ..Channels::default()
+    };
+    let (stored, created) = channels::put(&db, &a.id, &next, "whsec_the_secret", NOW).await.expect("put");
+    assert!(created);
+    assert_eq!(stored.webhook_secret.as_deref(), Some("whsec_the_secret"));
+    let raw = || async {
+        use cova_storage::schema::channels as c;
+        let mut conn = db.conn().await.expect("conn");
+        cova_storage::with_conn!(&mut conn, |k| {
+            c::table
+                .find(&a.id)
+                .select((c::telegram_chat_id, c::webhook_secret))
+                .first::<(Option<String>, Option<String>)>(k)
+                .await
+        })
+        .expect("row")
+    };
+    let (chat, secret) = raw().await;
+    let (chat, secret) = (chat.expect("chat"), secret.expect("secret"));
+    assert!(!chat.contains("1001234567") && !secret.contains("the_secret"), "stored in clear: {chat} {secret}");
+    let read = channels::get(&db, &a.id).await.expect("get");
+    assert_eq!(
+        (read.telegram_chat_id.as_deref(), read.webhook_secret.as_deref()),
+        (Some("-1001234567"), Some("whsec_the_secret"))
+    );
+
+    // A dump alone opens nothing: another key cannot read the row.
+    let mut stranger = t.config.clone();
+    stranger.encryption_keys = Some(cova_auth::sealing::Keyring::generate_key().into());
+    let other = cova_storage::Db::connect(&stranger).expect("pool");
+    assert!(channels::get(&other, &a.id).await.is_err());
+
+    // Rotation: a new key first, the old one kept for reading; reseal; then the old one can go.
+    let new_key = cova_auth::sealing::Keyring::generate_key();
+    let mut rotated = t.config.clone();
+    rotated.encryption_keys = Some(format!("{new_key},{old_key}").into());
+    let db2 = cova_storage::Db::connect(&rotated).expect("pool");
+    assert_eq!(
+        channels::get(&db2, &a.id).await.expect("old key still reads").webhook_secret.as_deref(),
+        Some("whsec_the_secret")
+    );
+    assert_eq!(channels::reseal_all(&db2).await.expect("reseal"), 1);
+    assert_eq!(channels::reseal_all(&db2).await.expect("reseal"), 0, "nothing left to reseal");
+    let mut only_new = t.config.clone();
+    only_new.encryption_keys = Some(new_key.into());
+    let db3 = cova_storage::Db::connect(&only_new).expect("pool");
+    let read = channels::get(&db3, &a.id).await.expect("the new key alone reads");
+    assert_eq!(
+        (read.telegram_chat_id.as_deref(), read.webhook_secret.as_deref()),
+        (Some("-1001234567"), Some("whsec_the_secret"))
+    );
+    t.drop_database().await.expect("drop");
+}

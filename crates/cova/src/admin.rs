@@ -1,6 +1,6 @@
 //! `cova admin …`: the operator contract (exit 0 ok, 1 failure with one line on stderr, 2 usage).
 
-use crate::cli::{AccountsCommand, AdminCommand, JobsCommand, PacksCommand, TokensCommand};
+use crate::cli::{AccountsCommand, AdminCommand, JobsCommand, PacksCommand, SecretsCommand, TokensCommand};
 use crate::table::Table;
 use anyhow::{Context, anyhow, bail};
 use cova_config::{Config, DatabaseBackend};
@@ -119,6 +119,31 @@ pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
             }
             print!("{}", table.without_header());
         }
+        AdminCommand::Jobs(JobsCommand::Requeue { older_than_s, dry_run }) => {
+            let jobs = jobs::reissue_unfinished(&db, older_than_s.saturating_mul(1000), dry_run, now)
+                .await
+                .map_err(explain)?;
+            let mut table = Table::new(["JOB", "KIND", "STATUS", "CREATED", "POST"]);
+            for job in &jobs {
+                table.row([
+                    job.id.clone(),
+                    job.kind.to_string(),
+                    job.status.as_str().to_owned(),
+                    rfc3339(job.created_at),
+                    job.r#ref.clone(),
+                ]);
+            }
+            if !jobs.is_empty() {
+                print!("{table}");
+            }
+            let verb = if dry_run { "would re-issue" } else { "re-issued" };
+            println!("{verb} {} job(s) queued or running for at least {older_than_s} s", jobs.len());
+        }
+        AdminCommand::Secrets(SecretsCommand::Reseal) => {
+            let n = cova_storage::repo::channels::reseal_all(&db).await.map_err(explain)?;
+            println!("sealed {n} account(s)' channels again with key {}", db.sealing_key_id().unwrap_or("-"));
+        }
+        AdminCommand::Secrets(SecretsCommand::NewKey) => println!("{}", cova_auth::sealing::Keyring::generate_key()),
         AdminCommand::Tokens(TokensCommand::List { email }) => {
             let account = account(&db, &email).await?;
             let mut table = Table::new(["PREFIX", "STATUS", "SCOPES", "CREATED", "LAST USED", "NAME"]);

@@ -85,6 +85,18 @@ pub enum AdminCommand {
     /// Jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// The keys that seal stored secrets (webhook secrets, Telegram chat ids).
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Prints a new random key for `database.encryption_keys`.
+    NewKey,
+    /// Seals again, with the first key of `database.encryption_keys`, every stored secret
+    /// sealed with another key (after putting a new key first), so the old key can be dropped.
+    Reseal,
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +105,17 @@ pub enum JobsCommand {
     Show {
         /// The job id (as returned by POST /api/v1/analyze).
         id: String,
+    },
+    /// Issues again the command of every queued or running job (after a database restore
+    /// whose commands are gone from the broker); a job still in the broker is delivered twice,
+    /// which is harmless.
+    Requeue {
+        /// Only jobs created at least this many seconds ago.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(i64).range(0..))]
+        older_than_s: i64,
+        /// List the jobs without issuing anything.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

@@ -213,3 +213,63 @@ async fn client_faults_log_no_error_and_tokens_in_paths_are_redacted() {
     assert!(lines.iter().any(|l| l.contains("/api/v1/analyze/cova_[redacted]")), "{lines:?}");
     let _ = db.drop_database().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
+    use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
+    use cova_storage::repo::{accounts, balances, outbox};
+    let db_handle = TestDatabase::create().await;
+    let env = env(&db_handle).await;
+    let mut config = db_handle.config.clone();
+    config.encryption_keys = Some(cova_storage::testing::TEST_ENCRYPTION_KEY.to_owned().into());
+    let db = cova_storage::Db::connect(&config).expect("pool");
+    db.migrate().await.expect("migrate");
+    let now = cova_domain::time::now_ms();
+    let account = accounts::create(&db, "restore@example.com", true, 0, now).await.expect("account");
+    balances::grant(&db, &account.id, 100, "test", now).await.expect("grant");
+    let created = jobs::create_analyze(
+        &db,
+        NewAnalyze {
+            account_id: &account.id,
+            token_id: None,
+            session_id: None,
+            r#ref: "tiktok:7000000000000000012",
+            url: "https://www.tiktok.com/@a/video/7000000000000000012",
+            idempotency_key: None,
+            known_comments: None,
+            refresh: false,
+        },
+        "{}",
+        now - 600_000,
+    )
+    .await
+    .expect("create");
+    let CreateOutcome::Created { job, .. } = created else { panic!("a new job: {created:?}") };
+    // The dump was taken after its command left for a broker that is gone now.
+    let claimed = outbox::claim(&db, 10, now).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    outbox::mark_sent(&db, &claimed[0].id, now).await.expect("sent");
+    assert!(outbox::claim(&db, 10, now + 60_000).await.expect("claim").is_empty());
+
+    let out = env.run(&["admin", "jobs", "requeue", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&job.id) && stdout(&out).contains("would re-issue 1 job(s)"), "{}", stdout(&out));
+    assert!(outbox::claim(&db, 10, now + 60_000).await.expect("claim").is_empty(), "a dry run issues nothing");
+    let out = env.run(&["admin", "jobs", "requeue", "--older-than-s", "900"]);
+    assert!(stdout(&out).contains("re-issued 0 job(s)"), "too young: {}", stdout(&out));
+    let out = env.run(&["admin", "jobs", "requeue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("re-issued 1 job(s)"), "{}", stdout(&out));
+    let again = outbox::claim(&db, 10, now + 60_000).await.expect("claim");
+    assert_eq!(again.len(), 1);
+    assert!(again[0].payload.contains(&job.id), "{}", again[0].payload);
+
+    // Keys: a new one is printed; resealing with the configured key reports what it did.
+    let out = env.run(&["admin", "secrets", "new-key"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(cova_auth::sealing::Keyring::parse(stdout(&out).trim()).is_ok_and(|k| !k.is_empty()));
+    let out = env.run(&["admin", "secrets", "reseal"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("sealed 0 account(s)"), "{}", stdout(&out));
+    db_handle.drop_database().await.ok();
+}

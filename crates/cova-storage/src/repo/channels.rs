@@ -1,7 +1,10 @@
-//! The account's notification channels: a Telegram chat and an HTTPS webhook.
+//! The account's notification channels: a Telegram chat and an HTTPS webhook. The webhook's
+//! secret and the chat id are stored sealed ([`cova_auth::sealing`], bound to the account's
+//! row); [`Channels`] holds them open.
 
 use crate::schema::channels;
-use crate::{Db, Result, in_transaction, with_conn};
+use crate::{Db, Result, StorageError, in_transaction, with_conn};
+use cova_auth::sealing::Keyring;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -43,26 +46,52 @@ impl Channel {
     }
 }
 
+/// The two sealed columns, and where a sealed value belongs (its column and row).
+const CHAT_ID: &str = "channels.telegram_chat_id";
+const SECRET: &str = "channels.webhook_secret";
+
+fn context(column: &str, account_id: &str) -> String {
+    format!("{column}:{account_id}")
+}
+
+fn sealed(keys: &Keyring, column: &str, account_id: &str, value: &Option<String>) -> Result<Option<String>> {
+    value
+        .as_deref()
+        .map(|v| keys.seal(v, &context(column, account_id)))
+        .transpose()
+        .map_err(|e| StorageError::Database(format!("sealing {column}: {e}")))
+}
+
+fn opened(keys: &Keyring, column: &str, account_id: &str, value: Option<String>) -> Result<Option<String>> {
+    value
+        .map(|v| keys.open(&v, &context(column, account_id)))
+        .transpose()
+        .map_err(|e| StorageError::Database(format!("{column} of account {account_id} cannot be opened: {e}")))
+}
+
+/// The row as stored, with its sealed columns opened.
+fn open_row(keys: &Keyring, account_id: &str, mut row: Channels) -> Result<Channels> {
+    row.telegram_chat_id = opened(keys, CHAT_ID, account_id, row.telegram_chat_id)?;
+    row.webhook_secret = opened(keys, SECRET, account_id, row.webhook_secret)?;
+    Ok(row)
+}
+
 pub async fn get(db: &Db, account_id: &str) -> Result<Channels> {
     let mut conn = db.conn().await?;
     let found = with_conn!(&mut conn, |c| {
         channels::table.find(account_id).select(Channels::as_select()).first(c).await.optional()
     })?;
-    Ok(found.unwrap_or_default())
+    found.map_or_else(|| Ok(Channels::default()), |row| open_row(&db.keyring, account_id, row))
 }
 
 /// Stores the channels; `new_secret` is used when a webhook has no secret yet (and is then the
 /// one returned, once). Turning a channel on clears cova's reason for having turned it off.
 pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, now: i64) -> Result<(Channels, bool)> {
+    let keys = db.keyring.clone();
     let mut conn = db.conn().await?;
     in_transaction!(&mut conn, |c| {
-        let current = channels::table
-            .find(account_id)
-            .select(Channels::as_select())
-            .first(c)
-            .await
-            .optional()?
-            .unwrap_or_default();
+        let current = channels::table.find(account_id).select(Channels::as_select()).first(c).await.optional()?;
+        let current = current.map_or_else(|| Ok(Channels::default()), |row| open_row(&keys, account_id, row))?;
         let secret_created = next.webhook_url.is_some() && current.webhook_secret.is_none();
         let secret = match (&next.webhook_url, current.webhook_secret) {
             (None, _) => None,
@@ -80,14 +109,16 @@ pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, n
             webhook_secret: secret,
             webhook_disabled_reason: reason(next.webhook_enabled, current.webhook_disabled_reason),
         };
+        let chat_id = sealed(&keys, CHAT_ID, account_id, &stored.telegram_chat_id)?;
+        let secret = sealed(&keys, SECRET, account_id, &stored.webhook_secret)?;
         let values = (
-            channels::telegram_chat_id.eq(&stored.telegram_chat_id),
+            channels::telegram_chat_id.eq(&chat_id),
             channels::telegram_enabled.eq(stored.telegram_enabled),
             channels::telegram_disabled_reason.eq(&stored.telegram_disabled_reason),
             channels::webhook_url.eq(&stored.webhook_url),
             channels::webhook_enabled.eq(stored.webhook_enabled),
             channels::webhook_job_events.eq(stored.webhook_job_events),
-            channels::webhook_secret.eq(&stored.webhook_secret),
+            channels::webhook_secret.eq(&secret),
             channels::webhook_disabled_reason.eq(&stored.webhook_disabled_reason),
             channels::updated_at.eq(now),
         );
@@ -104,18 +135,53 @@ pub async fn put(db: &Db, account_id: &str, next: &Channels, new_secret: &str, n
 
 /// Replaces the webhook's secret; `None` when no webhook is set.
 pub async fn rotate_secret(db: &Db, account_id: &str, secret: &str, now: i64) -> Result<Option<Channels>> {
+    let sealed_secret = sealed(&db.keyring, SECRET, account_id, &Some(secret.to_owned()))?;
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let row = in_transaction!(&mut conn, |c| {
         let updated = diesel::update(channels::table.find(account_id))
             .filter(channels::webhook_url.is_not_null())
-            .set((channels::webhook_secret.eq(secret), channels::updated_at.eq(now)))
+            .set((channels::webhook_secret.eq(&sealed_secret), channels::updated_at.eq(now)))
             .execute(c)
             .await?;
         if updated == 0 {
             return Ok(None);
         }
         Ok(Some(channels::table.find(account_id).select(Channels::as_select()).first(c).await?))
-    })
+    })?;
+    row.map(|row| open_row(&db.keyring, account_id, row)).transpose()
+}
+
+/// Seals again, with the current key, every stored secret that is not sealed with it (sealed
+/// with an older key, or stored before sealing): after a key rotation, so the old key can go.
+/// Returns how many accounts' channels were rewritten.
+pub async fn reseal_all(db: &Db) -> Result<usize> {
+    let keys = db.keyring.clone();
+    let mut conn = db.conn().await?;
+    let accounts: Vec<String> = with_conn!(&mut conn, |c| channels::table.select(channels::account_id).load(c).await)?;
+    let mut rewritten = 0;
+    for account_id in accounts {
+        // One transaction per row: a concurrent change of the channels is never overwritten.
+        let resealed = in_transaction!(&mut conn, |c| {
+            let (chat_id, secret): (Option<String>, Option<String>) = channels::table
+                .find(&account_id)
+                .select((channels::telegram_chat_id, channels::webhook_secret))
+                .first(c)
+                .await?;
+            let stale = |v: &Option<String>| v.as_deref().is_some_and(|v| !keys.is_current(v));
+            if !stale(&chat_id) && !stale(&secret) {
+                return Ok(false);
+            }
+            let chat_id = sealed(&keys, CHAT_ID, &account_id, &opened(&keys, CHAT_ID, &account_id, chat_id)?)?;
+            let secret = sealed(&keys, SECRET, &account_id, &opened(&keys, SECRET, &account_id, secret)?)?;
+            diesel::update(channels::table.find(&account_id))
+                .set((channels::telegram_chat_id.eq(&chat_id), channels::webhook_secret.eq(&secret)))
+                .execute(c)
+                .await?;
+            Ok(true)
+        })?;
+        rewritten += usize::from(resealed);
+    }
+    Ok(rewritten)
 }
 
 /// Turns a channel off because its receiver refused for good, saying why.

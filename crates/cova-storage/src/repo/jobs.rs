@@ -791,6 +791,41 @@ pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
     })?)
 }
 
+/// Issues again, through the outbox, the command of every job of either kind that is queued or
+/// in progress and was created at least `min_age_ms` before `now` (or only lists them when
+/// `dry_run`): after a restart of the in-process queue, or a database restored from a dump
+/// whose commands are gone from the broker. A command that was not lost after all is delivered
+/// twice, which is harmless: a worker finds the job finished, or held, and lets it be.
+pub async fn reissue_unfinished(db: &Db, min_age_ms: i64, dry_run: bool, now: i64) -> Result<Vec<Job>> {
+    let mut conn = db.conn().await?;
+    let stuck: Vec<Job> = with_conn!(&mut conn, |c| {
+        jobs::table
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .filter(jobs::created_at.le(now - min_age_ms))
+            .order(jobs::created_at.asc())
+            .select(JobRow::as_select())
+            .load::<JobRow>(c)
+            .await
+    })?
+    .into_iter()
+    .map(Job::try_from)
+    .collect::<Result<_>>()?;
+    if dry_run {
+        return Ok(stuck);
+    }
+    for job in &stuck {
+        let command = match job.kind {
+            JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job.id.clone() }),
+            JobKind::Ai => Outgoing::command(&AiCommand { job_id: job.id.clone() }),
+        };
+        with_conn!(&mut conn, |c| {
+            outbox_in!(c, &command, "{}", now);
+            Ok::<(), StorageError>(())
+        })?;
+    }
+    Ok(stuck)
+}
+
 /// Who started a job: a token or a browser session.
 #[derive(Debug, Clone, Copy)]
 pub enum StartedBy<'a> {
