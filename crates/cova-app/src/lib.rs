@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};
 use cova_domain::Clock;
 use cova_platforms::Platforms;
-use cova_runtime::{Backends, Handler, worker};
+use cova_runtime::{Backends, Handler, JobStep, worker};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,12 +148,12 @@ impl StackBuilder {
                 &config.media,
                 outbox.clone(),
             );
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(scraper), stop.clone()));
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(JobStep::new(scraper)), stop.clone()));
         }
         if has(Role::AiWorker) {
             let ai = cova_ai::AiWorker::new(backends.clone(), config.ai.clone(), outbox.clone())
                 .map_err(|e| anyhow::anyhow!("configuring ai.*: {e}"))?;
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(ai), stop.clone()));
+            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(JobStep::new(ai)), stop.clone()));
         }
         if has(Role::Notifier) {
             let queued = Arc::new(Notify::new());

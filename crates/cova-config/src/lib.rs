@@ -333,13 +333,14 @@ pub struct ScraperConfig {
     pub max_attempts: u32,
     /// First retry delay; doubles per attempt.
     pub retry_base_ms: u64,
-    /// How long a job stays claimed without progress before another worker may take it over.
+    /// How long a job's claim holds without renewal; a live worker renews it every third of
+    /// it, so this is how soon a killed worker's job is taken over.
     pub lease_ms: u64,
 }
 
 impl Default for ScraperConfig {
     fn default() -> Self {
-        Self { concurrency: 4, max_attempts: 5, retry_base_ms: 2_000, lease_ms: 60_000 }
+        Self { concurrency: 4, max_attempts: 5, retry_base_ms: 2_000, lease_ms: 15_000 }
     }
 }
 
@@ -526,7 +527,8 @@ pub struct AiConfig {
     /// Deliveries of one AI command before its job fails (transient model failures).
     pub max_attempts: u32,
     pub retry_base_ms: u64,
-    /// How long an ai-worker owns a started job before another may take it over.
+    /// How long an AI job's claim holds without renewal (renewed every third of it while the
+    /// job runs): how soon a killed ai-worker's job is taken over.
     pub lease_ms: u64,
     pub openai: OpenAiConfig,
 }
@@ -538,8 +540,7 @@ impl Default for AiConfig {
             concurrency: 2,
             max_attempts: 5,
             retry_base_ms: 2_000,
-            // Longer than a large analysis on a slow model: the lease is not renewed meanwhile.
-            lease_ms: 1_800_000,
+            lease_ms: 60_000,
             openai: OpenAiConfig::default(),
         }
     }
@@ -877,6 +878,7 @@ mod tests {
             env(&[
                 ("COVA_HTTP__ADDR", "0.0.0.0:9000"),
                 ("COVA_DATABASE__URL", "postgres://u:p@db/cova"),
+                ("COVA_DATABASE__ENCRYPTION_KEYS", "a2V5"),
                 ("COVA_DATABASE__POOL_SIZE", "16"),
                 ("COVA_HTTP__TRUSTED_PROXIES", "10.0.0.1,10.0.0.2"),
                 ("COVA_TEST_DATABASE_URL", "ignored"),
@@ -888,6 +890,14 @@ mod tests {
         assert_eq!(cfg.http.addr, "0.0.0.0:9000");
         assert_eq!(cfg.database.pool_size, 16);
         assert_eq!(cfg.http.trusted_proxies, vec!["10.0.0.1", "10.0.0.2"]);
+    }
+
+    #[test]
+    fn postgres_needs_a_sealing_key() {
+        let err = Config::load_from(None, env(&[("COVA_DATABASE__URL", "postgres://db/cova")])).expect_err("no key");
+        assert!(err.to_string().contains("database.encryption_keys"), "{err}");
+        // SQLite keeps a key file of its own.
+        assert!(Config::load_from(None, env(&[("COVA_DATABASE__URL", "sqlite://x/cova.db")])).is_ok());
     }
 
     #[test]
@@ -916,6 +926,7 @@ mod tests {
             None,
             env(&[
                 ("COVA_DATABASE__URL", "postgres://cova:hunter2@db/cova"),
+                ("COVA_DATABASE__ENCRYPTION_KEYS", "hunter2key"),
                 ("COVA_QUEUE__URL", "amqp://u:hunter2@mq/%2f"),
             ]),
         )

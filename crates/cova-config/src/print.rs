@@ -177,6 +177,7 @@ mod tests {
     fn secrets_and_passwords_never_print() {
         let env = [
             ("COVA_DATABASE__URL", "postgres://cova:hunter2@db:5432/cova"),
+            ("COVA_DATABASE__ENCRYPTION_KEYS", "c2VhbGluZy1rZXk="),
             ("COVA_QUEUE__URL", "amqp://guest:s3cret@mq:5672/%2f"),
             ("COVA_NOTIFIER__TELEGRAM_BOT_TOKEN", "123:ABCDEF"),
             ("COVA_AI__OPENAI__API_KEY", "sk-very-secret"),
@@ -184,11 +185,12 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let cfg = Config::load_from(None, env).expect("valid");
         let text = cfg.to_redacted_toml();
-        for secret in ["hunter2", "s3cret", "ABCDEF", "sk-very-secret"] {
+        for secret in ["hunter2", "s3cret", "ABCDEF", "sk-very-secret", "c2VhbGluZy1rZXk="] {
             assert!(!text.contains(secret), "{secret} printed:\n{text}");
         }
         assert!(text.contains("url = \"postgres://cova:***@db:5432/cova\""), "{text}");
         assert!(text.contains("telegram_bot_token = \"***\""), "{text}");
+        assert!(text.contains("encryption_keys = \"***\""), "{text}");
         assert!(text.contains("[http]\naddr = \"127.0.0.1:8080\""), "{text}");
         assert!(text.contains("web_base_url = \"https://www.tiktok.com\""), "{text}");
     }

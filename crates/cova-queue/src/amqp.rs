@@ -375,12 +375,12 @@ impl AmqpDelivery {
         self.acker.ack(BasicAckOptions::default()).await.map(|_| ()).map_err(unavailable)
     }
 
-    /// Parks a copy in the retry queue of `tier` (expiring back to the work queue), then acks
-    /// the original. If the copy cannot be published the original is requeued instead, so
-    /// nothing is lost.
-    pub(crate) async fn retry(self, tier: Duration) -> Result<()> {
+    /// Parks a copy in the retry queue of `tier` (expiring back to the work queue), as the next
+    /// attempt when `next_attempt`, then acks the original. If the copy cannot be published
+    /// the original is requeued instead, so nothing is lost.
+    pub(crate) async fn requeue(self, tier: Duration, next_attempt: bool) -> Result<()> {
         let mut copy = self.message.clone();
-        copy.attempt += 1;
+        copy.attempt += u32::from(next_attempt);
         let retry = retry_queue(&self.queue.name(&self.name), tier);
         match self.queue.publish_to("", &retry, &copy).await {
             Ok(()) => self.ack().await,

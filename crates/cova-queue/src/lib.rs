@@ -45,6 +45,13 @@ pub fn retry_tier(delay: Duration) -> Duration {
     RETRY_TIERS.into_iter().find(|t| *t >= delay).unwrap_or(RETRY_TIERS[RETRY_TIERS.len() - 1])
 }
 
+/// The tier a deferred message is parked in: the longest that is not longer than the delay
+/// (the shortest for anything below it), so that a message waiting for a moment (a lease's
+/// end) comes back no later than that moment, and waits again for what is left.
+pub fn defer_tier(delay: Duration) -> Duration {
+    RETRY_TIERS.into_iter().rev().find(|t| *t <= delay).unwrap_or(RETRY_TIERS[0])
+}
+
 fn tier_label(tier: Duration) -> String {
     match tier.as_millis() {
         ms if ms < 1_000 => format!("{ms}ms"),
@@ -277,8 +284,19 @@ impl Delivery {
     pub async fn retry(self, delay: Duration) -> Result<()> {
         let tier = retry_tier(delay);
         match self {
-            Delivery::Memory(d) => d.retry(tier),
-            Delivery::Amqp(d) => d.retry(tier).await,
+            Delivery::Memory(d) => d.requeue(tier, true),
+            Delivery::Amqp(d) => d.requeue(tier, true).await,
+        }
+    }
+
+    /// Not this message's failure (the job is held by another worker, cova's database is
+    /// away): deliver it again after about `delay` (rounded down to its [`defer_tier`]) with
+    /// the same attempt number.
+    pub async fn defer(self, delay: Duration) -> Result<()> {
+        let tier = defer_tier(delay);
+        match self {
+            Delivery::Memory(d) => d.requeue(tier, false),
+            Delivery::Amqp(d) => d.requeue(tier, false).await,
         }
     }
 
@@ -328,5 +346,14 @@ mod tests {
         assert_eq!(retry_tier(Duration::from_secs(86_400)), Duration::from_secs(3_600));
         let labels: Vec<String> = RETRY_TIERS.iter().map(|t| tier_label(*t)).collect();
         assert_eq!(labels, ["100ms", "1s", "2s", "5s", "10s", "30s", "1m", "2m", "5m", "10m", "30m", "1h"]);
+    }
+
+    #[test]
+    fn deferrals_round_down_to_their_tier() {
+        let ms = Duration::from_millis;
+        assert_eq!(defer_tier(ms(1_500)), ms(1_000));
+        assert_eq!(defer_tier(ms(14_000)), ms(10_000));
+        assert_eq!(defer_tier(ms(10)), ms(100), "never below the shortest tier");
+        assert_eq!(defer_tier(Duration::from_secs(10_000)), Duration::from_secs(3_600));
     }
 }

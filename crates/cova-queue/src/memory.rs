@@ -144,9 +144,10 @@ pub struct MemoryDelivery {
 }
 
 impl MemoryDelivery {
-    pub(crate) fn retry(self, delay: Duration) -> Result<()> {
+    /// Sends the message again after `delay`, as the next attempt when `next_attempt`.
+    pub(crate) fn requeue(self, delay: Duration, next_attempt: bool) -> Result<()> {
         let mut message = self.message;
-        message.attempt += 1;
+        message.attempt += u32::from(next_attempt);
         let (queue, name) = (self.queue, self.name);
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -176,7 +177,7 @@ mod tests {
         let mut c = q.consume(&Binding::Role("scraper".into()));
         let d = c.next().await.expect("delivery");
         assert_eq!(d.message.payload, b"one");
-        d.retry(Duration::from_millis(5)).expect("retry");
+        d.requeue(Duration::from_millis(5), true).expect("retry");
         let d = c.next().await.expect("redelivery");
         assert_eq!(d.message.attempt, 2);
         d.dead_letter("gave up").expect("dead letter");

@@ -65,6 +65,23 @@ async fn retry_redelivers_later_with_the_next_attempt_number() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_message_comes_back_with_the_same_attempt_number() {
+    let q = queue().await;
+    let mut c = q.consume("scraper").await.expect("consume");
+    q.publish(Message::new("scraper", b"held".to_vec())).await.expect("publish");
+    let d = next(&mut c).await;
+    d.retry(Duration::from_millis(50)).await.expect("retry");
+    let d = next(&mut c).await;
+    assert_eq!(d.message().attempt, 2);
+    // The job is held elsewhere: waiting for it is not an attempt.
+    d.defer(Duration::from_millis(150)).await.expect("defer");
+    let d = next(&mut c).await;
+    assert_eq!((d.message().attempt, d.message().payload.as_slice()), (2, b"held".as_slice()));
+    d.ack().await.expect("ack");
+    q.teardown().await.expect("teardown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_retry_is_not_held_back_by_a_long_one() {
     let q = queue().await;
     let mut c = q.consume("scraper").await.expect("consume");

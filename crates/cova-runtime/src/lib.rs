@@ -1,10 +1,13 @@
 //! What every cova role runs on: the backends (database, cache, queue) connected from the
 //! configuration by URL scheme, the worker runtime that every queue-consuming role is a
-//! handler of, and the outbox relay that connects database writes to the queue.
+//! handler of, the job step every job-running role is a runner of, and the outbox relay that
+//! connects database writes to the queue.
 
+pub mod job;
 pub mod outbox;
 pub mod worker;
 
+pub use job::{Claimed, JobError, JobRunner, JobSettings, JobStep};
 pub use worker::{Delivered, Handler, Outcome, Source};
 
 use cova_cache::Cache;

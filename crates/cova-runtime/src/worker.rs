@@ -54,36 +54,15 @@ impl Source {
 pub enum Outcome {
     /// Committed, or nothing to do (a duplicate): acknowledge.
     Done,
-    /// Transient failure: deliver again after the handler's backoff.
+    /// Transient failure: deliver again after the handler's backoff, as the next attempt.
     Retry(String),
+    /// Not this message's failure (its job is held by another worker until its lease ends,
+    /// cova's database is away): deliver it again after about this long, spending no attempt.
+    Wait(Duration, String),
     /// Can never be processed: park it in the dead-letter queue.
     Poison(String),
     /// Out of attempts; the handler recorded the failure: park it in the dead-letter queue.
     GaveUp(String),
-}
-
-impl Outcome {
-    /// The outcome of storing a job's end: `stored` says whether this attempt ended the job
-    /// (false: another attempt already had), and then `announce` logs and counts it. The
-    /// outbox relay is nudged either way, so that the end's event leaves at once; a database
-    /// failure delivers the message again.
-    pub fn of_end(
-        stored: Result<bool, cova_storage::StorageError>,
-        outbox: &tokio::sync::Notify,
-        announce: impl FnOnce(),
-        then: Outcome,
-    ) -> Outcome {
-        match stored {
-            Ok(ended) => {
-                if ended {
-                    announce();
-                }
-                outbox.notify_one();
-                then
-            }
-            Err(e) => Outcome::Retry(format!("database: {e}")),
-        }
-    }
 }
 
 /// About the delivery being handled.
@@ -179,7 +158,7 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
         let queue = handler.source().queue_name();
         let how = match outcome {
             Outcome::Done => Settled::Acked,
-            Outcome::Retry(_) => Settled::Retried,
+            Outcome::Retry(_) | Outcome::Wait(..) => Settled::Retried,
             Outcome::Poison(_) | Outcome::GaveUp(_) => Settled::DeadLettered,
         };
         let settled = match outcome {
@@ -188,6 +167,10 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
                 let delay = handler.retry_delay(attempt);
                 tracing::info!(attempt, delay_ms = delay.as_millis() as u64, reason, "will be retried");
                 delivery.retry(delay).await
+            }
+            Outcome::Wait(delay, reason) => {
+                tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, reason, "will be delivered again");
+                delivery.defer(delay).await
             }
             Outcome::Poison(reason) => {
                 tracing::error!(reason, "dead-lettered: the message cannot be processed");

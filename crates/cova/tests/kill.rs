@@ -36,9 +36,6 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
         ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
         ("COVA_CACHE__PREFIX".into(), prefix.clone()),
         ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
-        ("COVA_SCRAPER__LEASE_MS".into(), "1500".into()),
-        ("COVA_SCRAPER__RETRY_BASE_MS".into(), "200".into()),
-        ("COVA_SCRAPER__MAX_ATTEMPTS".into(), "10".into()),
         ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
         ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
         ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
@@ -92,6 +89,9 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
         assert!(Instant::now() < deadline, "collection never started: {j}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The deployed lease: how soon a killed worker's job is taken over.
+    let lease_ms = cova_config::ScraperConfig::default().lease_ms;
+    let killed = Instant::now();
     let base = if let Some(w) = worker.as_mut() {
         kill(w);
         worker = Some(procs.start("scraper", false).0);
@@ -112,8 +112,17 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
         assert!(Instant::now() < deadline, "job did not finish after the restart: {}", j["status"]);
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let took = killed.elapsed();
+    println!(
+        "a scraper killed mid-job: the job completed {} ms after the kill (lease {lease_ms} ms)",
+        took.as_millis()
+    );
     assert_eq!(done["status"], "complete", "{}", done["error"]);
     assert_eq!(done["result"]["comments_total"], comments);
+    assert!(
+        took <= Duration::from_millis(lease_ms + 15_000),
+        "the job took {took:?} after the kill; the bound is the lease + 15 s"
+    );
     let usage: Value = http
         .get(format!("{base}/api/v1/usage"))
         .bearer_auth(&token)

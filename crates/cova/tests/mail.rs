@@ -19,6 +19,8 @@ async fn a_mailed_link_is_in_its_file_and_never_in_the_log() {
             ("COVA_SMTP__MAIL_DIR".into(), mail_dir.path().display().to_string()),
         ],
     };
+    let migrated = env.run(&["migrate"]);
+    assert!(migrated.status.success(), "{}", crate::common::stderr(&migrated));
     let (mut child, base, log) = env.start_logging("serve");
     let email = "lena@example.com";
     let signup = reqwest::Client::new()

@@ -127,7 +127,10 @@ impl Deliverer {
         let channels = match channels::get(db, &delivery.account_id).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "reading the channels failed; the claim expires and the delivery is retried");
+                tracing::warn!(error = %e, "reading the channels failed; the delivery is retried");
+                // Nothing was sent: the attempt the claim counted is given back (if the
+                // database does not answer, the claim expires and the count stays one high).
+                let _ = deliveries::release(db, std::slice::from_ref(&delivery.id)).await;
                 return;
             }
         };
@@ -143,7 +146,8 @@ impl Deliverer {
                 _ => Err(SendError::NotConfigured("the Telegram channel is off")),
             },
         };
-        let attempt = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
+        // The claim counted this attempt.
+        let attempt = u32::try_from(delivery.attempts).unwrap_or(1);
         let last = attempt >= self.config.max_attempts;
         let channel = delivery.channel;
         let (verdict, disable) = match &sent {

@@ -124,7 +124,10 @@ pub async fn enqueue(db: &Db, new: NewDelivery<'_>, now: i64) -> Result<bool> {
 }
 
 /// Claims up to `limit` due deliveries, oldest first, for `lease_ms` (longer than one send
-/// can take), which keeps other notifiers off them.
+/// can take), which keeps other notifiers off them. A claim counts the attempt it is for
+/// (`attempts` + 1) before anything is sent, so that every send is counted even when
+/// recording its outcome fails and the claim's expiry sends it again; a claim given back
+/// unsent ([`release`]) uncounts it.
 pub async fn claim_due(db: &Db, now: i64, limit: i64, lease_ms: i64) -> Result<Vec<Delivery>> {
     let mut conn = db.conn().await?;
     let due = deliveries::state
@@ -138,7 +141,7 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64, lease_ms: i64) -> Result<V
         due,
         deliveries::next_attempt_at.asc(),
         limit,
-        deliveries::claimed_until.eq(now + lease_ms)
+        (deliveries::claimed_until.eq(now + lease_ms), deliveries::attempts.eq(deliveries::attempts + 1))
     )?;
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -176,7 +179,6 @@ pub async fn record(db: &Db, id: &str, attempt: Attempt<'_>, now: i64) -> Result
                 diesel::update(row)
                     .set((
                         deliveries::state.eq(State::Delivered.as_str()),
-                        deliveries::attempts.eq(deliveries::attempts + 1),
                         deliveries::last_status.eq(status),
                         deliveries::last_error.eq(None::<String>),
                         deliveries::delivered_at.eq(now),
@@ -188,7 +190,6 @@ pub async fn record(db: &Db, id: &str, attempt: Attempt<'_>, now: i64) -> Result
             Attempt::Retry { status, error, next_at } => {
                 diesel::update(row)
                     .set((
-                        deliveries::attempts.eq(deliveries::attempts + 1),
                         deliveries::last_status.eq(status),
                         deliveries::last_error.eq(error),
                         deliveries::next_attempt_at.eq(next_at),
@@ -201,7 +202,6 @@ pub async fn record(db: &Db, id: &str, attempt: Attempt<'_>, now: i64) -> Result
                 diesel::update(row)
                     .set((
                         deliveries::state.eq(State::Failed.as_str()),
-                        deliveries::attempts.eq(deliveries::attempts + 1),
                         deliveries::last_status.eq(status),
                         deliveries::last_error.eq(error),
                         deliveries::claimed_until.eq(0),
@@ -257,12 +257,13 @@ pub async fn replay(db: &Db, account_id: &str, id: &str, now: i64) -> Result<Opt
     Ok(typed(rows)?.into_iter().next())
 }
 
-/// Gives claimed deliveries back without an attempt (their receiver was busy).
+/// Gives claimed deliveries back unsent (their receiver was busy): the attempts their claims
+/// counted are uncounted.
 pub async fn release(db: &Db, ids: &[String]) -> Result<()> {
     let mut conn = db.conn().await?;
     with_conn!(&mut conn, |c| {
         diesel::update(deliveries::table.filter(deliveries::id.eq_any(ids)))
-            .set(deliveries::claimed_until.eq(0))
+            .set((deliveries::claimed_until.eq(0), deliveries::attempts.eq(deliveries::attempts - 1)))
             .execute(c)
             .await
     })?;

@@ -388,8 +388,11 @@ pub enum Start {
     },
     /// Already complete or failed: a duplicate delivery, nothing to do.
     Finished(Job),
-    /// Another worker holds a live lease on it: try again later.
-    Busy,
+    /// Another worker holds a live lease on it until `until` (ms): try again then, or sooner
+    /// in case the holder gives it up.
+    Busy {
+        until: i64,
+    },
     Missing,
 }
 
@@ -409,8 +412,11 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .first::<(String, i64)>(c)
             .await
             .optional()?;
-        if holder.is_some_and(|(o, until)| o != owner && until > now) {
-            return Ok(Start::Busy);
+        if let Some((holder, until)) = holder
+            && holder != owner
+            && until > now
+        {
+            return Ok(Start::Busy { until });
         }
         diesel::insert_into(job_leases::table)
             .values((
@@ -471,6 +477,20 @@ macro_rules! holds_lease {
             .optional()?
             .is_some_and(|o| o == $owner)
     };
+}
+
+/// Extends `owner`'s lease to `now + lease_ms` while its worker is alive; false when another
+/// worker holds the job now (this one's lease expired and was taken over).
+pub async fn renew_lease(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    let renewed = with_conn!(&mut conn, |c| {
+        diesel::update(job_leases::table.find(job_id))
+            .filter(job_leases::owner.eq(owner))
+            .set(job_leases::expires_at.eq(now + lease_ms))
+            .execute(c)
+            .await
+    })?;
+    Ok(renewed == 1)
 }
 
 /// Gives the job up for now (a transient failure will be retried by any worker).

@@ -35,7 +35,7 @@ fn inline_hash(page: &str, tag: &str) -> Option<String> {
     let open = format!("<{tag}>");
     let start = page.find(&open)? + open.len();
     let end = start + page[start..].find(&format!("</{tag}>"))?;
-    let digest = ring::digest::digest(&ring::digest::SHA256, page[start..end].as_bytes());
+    let digest = ring::digest::digest(&ring::digest::SHA256, &page.as_bytes()[start..end]);
     Some(base64::engine::general_purpose::STANDARD.encode(digest.as_ref()))
 }
 
