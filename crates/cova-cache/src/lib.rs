@@ -56,6 +56,35 @@ pub struct Cache {
     backend: Backend,
     prefix: String,
     timeout: Duration,
+    breaker: std::sync::Arc<Breaker>,
+}
+
+/// How long calls fail at once after a cache failure, instead of each waiting for the timeout
+/// of a cache that is away; the first call after it tries the cache again.
+pub const BREAKER_OPEN: Duration = Duration::from_secs(1);
+
+/// Shared by every clone of one cache handle: until when calls fail without trying.
+#[derive(Default)]
+struct Breaker {
+    /// Milliseconds since [`EPOCH`]; 0 = closed.
+    open_until: std::sync::atomic::AtomicU64,
+}
+
+static EPOCH: std::sync::LazyLock<std::time::Instant> = std::sync::LazyLock::new(std::time::Instant::now);
+
+fn since_epoch() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}
+
+impl Breaker {
+    fn is_open(&self) -> bool {
+        since_epoch() < self.open_until.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn open(&self) {
+        let until = since_epoch() + BREAKER_OPEN.as_millis() as u64;
+        self.open_until.store(until, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Cache {
@@ -66,7 +95,7 @@ impl Cache {
             CacheBackend::Memory => Backend::Memory(memory::MemoryCache::default()),
             CacheBackend::Redis(url) => Backend::Redis(Box::new(redis_cache::RedisCache::new(&url, timeout)?)),
         };
-        Ok(Self { backend, prefix: cfg.prefix.clone(), timeout })
+        Ok(Self { backend, prefix: cfg.prefix.clone(), timeout, breaker: Default::default() })
     }
 
     pub fn backend_name(&self) -> &'static str {
@@ -80,10 +109,35 @@ impl Cache {
         format!("{}:{key}", self.prefix)
     }
 
+    /// A Redis call, bounded by `cache.timeout_ms`; while the cache failed moments ago
+    /// ([`BREAKER_OPEN`]) it fails at once, so that a cache that is away costs requests no wait.
     async fn bounded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
-        tokio::time::timeout(self.timeout, fut)
+        if self.breaker.is_open() {
+            return Err(CacheError::Unavailable("the cache failed moments ago; not tried".into()));
+        }
+        let result = tokio::time::timeout(self.timeout, fut)
             .await
-            .unwrap_or_else(|_| Err(CacheError::Unavailable("cache timed out".into())))
+            .unwrap_or_else(|_| Err(CacheError::Unavailable("cache timed out".into())));
+        if result.is_err() {
+            self.breaker.open();
+        }
+        result
+    }
+
+    /// Whether the cache is in memory (it cannot be away).
+    pub fn is_memory(&self) -> bool {
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    /// A cache of this process alone, in memory (the request path's fallback while a shared
+    /// cache is away).
+    pub fn in_memory(prefix: &str) -> Self {
+        Self {
+            backend: Backend::Memory(memory::MemoryCache::default()),
+            prefix: prefix.to_owned(),
+            timeout: Duration::from_secs(1),
+            breaker: Default::default(),
+        }
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
@@ -141,6 +195,17 @@ impl Cache {
         match &self.backend {
             Backend::Memory(m) => Ok(m.gcra(&key, rate, cost)),
             Backend::Redis(r) => self.bounded(r.gcra(&key, rate, cost)).await,
+        }
+    }
+
+    /// Makes the rate limit of `key` count as spent until `ahead` from now, at least (what a
+    /// process counted alone while the cache was away, handed back to it). Never lowers it.
+    pub async fn raise_rate(&self, key: &str, ahead: Duration) -> Result<()> {
+        let key = self.key(&format!("rl:{key}"));
+        match &self.backend {
+            // An in-process cache is never away: nothing was counted elsewhere.
+            Backend::Memory(_) => Ok(()),
+            Backend::Redis(r) => self.bounded(r.raise(&key, ahead)).await,
         }
     }
 

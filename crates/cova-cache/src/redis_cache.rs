@@ -48,6 +48,19 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
 return {1, remaining(new_tat), 0, new_tat - now}
 "#;
 
+/// Raises a GCRA key's TAT to at least now + ARGV[1] µs (what a gateway counted alone while
+/// the cache was away), never lowers it.
+const RAISE_LUA: &str = r#"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local want = now + tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if want > tat then
+  redis.call('SET', KEYS[1], want, 'PX', math.ceil((want - now) / 1000))
+end
+return 1
+"#;
+
 /// Mirrors `window::step` over a sorted set (score = time in ms, member = request id).
 /// ARGV: period_ms, limit, op (`hit`, `peek`, `undo`), member.
 /// Returns {allowed, count, oldest_leaves_in_ms, newest_leaves_in_ms}.
@@ -107,6 +120,7 @@ pub(crate) struct RedisCache {
     /// Tells this cache's connections apart in each thread's table; they are dropped with it.
     alive: Arc<()>,
     script: Arc<Script>,
+    raise_script: Arc<Script>,
     window_script: Arc<Script>,
     stamp_script: Arc<Script>,
     put_stamped_script: Arc<Script>,
@@ -158,6 +172,7 @@ impl RedisCache {
             timeout,
             alive: Arc::new(()),
             script: Arc::new(Script::new(GCRA_LUA)),
+            raise_script: Arc::new(Script::new(RAISE_LUA)),
             window_script: Arc::new(Script::new(WINDOW_LUA)),
             stamp_script: Arc::new(Script::new(STAMP_LUA)),
             put_stamped_script: Arc::new(Script::new(PUT_STAMPED_LUA)),
@@ -227,6 +242,18 @@ impl RedisCache {
             .await
             .map_err(unavailable)?;
         Ok(gcra_decision(rate, reply))
+    }
+
+    pub async fn raise(&self, key: &str, ahead: Duration) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let _: i64 = self
+            .raise_script
+            .key(key)
+            .arg(ahead.as_micros() as u64)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
     }
 
     pub async fn window(&self, key: &str, window: Window, op: Op<'_>) -> Result<Decision> {

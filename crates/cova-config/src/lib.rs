@@ -198,11 +198,15 @@ impl MetricsConfig {
 pub struct LimitsConfig {
     /// General request limit per account on authenticated endpoints without a limit of their own.
     pub api_requests_per_minute: u32,
+    /// How many gateway processes share the requests. While the cache is away each gateway
+    /// limits every account by itself, to its share of the steady rate, so that together they
+    /// never let more through than the limit.
+    pub gateways: u32,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { api_requests_per_minute: 600 }
+        Self { api_requests_per_minute: 600, gateways: 1 }
     }
 }
 
@@ -763,6 +767,9 @@ impl Config {
         }
         if self.limits.api_requests_per_minute == 0 {
             return Err(invalid("limits.api_requests_per_minute", "must be at least 1"));
+        }
+        if self.limits.gateways == 0 {
+            return Err(invalid("limits.gateways", "must be at least 1"));
         }
         if self.scraper.concurrency == 0 {
             return Err(invalid("scraper.concurrency", "must be at least 1"));

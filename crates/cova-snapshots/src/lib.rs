@@ -7,26 +7,41 @@
 //!
 //! A complete job's first page (a poll's `?limit=` without a cursor) is kept too: its comments
 //! never change while they are the analysis' (a release deletes them, and a poll only serves
-//! the page while the job's copy says they are current), so the page is stored once rendered.
+//! the page while the job's copy says its comments are current), so the page is stored once
+//! rendered.
 //!
 //! A copy outlives a change it missed only when its refresh failed (the cache did not answer
 //! just then, or the writer died between its commit and the refresh), and then for at most its
-//! lifetime: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`].
+//! freshness: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`]. Copies are kept
+//! longer than that ([`KEPT_FOR`]) for one reason: while the database does not answer, a copy
+//! older than its freshness is still served (nothing can change without the database), so
+//! that polls and `/usage` go on answering through a database outage.
+//!
+//! Tokens are copied too ([`Snapshots::token`]), for the same reason: while the database does
+//! not answer, a token is recognised from its copy. A revocation deletes the copy when it
+//! commits; a copy lives [`TOKEN_KEPT_FOR`] and is renewed by each lookup of the token.
 
 use cova_cache::Cache;
 use cova_domain::time::{Clock, month_of};
 use cova_storage::repo::accounts::{self, Usage};
 use cova_storage::repo::jobs::{self, Polled};
-use cova_storage::{Change, Changes, Db, StorageError};
+use cova_storage::repo::tokens::{self, TokenRecord};
+use cova_storage::{Account, Change, Changes, Db, StorageError};
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// How long an account's copy lives without a refresh.
+/// How long an account's copy is served without a refresh while the database answers.
 pub const ACCOUNT_TTL: Duration = Duration::from_secs(10);
-/// How long the copy of a queued or running job lives without a refresh.
+/// How long the copy of a queued or running job is served without a refresh, likewise.
 pub const RUNNING_JOB_TTL: Duration = Duration::from_secs(10);
 /// How long the copy of a finished job lives (it changes only when its comments are released).
 pub const FINISHED_JOB_TTL: Duration = Duration::from_secs(600);
+/// How long an account's or a running job's copy is kept: served past its freshness only
+/// while the database does not answer.
+pub const KEPT_FOR: Duration = Duration::from_secs(60);
+/// How long a token's copy is kept after its last lookup.
+pub const TOKEN_KEPT_FOR: Duration = Duration::from_secs(60);
 
 /// The cache key of an account's copy.
 pub fn account_key(account_id: &str) -> String {
@@ -36,6 +51,11 @@ pub fn account_key(account_id: &str) -> String {
 /// The cache key of a job's copy.
 pub fn job_key(job_id: &str) -> String {
     format!("snap:job:{job_id}")
+}
+
+/// The cache key of a token's copy, by the token's SHA-256.
+pub fn token_key(token_hash: &str) -> String {
+    format!("snap:token:{token_hash}")
 }
 
 /// The largest `limit` whose first page of a complete job is kept: a poll's page, not a result.
@@ -57,6 +77,20 @@ pub enum SnapshotError {
     Cache(#[from] cova_cache::CacheError),
 }
 
+/// A copy and when it was read from the database (the clock's ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Kept<T> {
+    read_at: i64,
+    value: T,
+}
+
+/// A token and its account, as authentication needs them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCopy {
+    pub token: TokenRecord,
+    pub account: Account,
+}
+
 /// Reads and refreshes the copies; also the listener of the database's committed changes.
 #[derive(Clone)]
 pub struct Snapshots {
@@ -69,34 +103,83 @@ impl Snapshots {
         Self { cache, clock }
     }
 
+    fn age(&self, read_at: i64) -> Duration {
+        Duration::from_millis(u64::try_from(self.clock.now_ms() - read_at).unwrap_or(0))
+    }
+
     /// The account's state (this month's balance, running analyses, tokens): `held` is what a
     /// cache read of [`account_key`] brought (a [`cova_cache::Read::Stamped`] in the request's
-    /// batch); without a usable copy the database is read and the copy stored.
+    /// batch); without a fresh copy the database is read and the copy stored. While the
+    /// database does not answer, a kept copy of this month is served however old.
     pub async fn account(&self, db: &Db, held: Option<Vec<u8>>, account_id: &str) -> Result<Usage, SnapshotError> {
         let month = month_of(self.clock.now_ms());
-        if let Some(usage) = decode::<Usage>(held.as_deref()).filter(|u| u.balance.month == month) {
-            return Ok(usage);
+        let kept = decode::<Kept<Usage>>(held.as_deref()).filter(|k| k.value.balance.month == month);
+        if let Some(k) = kept.as_ref().filter(|k| self.age(k.read_at) <= ACCOUNT_TTL) {
+            return Ok(k.value.clone());
         }
         let key = account_key(account_id);
-        let stamp = self.cache.current_stamp(&key).await?;
-        let usage = accounts::usage(db, account_id, self.clock.now_ms()).await?;
-        self.store(&key, stamp, &usage, ACCOUNT_TTL).await;
-        Ok(usage)
+        // A cache that does not answer costs only the copy: the database still does.
+        let stamp = self.cache.current_stamp(&key).await.ok();
+        match accounts::usage(db, account_id, self.clock.now_ms()).await {
+            Ok(usage) => {
+                if let Some(stamp) = stamp {
+                    self.store(&key, stamp, &usage, KEPT_FOR).await;
+                }
+                Ok(usage)
+            }
+            Err(e) if e.is_unavailable() => kept.map(|k| k.value).ok_or(SnapshotError::Storage(e)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The job's state as a poll shows it, as [`Snapshots::account`]; `None` when there is no
     /// such job.
     pub async fn job(&self, db: &Db, held: Option<Vec<u8>>, job_id: &str) -> Result<Option<Polled>, SnapshotError> {
-        if let Some(polled) = decode::<Polled>(held.as_deref()) {
-            return Ok(Some(polled));
+        let kept = decode::<Kept<Polled>>(held.as_deref());
+        if let Some(k) = kept.as_ref().filter(|k| self.age(k.read_at) <= fresh_for(&k.value)) {
+            return Ok(Some(k.value.clone()));
         }
         let key = job_key(job_id);
-        let stamp = self.cache.current_stamp(&key).await?;
-        let polled = jobs::poll(db, job_id).await?;
-        if let Some(polled) = &polled {
-            self.store(&key, stamp, polled, job_ttl(polled)).await;
+        let stamp = self.cache.current_stamp(&key).await.ok();
+        match jobs::poll(db, job_id).await {
+            Ok(polled) => {
+                if let (Some(polled), Some(stamp)) = (&polled, stamp) {
+                    self.store(&key, stamp, polled, kept_for(polled)).await;
+                }
+                Ok(polled)
+            }
+            Err(e) if e.is_unavailable() => kept.map(|k| Some(k.value)).ok_or(SnapshotError::Storage(e)),
+            Err(e) => Err(e.into()),
         }
-        Ok(polled)
+    }
+
+    /// The active token with this hash and its account: from the database, whose answer is
+    /// copied; from the copy only while the database does not answer.
+    pub async fn token(&self, db: &Db, token_hash: &str) -> Result<Option<TokenCopy>, SnapshotError> {
+        let key = token_key(token_hash);
+        match tokens::find_active_by_hash(db, token_hash).await {
+            Ok(found) => {
+                let copy = found.map(|(token, account)| TokenCopy { token, account });
+                match &copy {
+                    Some(copy) => {
+                        if let Ok(bytes) = postcard::to_allocvec(copy)
+                            && let Err(e) = self.cache.set(&key, &bytes, TOKEN_KEPT_FOR).await
+                        {
+                            tracing::debug!(error = %e, "copying a token failed");
+                        }
+                    }
+                    None => {
+                        let _ = self.cache.delete(&key).await;
+                    }
+                }
+                Ok(copy)
+            }
+            Err(e) if e.is_unavailable() => match self.cache.get(&key).await {
+                Ok(held) => decode::<TokenCopy>(held.as_deref()).map(Some).ok_or(SnapshotError::Storage(e)),
+                Err(_) => Err(SnapshotError::Storage(e)),
+            },
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Keeps a complete job's rendered first page (see [`first_page_key`]) for as long as
@@ -110,24 +193,25 @@ impl Snapshots {
         }
     }
 
-    async fn store<T: serde::Serialize>(&self, key: &str, stamp: u64, value: &T, ttl: Duration) {
-        let Ok(bytes) = postcard::to_allocvec(value) else { return };
-        if let Err(e) = self.cache.put_stamped(key, stamp, &bytes, ttl).await {
+    async fn store<T: Serialize + Clone>(&self, key: &str, stamp: u64, value: &T, keep: Duration) {
+        let kept = Kept { read_at: self.clock.now_ms(), value: value.clone() };
+        let Ok(bytes) = postcard::to_allocvec(&kept) else { return };
+        if let Err(e) = self.cache.put_stamped(key, stamp, &bytes, keep).await {
             tracing::debug!(error = %e, key, "storing a snapshot failed; the next read tries again");
         }
     }
 
     /// Refreshes the copy of what `change` changed, if the cache holds one.
     async fn refresh(&self, db: &Db, change: Change<'_>) -> Result<(), SnapshotError> {
-        let key = match change {
-            Change::Account(id) => account_key(id),
-            Change::Job(id) => job_key(id),
+        let (key, keep) = match change {
+            Change::Account(id) => (account_key(id), KEPT_FOR),
+            Change::Job(id) => (job_key(id), KEPT_FOR),
+            Change::TokenRevoked(hash) => {
+                self.cache.delete(&token_key(hash)).await?;
+                return Ok(());
+            }
         };
-        let ttl = match change {
-            Change::Account(_) => ACCOUNT_TTL,
-            Change::Job(_) => RUNNING_JOB_TTL,
-        };
-        let (stamp, held) = self.cache.stamp(&key, ttl).await?;
+        let (stamp, held) = self.cache.stamp(&key, keep).await?;
         if !held {
             // Nobody keeps a copy: the next reader stores one, read after this change.
             return Ok(());
@@ -135,13 +219,14 @@ impl Snapshots {
         match change {
             Change::Account(id) => {
                 let usage = accounts::usage(db, id, self.clock.now_ms()).await?;
-                self.store(&key, stamp, &usage, ACCOUNT_TTL).await;
+                self.store(&key, stamp, &usage, KEPT_FOR).await;
             }
             Change::Job(id) => {
                 if let Some(polled) = jobs::poll(db, id).await? {
-                    self.store(&key, stamp, &polled, job_ttl(&polled)).await;
+                    self.store(&key, stamp, &polled, kept_for(&polled)).await;
                 }
             }
+            Change::TokenRevoked(_) => {}
         }
         Ok(())
     }
@@ -154,8 +239,14 @@ fn decode<T: serde::de::DeserializeOwned>(held: Option<&[u8]>) -> Option<T> {
     held.and_then(|bytes| postcard::from_bytes(bytes).ok())
 }
 
-fn job_ttl(polled: &Polled) -> Duration {
+/// How long a job's copy is served without a refresh while the database answers.
+fn fresh_for(polled: &Polled) -> Duration {
     if polled.job.status.is_finished() { FINISHED_JOB_TTL } else { RUNNING_JOB_TTL }
+}
+
+/// How long a job's copy is kept.
+fn kept_for(polled: &Polled) -> Duration {
+    if polled.job.status.is_finished() { FINISHED_JOB_TTL } else { KEPT_FOR }
 }
 
 impl Changes for Snapshots {
@@ -204,7 +295,9 @@ mod tests {
             },
             running: 1,
         };
-        assert_eq!(decode::<Usage>(Some(&encoded(&usage))), Some(usage));
+        assert_eq!(decode::<Usage>(Some(&encoded(&usage))), Some(usage.clone()));
+        let kept = Kept { read_at: 7, value: usage };
+        assert_eq!(decode::<Kept<Usage>>(Some(&encoded(&kept))), Some(kept));
         let polled = Polled {
             job: jobs::Job {
                 id: "j".into(),

@@ -16,6 +16,8 @@ pub enum Change<'a> {
     Account(&'a str),
     /// The job's row, or whether its comments are still its analysis' breakdown.
     Job(&'a str),
+    /// The token with this hash was revoked: no copy of it may authenticate any more.
+    TokenRevoked(&'a str),
 }
 
 /// Keeps copies up to date; must not fail the write that was already committed (a copy it

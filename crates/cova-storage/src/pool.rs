@@ -69,6 +69,9 @@ pub struct Db {
     url: String,
     /// Seals the stored secrets that cova must read back ([`cova_auth::sealing`]).
     pub(crate) keyring: std::sync::Arc<cova_auth::sealing::Keyring>,
+    /// Until when (ms since [`EPOCH`]) connections are not even tried: a database that could
+    /// not be reached moments ago costs the callers no wait ([`BREAKER_OPEN`]).
+    breaker: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Told of committed changes ([`crate::changes`]); shared by every clone.
     pub(crate) changes: crate::changes::Listener,
 }
@@ -300,7 +303,7 @@ impl Db {
                 }
             }
         };
-        Ok(Self { inner, url: cfg.url.clone(), keyring, changes: Default::default() })
+        Ok(Self { inner, url: cfg.url.clone(), keyring, breaker: Default::default(), changes: Default::default() })
     }
 
     /// The id of the key new secrets are sealed with (for the start-up line).
@@ -320,21 +323,40 @@ impl Db {
     }
 
     pub async fn conn(&self) -> Result<DbConn> {
+        self.closed_breaker()?;
         match &self.inner {
-            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(|e| pool_error(e, &self.url)),
-            Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url)),
+            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(|e| self.pool_error(e)),
+            Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| self.pool_error(e)),
         }
+    }
+
+    /// Refuses at once while the breaker is open.
+    fn closed_breaker(&self) -> Result<()> {
+        let until = self.breaker.load(std::sync::atomic::Ordering::Relaxed);
+        if until != 0 && since_epoch() < until {
+            return Err(StorageError::Unavailable("the database could not be reached moments ago; not tried".into()));
+        }
+        Ok(())
+    }
+
+    /// A pool error as a storage error. Failing to connect opens the breaker; waiting for a
+    /// busy pool does not (the database answers, it is only busy).
+    fn pool_error<E: std::fmt::Display>(&self, e: deadpool::managed::PoolError<E>) -> StorageError {
+        if !matches!(e, deadpool::managed::PoolError::Timeout(deadpool::managed::TimeoutType::Wait)) {
+            let until = since_epoch() + BREAKER_OPEN.as_millis() as u64;
+            self.breaker.store(until, std::sync::atomic::Ordering::Relaxed);
+        }
+        pool_error(e, &self.url)
     }
 
     /// A connection for a short read on a hot path (a poll, `/usage`, a page of comments). On
     /// SQLite it runs statements on the calling thread and refuses writes; on PostgreSQL it is
     /// [`Db::conn`].
     pub async fn read_conn(&self) -> Result<ReadConn> {
+        self.closed_breaker()?;
         match &self.inner {
-            Inner::Pg(p) => p.get().await.map(ReadConn::Pg).map_err(|e| pool_error(e, &self.url)),
-            Inner::Sqlite { reads, .. } => {
-                reads.get().await.map(ReadConn::Sqlite).map_err(|e| pool_error(e, &self.url))
-            }
+            Inner::Pg(p) => p.get().await.map(ReadConn::Pg).map_err(|e| self.pool_error(e)),
+            Inner::Sqlite { reads, .. } => reads.get().await.map(ReadConn::Sqlite).map_err(|e| self.pool_error(e)),
         }
     }
 
@@ -367,6 +389,15 @@ impl Db {
         .await
         .map_err(|e| StorageError::Migration(e.to_string()))?
     }
+}
+
+/// How long connections are not tried after one could not be made.
+pub const BREAKER_OPEN: Duration = Duration::from_millis(500);
+
+static EPOCH: std::sync::LazyLock<std::time::Instant> = std::sync::LazyLock::new(std::time::Instant::now);
+
+fn since_epoch() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
 }
 
 fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>, url: &str) -> StorageError {

@@ -6,7 +6,6 @@ use actix_web::HttpRequest;
 use actix_web::http::header::AUTHORIZATION;
 use cova_auth::{Scope, ScopeSet, hash_token, looks_like_token};
 use cova_errors::{ApiError, ErrorCode};
-use cova_storage::repo::tokens;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -149,8 +148,14 @@ async fn authenticate_token(req: &HttpRequest, state: &AppState) -> Result<Princ
     let principal = match state.tokens.get(&hash) {
         Some(cached) => cached,
         None => {
-            let found =
-                tokens::find_active_by_hash(&state.backends.db, &hash).await.map_err(backend_errors::storage)?;
+            // The database, else (while it does not answer) the token's copy in the cache.
+            let found = state
+                .backends
+                .snapshots
+                .token(&state.backends.db, &hash)
+                .await
+                .map_err(backend_errors::snapshot)?
+                .map(|copy| (copy.token, copy.account));
             let principal = found.map(|(token, account)| {
                 touch_in_background(state, &token.id);
                 Principal {
@@ -174,7 +179,7 @@ fn touch_in_background(state: &AppState, token_id: &str) {
     let id = token_id.to_owned();
     let now = state.now();
     tokio::spawn(async move {
-        if let Err(e) = tokens::touch_last_used(&db, &id, now).await {
+        if let Err(e) = cova_storage::repo::tokens::touch_last_used(&db, &id, now).await {
             tracing::debug!(error = %e, "recording token use failed");
         }
     });

@@ -40,6 +40,8 @@ pub struct AppState {
     pub payments: cova_billing::Payments,
     tokens: auth::TokenCache,
     inflight: lookup::InFlight,
+    /// Limits counted in this process alone while the shared cache does not answer.
+    pub(crate) fallback: metering::Fallback,
 }
 
 /// Settings the gateway cannot start with.
@@ -65,6 +67,7 @@ impl AppState {
         // Validated at load; an entry that does not parse cannot reach here.
         let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
         Ok(Arc::new(Self {
+            fallback: metering::Fallback::new(config.limits.gateways),
             config,
             backends,
             platforms,

@@ -1,6 +1,11 @@
 //! Request limits and the `X-RateLimit-*` / `X-Quota-*` headers every authenticated answer
 //! carries. The specification's "N per window" limits are sliding windows (no more than N in
 //! any window); the general per-account request limit is a smoothing GCRA.
+//!
+//! While the shared cache does not answer, the common path goes on ([`Fallback`]): the general
+//! limit is counted in this process, conservatively, and the account's state is read from the
+//! database. Only what cannot be counted without the cache (the specification's windows) is
+//! refused meanwhile, with 503.
 
 use crate::auth::Principal;
 use crate::{AppState, backend_errors};
@@ -69,6 +74,165 @@ impl Limit {
                 Op::Peek => cache.rate_limit(&self.key, r, 0).await,
                 Op::Undo(_) => cache.refund(&self.key, r, 1).await,
             },
+        }
+    }
+}
+
+/// Limits counted in this process alone while the shared cache does not answer. Every answer
+/// the cache gives for an account's general limit is noted (its theoretical arrival time, the
+/// GCRA state); during an outage the limit goes on from there in this process: exactly as the
+/// cache would have counted with one gateway, and with `limits.gateways` gateways each goes on
+/// at its share of the rate and of what was left, so that together they admit no more than the
+/// shared limit would. An account not seen before the outage starts with nothing left (its
+/// steady rate only). The specification's windows are not counted here: they are refused.
+pub struct Fallback {
+    gateways: u32,
+    /// Per limit key (hashed): the TAT last seen from the cache or counted here, and whether
+    /// it was counted here (and the cache has not been told yet).
+    tats: std::sync::Mutex<std::collections::HashMap<u64, Noted>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Noted {
+    tat: std::time::Instant,
+    counted_here: bool,
+}
+
+/// Beyond this many keys the notes are cleared rather than grown.
+const MAX_NOTED: usize = 100_000;
+
+fn key_hash(key: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static STATE: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+        std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+    let mut h = STATE.build_hasher();
+    h.write(key.as_bytes());
+    h.finish()
+}
+
+impl Fallback {
+    pub fn new(gateways: u32) -> Self {
+        Self { gateways: gateways.max(1), tats: Default::default() }
+    }
+
+    /// Notes the cache's decision for `key` (the TAT is `reset_after` from now). When this
+    /// process counted the key further while the cache was away, returns how far ahead its
+    /// count is, for the cache to be told (so that what was admitted meanwhile is not admitted
+    /// again once the cache is back).
+    pub fn observe(&self, key: &str, decision: &Decision) -> Option<std::time::Duration> {
+        let now = std::time::Instant::now();
+        let seen = now + decision.reset_after;
+        let Ok(mut tats) = self.tats.lock() else { return None };
+        if tats.len() >= MAX_NOTED {
+            tats.clear();
+        }
+        let hash = key_hash(key);
+        let ahead = tats.get(&hash).filter(|n| n.counted_here && n.tat > seen).map(|n| n.tat.duration_since(now));
+        tats.insert(hash, Noted { tat: ahead.map_or(seen, |a| now + a), counted_here: false });
+        ahead
+    }
+
+    /// GCRA for `cost` units of `rate` on `key`, counted here: one unit every
+    /// `gateways × period / limit`, with the burst's tolerance, from the noted TAT.
+    fn decide(&self, key: &str, rate: Rate, cost: u32) -> Decision {
+        self.count(key, rate, cost, true)
+    }
+
+    /// As [`Fallback::decide`], for the first request the cache answers after an outage: this
+    /// process' count still rules it (the cache is then told where the count is).
+    fn decide_on_return(&self, key: &str, rate: Rate, cost: u32) -> Decision {
+        self.count(key, rate, cost, false)
+    }
+
+    fn count(&self, key: &str, rate: Rate, cost: u32, during_outage: bool) -> Decision {
+        let now = std::time::Instant::now();
+        let interval = (rate.period / rate.limit.max(1)).saturating_mul(self.gateways);
+        let tolerance = rate.period;
+        let Ok(mut tats) = self.tats.lock() else {
+            return Decision {
+                allowed: false,
+                limit: rate.limit,
+                remaining: 0,
+                retry_after: interval,
+                reset_after: tolerance,
+            };
+        };
+        // Not seen before the outage: assume the burst is spent.
+        let noted = tats.entry(key_hash(key)).or_insert(Noted { tat: now + tolerance, counted_here: true });
+        noted.counted_here = during_outage;
+        let tat = &mut noted.tat;
+        let start = (*tat).max(now);
+        let remaining = |tat: std::time::Instant| {
+            let used = tat.saturating_duration_since(now);
+            let left = tolerance.saturating_sub(used).as_micros() / interval.as_micros().max(1);
+            u32::try_from(left).unwrap_or(u32::MAX).min(rate.limit)
+        };
+        let next = start + interval * cost;
+        if next <= now + tolerance {
+            *tat = if cost == 0 { start } else { next };
+            Decision {
+                allowed: true,
+                limit: rate.limit,
+                remaining: remaining(*tat),
+                retry_after: std::time::Duration::ZERO,
+                reset_after: tat.saturating_duration_since(now),
+            }
+        } else {
+            Decision {
+                allowed: false,
+                limit: rate.limit,
+                remaining: remaining(start),
+                retry_after: next.saturating_duration_since(now + tolerance),
+                reset_after: start.saturating_duration_since(now),
+            }
+        }
+    }
+
+    /// The answers a batch would have had: rates from this process' count, windows as spent
+    /// (they are refused anyway), values as absent.
+    fn batch(&self, reads: &[Read<'_>]) -> Vec<Reply> {
+        reads
+            .iter()
+            .map(|read| match *read {
+                Read::Rate { key, rate, cost } => Reply::Decision(self.decide(key, rate, cost)),
+                Read::Window { window, .. } => Reply::Decision(Decision {
+                    allowed: false,
+                    limit: window.limit,
+                    remaining: 0,
+                    retry_after: std::time::Duration::from_secs(1),
+                    reset_after: std::time::Duration::from_secs(1),
+                }),
+                Read::Stamped { .. } | Read::Plain { .. } => Reply::Value(None),
+            })
+            .collect()
+    }
+}
+
+/// The cache's answers to `reads` (its decisions on rates noted for an outage), or, while it
+/// does not answer, the fallback's.
+pub async fn cache_batch(state: &AppState, reads: &[Read<'_>]) -> Vec<Reply> {
+    match state.backends.cache.batch(reads).await {
+        Ok(mut replies) => {
+            if !state.backends.cache.is_memory() {
+                for (read, reply) in reads.iter().zip(replies.iter_mut()) {
+                    if let (Read::Rate { key, rate, cost }, Reply::Decision(decision)) = (read, &mut *reply)
+                        && state.fallback.observe(key, decision).is_some()
+                    {
+                        // The first answer after an outage: this process' count decides, and
+                        // the cache is told where it stands.
+                        let local = state.fallback.decide_on_return(key, *rate, *cost);
+                        if let Err(e) = state.backends.cache.raise_rate(key, local.reset_after).await {
+                            tracing::debug!(error = %e, "handing a limit counted here back to the cache failed");
+                        }
+                        *reply = Reply::Decision(local);
+                    }
+                }
+            }
+            replies
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "the cache did not answer; limits counted by this gateway alone");
+            state.fallback.batch(reads)
         }
     }
 }
@@ -204,7 +368,8 @@ impl Meter {
     /// the quota headers (for a session, the free allowance it may spend counts in).
     pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Usage, ApiError> {
         let key = cova_snapshots::account_key(&principal.account_id);
-        let held = state.backends.cache.get_stamped(&key).await.map_err(|e| self.fail(backend_errors::cache(e)))?;
+        // Without the cache, the database has the account's state.
+        let held = state.backends.cache.get_stamped(&key).await.unwrap_or(None);
         self.account(state, principal, held).await
     }
 
@@ -244,8 +409,7 @@ impl Meter {
         let account_key = cova_snapshots::account_key(&principal.account_id);
         let mut reads = vec![limit.read(true), Read::Stamped { key: &account_key }];
         reads.extend_from_slice(extra);
-        let mut replies =
-            state.backends.cache.batch(&reads).await.map_err(|e| meter.fail(backend_errors::cache(e)))?.into_iter();
+        let mut replies = cache_batch(state, &reads).await.into_iter();
         let (Some(Reply::Decision(decision)), Some(Reply::Value(held))) = (replies.next(), replies.next()) else {
             return Err(meter.fail(ApiError::internal()));
         };
@@ -263,11 +427,8 @@ impl Meter {
     pub async fn peek(state: &AppState, principal: &Principal, limit: &Limit) -> Self {
         let mut meter = Meter::default();
         let account_key = cova_snapshots::account_key(&principal.account_id);
-        let Ok(replies) = state.backends.cache.batch(&[limit.read(false), Read::Stamped { key: &account_key }]).await
-        else {
-            return meter;
-        };
-        let mut replies = replies.into_iter();
+        let mut replies =
+            cache_batch(state, &[limit.read(false), Read::Stamped { key: &account_key }]).await.into_iter();
         if let Some(Reply::Decision(decision)) = replies.next() {
             meter.rate(&decision);
         }
@@ -292,5 +453,46 @@ impl Meter {
     {
         self.apply(&mut builder);
         builder.streaming(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn decision(remaining: u32, reset_after: Duration) -> Decision {
+        Decision { allowed: true, limit: 10, remaining, retry_after: Duration::ZERO, reset_after }
+    }
+
+    #[test]
+    fn during_an_outage_the_limit_goes_on_from_what_the_cache_last_said() {
+        let rate = Rate::new(10, Duration::from_secs(10));
+        let fallback = Fallback::new(1);
+        // The cache said: 3 left (7 s of the 10 s tolerance used).
+        assert_eq!(fallback.observe("api:a", &decision(3, Duration::from_secs(7))), None);
+        let admitted = (0..10).filter(|_| fallback.decide("api:a", rate, 1).allowed).count();
+        assert_eq!(admitted, 3, "the 3 that were left, no fresh burst");
+        // Never seen: nothing left, only the steady rate from now.
+        assert!(!fallback.decide("api:b", rate, 1).allowed);
+        // Two gateways: each goes on with half of what was left.
+        let shared = Fallback::new(2);
+        shared.observe("api:a", &decision(4, Duration::from_secs(6)));
+        let admitted = (0..10).filter(|_| shared.decide("api:a", rate, 1).allowed).count();
+        assert_eq!(admitted, 2);
+    }
+
+    #[test]
+    fn what_was_counted_during_an_outage_is_handed_back_once() {
+        let rate = Rate::new(10, Duration::from_secs(10));
+        let fallback = Fallback::new(1);
+        fallback.observe("api:a", &decision(10, Duration::ZERO));
+        for _ in 0..4 {
+            assert!(fallback.decide("api:a", rate, 1).allowed);
+        }
+        // The cache is back and knows nothing of those 4: the count here is ahead of it.
+        let ahead = fallback.observe("api:a", &decision(9, Duration::from_secs(1))).expect("ahead");
+        assert!(ahead > Duration::from_millis(3_900), "{ahead:?}");
+        assert_eq!(fallback.observe("api:a", &decision(5, Duration::from_secs(5))), None, "told once");
     }
 }

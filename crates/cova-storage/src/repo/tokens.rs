@@ -7,7 +7,7 @@ use diesel_async::RunQueryDsl;
 /// The spec's cap on active tokens per account (also a CHECK in the schema).
 pub use cova_domain::limits::MAX_ACTIVE_TOKENS;
 
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, serde::Serialize, serde::Deserialize)]
 #[diesel(table_name = api_tokens)]
 pub struct TokenRecord {
     pub id: String,
@@ -107,16 +107,17 @@ pub async fn list(db: &Db, account_id: &str) -> Result<Vec<TokenRecord>> {
 /// Revokes the account's active tokens with this display prefix; returns how many.
 pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64) -> Result<usize> {
     let mut conn = db.conn().await?;
-    let revoked = in_transaction!(&mut conn, |c| {
-        let revoked = diesel::update(api_tokens::table)
+    let revoked: Vec<String> = in_transaction!(&mut conn, |c| {
+        let revoked: Vec<String> = diesel::update(api_tokens::table)
             .filter(api_tokens::account_id.eq(account_id))
             .filter(api_tokens::prefix.eq(prefix))
             .filter(api_tokens::revoked_at.is_null())
             .set(api_tokens::revoked_at.eq(now))
-            .execute(c)
+            .returning(api_tokens::token_hash)
+            .get_results(c)
             .await?;
-        if revoked > 0 {
-            let n = i32::try_from(revoked).unwrap_or(MAX_ACTIVE_TOKENS);
+        if !revoked.is_empty() {
+            let n = i32::try_from(revoked.len()).unwrap_or(MAX_ACTIVE_TOKENS);
             diesel::update(accounts::table.find(account_id))
                 .set(accounts::active_tokens.eq(accounts::active_tokens - n))
                 .execute(c)
@@ -125,35 +126,41 @@ pub async fn revoke_by_prefix(db: &Db, account_id: &str, prefix: &str, now: i64)
         Ok(revoked)
     })?;
     drop(conn);
-    if revoked > 0 {
-        db.changed(&[Change::Account(account_id)]).await;
+    announce_revoked(db, account_id, &revoked).await;
+    Ok(revoked.len())
+}
+
+async fn announce_revoked(db: &Db, account_id: &str, hashes: &[String]) {
+    if hashes.is_empty() {
+        return;
     }
-    Ok(revoked)
+    let mut changes = vec![Change::Account(account_id)];
+    changes.extend(hashes.iter().map(|h| Change::TokenRevoked(h)));
+    db.changed(&changes).await;
 }
 
 /// Revokes one active token of the account by id; false when there is no such active token.
 pub async fn revoke(db: &Db, account_id: &str, token_id: &str, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
-    let revoked = in_transaction!(&mut conn, |c| {
-        let revoked = diesel::update(api_tokens::table.find(token_id))
+    let revoked: Vec<String> = in_transaction!(&mut conn, |c| {
+        let revoked: Vec<String> = diesel::update(api_tokens::table.find(token_id))
             .filter(api_tokens::account_id.eq(account_id))
             .filter(api_tokens::revoked_at.is_null())
             .set(api_tokens::revoked_at.eq(now))
-            .execute(c)
+            .returning(api_tokens::token_hash)
+            .get_results(c)
             .await?;
-        if revoked == 1 {
+        if !revoked.is_empty() {
             diesel::update(accounts::table.find(account_id))
                 .set(accounts::active_tokens.eq(accounts::active_tokens - 1))
                 .execute(c)
                 .await?;
         }
-        Ok(revoked == 1)
+        Ok(revoked)
     })?;
     drop(conn);
-    if revoked {
-        db.changed(&[Change::Account(account_id)]).await;
-    }
-    Ok(revoked)
+    announce_revoked(db, account_id, &revoked).await;
+    Ok(!revoked.is_empty())
 }
 
 /// The active (not revoked) token with this hash and its account.
