@@ -280,14 +280,33 @@ fn retry_queue(queue: &str, tier: Duration) -> String {
     format!("{queue}.retry.{}", tier_label(tier))
 }
 
+/// How long a consumer reconnects quietly (WARN) before a broker that stays away is an ERROR.
+const BROKER_AWAY_ALERT: Duration = Duration::from_secs(60);
+
 /// Keeps one consumer alive across connection losses; ends when the receiving side is dropped.
 async fn consume_loop(queue: AmqpQueue, name: String, tx: mpsc::Sender<AmqpDelivery>) {
     let mut backoff = Duration::from_millis(200);
+    let mut lost = false;
+    // Since when the broker has been away, and whether a person has been told.
+    let mut away: Option<(std::time::Instant, bool)> = None;
     while !tx.is_closed() {
-        match consume_once(&queue, &name, &tx).await {
+        match consume_once(&queue, &name, &tx, &mut lost).await {
             Ok(()) => backoff = Duration::from_millis(200),
-            Err(e) => {
+            Err(e) if !lost => {
+                // Consuming again had started: this is a new loss.
+                away = None;
+                lost = true;
                 tracing::warn!(queue.name = %name, error = %e, backoff_ms = backoff.as_millis() as u64, "consumer lost its connection; reconnecting");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                let (since, told) = away.get_or_insert((std::time::Instant::now(), false));
+                if !*told && since.elapsed() >= BROKER_AWAY_ALERT {
+                    *told = true;
+                    tracing::error!(queue.name = %name, error = %e, away_s = since.elapsed().as_secs(), "the broker has been unreachable for a minute; jobs are not being consumed");
+                }
+                tracing::debug!(queue.name = %name, error = %e, backoff_ms = backoff.as_millis() as u64, "consumer still reconnecting");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -295,7 +314,9 @@ async fn consume_loop(queue: AmqpQueue, name: String, tx: mpsc::Sender<AmqpDeliv
     }
 }
 
-async fn consume_once(queue: &AmqpQueue, name: &str, tx: &mpsc::Sender<AmqpDelivery>) -> Result<()> {
+/// Consumes until the connection is lost; `lost` says that an earlier connection was, and is
+/// cleared once consuming again.
+async fn consume_once(queue: &AmqpQueue, name: &str, tx: &mpsc::Sender<AmqpDelivery>, lost: &mut bool) -> Result<()> {
     let (conn, _) = queue.link().await?;
     let ch = conn.create_channel().await.map_err(unavailable)?;
     ch.basic_qos(queue.inner.prefetch, BasicQosOptions::default()).await.map_err(unavailable)?;
@@ -304,6 +325,9 @@ async fn consume_once(queue: &AmqpQueue, name: &str, tx: &mpsc::Sender<AmqpDeliv
         .basic_consume(queue.name(name).into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default())
         .await
         .map_err(unavailable)?;
+    if std::mem::take(lost) {
+        tracing::info!(queue.name = %name, "consumer reconnected");
+    }
     loop {
         // A consumer whose receiving side is gone stops; its unacked deliveries go back.
         let item = tokio::select! {

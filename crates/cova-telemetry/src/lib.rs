@@ -214,6 +214,13 @@ impl<S> Filter<S> for ClientFaults {
     }
 
     fn event_enabled(&self, event: &Event<'_>, _cx: &Context<'_, S>) -> bool {
+        // lapin reports every connection it loses at ERROR ("error doing IO", "Connection
+        // error"), although cova reconnects by itself: the queue logs the loss at WARN, and at
+        // ERROR only a broker that stays away. Every other lapin failure reaches cova's code as
+        // an error, which logs it where it is handled.
+        if event.metadata().target().starts_with("lapin") && *event.metadata().level() == tracing::Level::ERROR {
+            return false;
+        }
         if event.metadata().target() != Self::TARGET {
             return true;
         }

@@ -330,3 +330,46 @@ async fn a_worker_without_its_broker_is_not_ready() {
     let _ = scraper.wait();
     let _ = db.drop_database().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
+    let queue_url = common_real("COVA_TEST_QUEUE_URL");
+    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let proxy = cova_tests::proxy::Proxy::spawn(cova_tests::proxy::upstream_of(&queue_url)).await;
+    let prefix = format!("r{:x}{}", std::process::id(), rand_suffix());
+    let cova = Cova {
+        vars: vec![
+            ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+            ("COVA_QUEUE__URL".into(), cova_tests::proxy::through(&queue_url, &proxy)),
+            ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
+            ("COVA_CACHE__PREFIX".into(), prefix),
+            ("COVA_TELEMETRY__LOG_FORMAT".into(), "json".into()),
+        ],
+    };
+    let migrated = cova.run(&["migrate"]);
+    assert!(migrated.status.success(), "{}", crate::common::stderr(&migrated));
+    let (mut scraper, log) = cova.start_collecting("scraper", "scraper consuming");
+    // Two cuts; each time the consumer comes back.
+    for cut in 1..=2 {
+        proxy.cut();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while log
+            .lines()
+            .iter()
+            .filter(|l| l.contains("scraper consuming") || l.contains("consumer reconnected"))
+            .count()
+            <= cut
+        {
+            assert!(Instant::now() < deadline, "no reconnect after cut {cut}: {:?}", log.lines());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let _ = scraper.kill();
+    let _ = scraper.wait();
+    let lines = log.lines();
+    let errors: Vec<&String> = lines.iter().filter(|l| l.contains("\"level\":\"ERROR\"")).collect();
+    assert!(errors.is_empty(), "a reconnect that succeeded logged errors: {errors:#?}");
+    assert!(lines.iter().any(|l| l.contains("\"level\":\"WARN\"") && l.contains("reconnect")), "{lines:#?}");
+    db.drop_database().await.ok();
+}
