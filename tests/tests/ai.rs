@@ -342,3 +342,35 @@ async fn ai_events_and_commands_match_their_schemas() {
     cova_tests::assert_valid(&command_schema, ai[0]);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_three_ai_jobs_of_an_account_run_at_once() {
+    // Each request to this model takes 1.5 s: the first jobs are still running when the
+    // fourth is asked for.
+    let app = with_model("sim-slow", 100_000).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 10_000).await;
+    let client = app.client(Some(&token));
+    let mut quotes = Vec::new();
+    for n in 1..=4 {
+        let r#ref = collected(&client, tiktok_post_id(TikTokScenario::Normal, 10 + n)).await;
+        quotes.push(quote(&client, &r#ref).await);
+    }
+    let mut started = Vec::new();
+    for q in &quotes[..3] {
+        started.push(run(&client, q).await["id"].as_str().expect("id").to_owned());
+    }
+    let reply = client.post_json("/api/v1/ai/run", json!({"quote_id": quotes[3]["quote_id"]})).await;
+    assert!(reply.header_u64("retry-after").is_some(), "a 429 says when to come back");
+    let (status, err) = reply.err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (429, "concurrency_limit"), "{}", err.detail);
+    assert!(err.detail.contains("3 AI jobs"), "{}", err.detail);
+    // Nothing was held for the refused run; once one has finished, the quote runs.
+    let usage = client.usage().await.ok();
+    let held: i64 = quotes[..3].iter().map(|q| q["charge"].as_i64().expect("charge")).sum();
+    assert_eq!(usage.comments.reserved, held);
+    wait_ai(&client, &started[0]).await;
+    let fourth = run(&client, &quotes[3]).await;
+    assert_eq!(wait_ai(&client, fourth["id"].as_str().expect("id")).await["status"], "complete");
+    app.stop().await;
+}

@@ -42,6 +42,10 @@ pub const METADATA_CACHE: Duration = Duration::from_secs(5 * MINUTE);
 pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
 /// Analyses queued or in progress at once per account; the next is 429 `concurrency_limit`.
 pub const MAX_RUNNING_ANALYSES: i64 = 3;
+/// AI jobs queued or in progress at once per account (counted apart from the analyses, so
+/// that an AI run never waits for collections, nor the other way round); the next is 429
+/// `concurrency_limit`.
+pub const MAX_RUNNING_AI_JOBS: i64 = 3;
 /// A completed job is returned instead of a new one for this long (`recent_result`).
 pub const RECENT_RESULT: Duration = Duration::from_secs(5 * MINUTE);
 /// An `Idempotency-Key` is remembered this long.

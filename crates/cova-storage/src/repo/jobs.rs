@@ -897,6 +897,8 @@ pub enum AiOutcome {
     IdempotencyConflict,
     PaymentRequired,
     QuotaExceeded,
+    /// [`limits::MAX_RUNNING_AI_JOBS`] AI jobs of the account are queued or running.
+    ConcurrencyLimit,
 }
 
 /// Runs a quote: in one transaction that locks the account row, checks the quote, reserves
@@ -950,7 +952,20 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
         if granted <= 0 {
             return Ok(AiOutcome::PaymentRequired);
         }
-        if available < quote.charge || !reserve_in!(c, new.account_id, &job_id, &month, quote.charge, now) {
+        if available < quote.charge {
+            return Ok(AiOutcome::QuotaExceeded);
+        }
+        let running = jobs::table
+            .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::kind.eq(JobKind::Ai.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .count()
+            .get_result::<i64>(c)
+            .await?;
+        if running >= limits::MAX_RUNNING_AI_JOBS {
+            return Ok(AiOutcome::ConcurrencyLimit);
+        }
+        if !reserve_in!(c, new.account_id, &job_id, &month, quote.charge, now) {
             return Ok(AiOutcome::QuotaExceeded);
         }
         diesel::insert_into(jobs::table)

@@ -11,7 +11,7 @@ use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
 use cova_domain::JobKind;
-use cova_domain::limits::{AI_QUOTE_VALIDITY, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms};
+use cova_domain::limits::{AI_QUOTE_VALIDITY, MAX_RUNNING_AI_JOBS, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms};
 use cova_domain::time::rfc3339;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::PostRef;
@@ -151,6 +151,12 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
         }
         AiOutcome::QuotaExceeded => {
             return refused(ApiError::new(ErrorCode::QuotaExceeded, "The balance does not cover the quote's charge."));
+        }
+        AiOutcome::ConcurrencyLimit => {
+            let detail = format!(
+                "{MAX_RUNNING_AI_JOBS} AI jobs are already running for this account; run this quote when one has finished."
+            );
+            return refused(ApiError::new(ErrorCode::ConcurrencyLimit, detail).with_retry_after(2));
         }
     };
     let view = ai_job_view(&state, &job).await.map_err(|e| meter.fail(e))?;
