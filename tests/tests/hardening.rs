@@ -175,3 +175,47 @@ async fn every_answer_says_nosniff_and_the_reference_page_runs_only_its_own_scri
     assert_eq!(header("referrer-policy"), "no-referrer");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_janitor_purges_quotes_links_and_sessions_a_day_after_they_ended() {
+    use cova_storage::repo::{email_links, sessions};
+    use cova_storage::schema;
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    let (app, clock) = cova_tests::spawn_on_clock("2026-11-25T12:00:00Z", |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    client.collect(cova_sim::tiktok_post_id(cova_sim::TikTokScenario::Normal, 5)).await;
+    let quote = client
+        .post_json(
+            "/api/v1/ai/quote",
+            json!({"ref": format!("tiktok:{}", cova_sim::tiktok_post_id(cova_sim::TikTokScenario::Normal, 5))}),
+        )
+        .await
+        .ok();
+    assert!(quote["quote_id"].is_string(), "{quote}");
+    let hour = 3_600_000;
+    email_links::issue(app.db(), &account.id, email_links::Purpose::Reset, hour, app.now()).await.expect("link");
+    let life = sessions::Lifetime { idle_ms: hour, max_ms: 2 * hour };
+    sessions::open(app.db(), &account.id, life, app.now()).await.expect("session");
+    let counts = || async {
+        let mut conn = app.db().conn().await.expect("conn");
+        cova_storage::with_conn!(&mut conn, |c| {
+            async {
+                let quotes: i64 = schema::ai_quotes::table.count().get_result(c).await?;
+                let links: i64 = schema::email_links::table.count().get_result(c).await?;
+                let sessions: i64 = schema::sessions::table.count().get_result(c).await?;
+                Ok::<_, diesel::result::Error>((quotes, links, sessions))
+            }
+            .await
+        })
+        .expect("counts")
+    };
+    assert_eq!(counts().await, (1, 1, 1));
+    // Three days later all three ended more than a day ago; what is made now stays.
+    clock.advance(std::time::Duration::from_secs(3 * 86_400));
+    email_links::issue(app.db(), &account.id, email_links::Purpose::Reset, hour, app.now()).await.expect("link");
+    cova_tests::eventually("the janitor's tick", async || counts().await == (0, 1, 0)).await;
+    app.stop().await;
+}

@@ -31,6 +31,9 @@ pub const LOGIN_PER_EMAIL: Window = Window::new(5, Duration::from_secs(15 * MINU
 /// How long e-mailed links work: confirming the address, resetting the password.
 pub const CONFIRM_LINK_VALIDITY: Duration = Duration::from_secs(DAY);
 pub const RESET_LINK_VALIDITY: Duration = Duration::from_secs(HOUR);
+/// What has ended (sessions, used or expired e-mailed links, expired AI quotes) is kept this
+/// long for inspection, then purged by the janitor.
+pub const ENDED_KEPT: Duration = Duration::from_secs(DAY);
 /// Sandbox, per client IP: 5 per minute and 30 per hour.
 pub const SANDBOX_PER_MINUTE: Window = Window::new(5, Duration::from_secs(MINUTE));
 pub const SANDBOX_PER_HOUR: Window = Window::new(30, Duration::from_secs(HOUR));

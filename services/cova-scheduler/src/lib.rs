@@ -4,7 +4,8 @@
 //!   (no pack, empty balance) is skipped until its next interval with the reason on the entry;
 //! - runs the janitor: breakdowns 14 days past their last full scrape are purged and their
 //!   entries marked `expired`; their images (and the stored bytes no other image shares) go
-//!   with them, as do images that no scrape or metadata read listed for 14 days.
+//!   with them, as do images that no scrape or metadata read listed for 14 days; sessions,
+//!   e-mailed links and AI quotes that ended a day ago are deleted.
 //!
 //! Time comes from the backends' clock, so tests move it by hand; the next run is one
 //! interval after the run (plus jitter), so a scheduler that was down starts one catch-up run.
@@ -41,6 +42,8 @@ pub struct Tick {
     pub expired: usize,
     /// Images deleted by the janitor.
     pub media_deleted: usize,
+    /// Ended sessions, used or expired e-mailed links and expired AI quotes purged.
+    pub ended: usize,
 }
 
 impl Scheduler {
@@ -61,6 +64,7 @@ impl Scheduler {
                         skipped = t.skipped,
                         expired = t.expired,
                         media_deleted = t.media_deleted,
+                        ended = t.ended,
                         "scheduler tick"
                     );
                 }
@@ -100,9 +104,17 @@ impl Scheduler {
                 break;
             }
         }
-        // Workspace sessions that ended a day ago are only clutter.
-        if let Err(e) = cova_storage::repo::sessions::purge_ended(db, now).await {
-            tracing::warn!(error = %e, "purging ended sessions failed; trying again next tick");
+        // Sessions, e-mailed links and AI quotes that ended a day ago are only clutter.
+        let ended = [
+            cova_storage::repo::sessions::purge_ended(db, now).await,
+            cova_storage::repo::email_links::purge(db, now).await,
+            cova_storage::repo::ai::purge_quotes(db, now).await,
+        ];
+        for purged in ended {
+            match purged {
+                Ok(n) => tick.ended += n,
+                Err(e) => tracing::warn!(error = %e, "purging what has ended failed; trying again next tick"),
+            }
         }
         loop {
             match cova_media::catalog::purge_expired(db, self.backends.media.store(), now, batch).await {

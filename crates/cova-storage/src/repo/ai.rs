@@ -155,3 +155,13 @@ pub async fn set_queries(db: &Db, account_id: &str, r#ref: &str, queries: &[Stri
     })?;
     Ok(())
 }
+
+/// Deletes quotes that expired more than a day ago (run or not): a run's job keeps what it
+/// needs, and an `Idempotency-Key` that named the quote is forgotten after a day anyway.
+pub async fn purge_quotes(db: &Db, now: i64) -> Result<usize> {
+    let cutoff = now - cova_domain::limits::ms(cova_domain::limits::ENDED_KEPT);
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::delete(ai_quotes::table.filter(ai_quotes::expires_at.lt(cutoff))).execute(c).await
+    })?)
+}

@@ -108,3 +108,16 @@ pub async fn peek(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Op
             .optional()
     })?)
 }
+
+/// Deletes links used or expired more than a day ago (they can act for nobody any more).
+pub async fn purge(db: &Db, now: i64) -> Result<usize> {
+    let cutoff = now - cova_domain::limits::ms(cova_domain::limits::ENDED_KEPT);
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::delete(
+            email_links::table.filter(email_links::expires_at.lt(cutoff).or(email_links::used_at.lt(cutoff))),
+        )
+        .execute(c)
+        .await
+    })?)
+}

@@ -149,7 +149,7 @@ pub async fn live_of_account(db: &Db, account_id: &str, now: i64) -> Result<Vec<
 
 /// Deletes sessions that ended more than a day ago (the janitor's step).
 pub async fn purge_ended(db: &Db, now: i64) -> Result<usize> {
-    let cutoff = now - 86_400_000;
+    let cutoff = now - cova_domain::limits::ms(cova_domain::limits::ENDED_KEPT);
     let mut conn = db.conn().await?;
     Ok(with_conn!(&mut conn, |c| {
         diesel::delete(

@@ -11,7 +11,9 @@ use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
 use cova_domain::JobKind;
-use cova_domain::limits::{AI_QUOTE_VALIDITY, MAX_RUNNING_AI_JOBS, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms};
+use cova_domain::limits::{
+    AI_QUOTE_VALIDITY, MAX_RUNNING_AI_JOBS, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms,
+};
 use cova_domain::time::rfc3339;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::PostRef;
