@@ -208,7 +208,7 @@ async fn health_readiness_and_request_ids() {
     assert_eq!(health["status"], "ok");
     let ready = client.get::<serde_json::Value>("/readyz").await.ok();
     assert_eq!(ready["status"], "ready");
-    for backend in ["database", "cache", "queue"] {
+    for backend in ["database", "cache", "queue", "media"] {
         assert_eq!(ready["checks"][backend], "ok", "{backend}");
     }
     let reply = client
@@ -223,7 +223,7 @@ async fn health_readiness_and_request_ids() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
+async fn a_cache_that_is_down_costs_only_what_needs_it_and_readiness_says_so() {
     // Nothing listens on port 9 of loopback: the cache is "down" on every machine.
     let database = cova_storage::testing::TestDatabase::create().await;
     let mut config = cova_tests::test_config(&database).await;
@@ -261,7 +261,12 @@ async fn a_cache_that_is_down_gives_503_and_readiness_says_so() {
     .expect("token");
     let client = Client::new(&base, Some(&generated.value));
     let started = Instant::now();
-    let reply = client.usage().await;
+    // The account's state comes from the database, the general limit is counted here.
+    let usage = client.usage().await;
+    assert_eq!(usage.status, 200, "usage answers without the cache");
+    assert_eq!(usage.header("x-ratelimit-limit"), Some("600"));
+    // The metadata window lives in the cache alone: refused, not guessed.
+    let reply = client.metadata("https://www.tiktok.com/@a/video/7000000000000000012").await;
     assert!(reply.header_u64("retry-after").is_some());
     let (status, err) = reply.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (503, "unavailable"));

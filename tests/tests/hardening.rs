@@ -219,3 +219,18 @@ async fn the_janitor_purges_quotes_links_and_sessions_a_day_after_they_ended() {
     cova_tests::eventually("the janitor's tick", async || counts().await == (0, 1, 0)).await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_checkout_the_provider_refuses_is_a_502_with_its_reason() {
+    let app = spawn_app_with(|c| {
+        c.billing.packs[0].currency = "xyz".into();
+    })
+    .await;
+    let browser = signed_in(&app, "refused@example.com").await;
+    let (status, body) = browser.call(Method::POST, "/api/v1/billing/checkout", Some(json!({"pack": "2k"}))).await;
+    assert_eq!((status.as_u16(), body["code"].as_str()), (502, Some("payment_refused")), "{body}");
+    assert!(body["detail"].as_str().unwrap_or_default().contains("Invalid currency: xyz"), "{body}");
+    let (_, purchases) = browser.call(Method::GET, "/api/v1/billing/purchases", None).await;
+    assert_eq!(purchases["purchases"], json!([]), "nothing recorded");
+    app.stop().await;
+}

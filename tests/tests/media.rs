@@ -286,5 +286,10 @@ async fn a_media_store_that_is_down_answers_503_and_fails_no_job() {
     assert_eq!((status, error_code(&body).as_str()), (503, "unavailable"));
     assert!(headers.contains_key("retry-after"));
     assert!(started.elapsed() < Duration::from_secs(15), "answered within the store's retry bound");
+    // Readiness names the store.
+    let (status, _, body) = get(&client, "/readyz", &[]).await;
+    assert_eq!(status, 503);
+    let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert!(body["detail"].as_str().unwrap_or_default().contains("media unavailable"), "{body}");
     app.stop().await;
 }

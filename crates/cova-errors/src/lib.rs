@@ -59,6 +59,7 @@ catalogue! {
     // The workspace (cookie sessions).
     CsrfFailed => (403, "csrf_failed", "A request with the session cookie needs the X-CSRF-Token header of the session and must come from the workspace's own origin."),
     SessionRequired => (403, "session_required", "This endpoint is only for the workspace's cookie session, not for tokens."),
+    PaymentRefused => (502, "payment_refused", "The payment provider refused to open the checkout."),
     EmailUnconfirmed => (403, "email_unconfirmed", "Confirm the account's e-mail address first."),
 }
 

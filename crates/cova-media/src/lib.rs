@@ -184,6 +184,15 @@ impl MediaStore {
     }
 
     /// Deletes a stored file; deleting one that is gone is not an error.
+    /// Whether the store answers: a lookup of a key that does not exist must come back as
+    /// "not found" (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        match self.store.head(&Path::from("readyz-probe")).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     pub async fn delete(&self, key: &str) -> Result<()> {
         match self.store.delete(&self.path(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

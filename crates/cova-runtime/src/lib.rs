@@ -114,16 +114,18 @@ impl Backends {
     /// Probes every backend at once, each bounded by `timeout`.
     pub async fn readiness(&self, timeout: Duration) -> Readiness {
         let bound = |r: Option<Result<(), String>>| r.unwrap_or_else(|| Err("timed out".into()));
-        let (db, cache, queue) = tokio::join!(
+        let (db, cache, queue, media) = tokio::join!(
             tokio::time::timeout(timeout, self.db.ping()),
             tokio::time::timeout(timeout, self.cache.ping()),
             tokio::time::timeout(timeout, self.queue.ping()),
+            tokio::time::timeout(timeout, self.media.store().ping()),
         );
         Readiness {
             checks: vec![
                 ("database", bound(db.ok().map(|r| r.map_err(|e| e.to_string())))),
                 ("cache", bound(cache.ok().map(|r| r.map_err(|e| e.to_string())))),
                 ("queue", bound(queue.ok().map(|r| r.map_err(|e| e.to_string())))),
+                ("media", bound(media.ok().map(|r| r.map_err(|e| e.to_string())))),
             ],
         }
     }

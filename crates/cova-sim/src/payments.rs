@@ -273,6 +273,10 @@ struct LineItem {
 }
 
 /// Reads Stripe's bracket notation: `line_items[<i>][price_data][…]` and `metadata[<key>]`.
+/// Currencies the simulated provider takes (a few of Stripe's); anything else is refused as
+/// Stripe refuses an unsupported currency.
+const CURRENCIES: &[&str] = &["usd", "eur", "gbp", "jpy", "chf", "cad", "aud", "pln", "sek", "brl", "inr"];
+
 pub(crate) fn parse_form(body: &[u8]) -> Result<Order, FormError> {
     let mut fields: BTreeMap<String, String> = BTreeMap::new();
     let mut metadata = BTreeMap::new();
@@ -336,6 +340,9 @@ pub(crate) fn parse_form(body: &[u8]) -> Result<Order, FormError> {
         };
         let item_currency =
             item.currency.ok_or_else(|| missing(&param("[price_data][currency]")))?.to_ascii_lowercase();
+        if !CURRENCIES.contains(&item_currency.as_str()) {
+            return Err(invalid(&param("[price_data][currency]"), format!("Invalid currency: {item_currency}.")));
+        }
         if currency.as_ref().is_some_and(|c| *c != item_currency) {
             return Err(invalid(
                 &param("[price_data][currency]"),

@@ -83,8 +83,8 @@ impl Limit {
 /// GCRA state); during an outage the limit goes on from there in this process: exactly as the
 /// cache would have counted with one gateway, and with `limits.gateways` gateways each goes on
 /// at its share of the rate and of what was left, so that together they admit no more than the
-/// shared limit would. An account not seen before the outage starts with nothing left (its
-/// steady rate only). The specification's windows are not counted here: they are refused.
+/// shared limit would. An account not seen before the outage starts with one request left
+/// (then its steady rate). The specification's windows are not counted here: they are refused.
 pub struct Fallback {
     gateways: u32,
     /// Per limit key (hashed): the TAT last seen from the cache or counted here, and whether
@@ -157,8 +157,9 @@ impl Fallback {
                 reset_after: tolerance,
             };
         };
-        // Not seen before the outage: assume the burst is spent.
-        let noted = tats.entry(key_hash(key)).or_insert(Noted { tat: now + tolerance, counted_here: true });
+        // Not seen before the outage: assume the burst is spent but for one request.
+        let spent = tolerance.saturating_sub(interval);
+        let noted = tats.entry(key_hash(key)).or_insert(Noted { tat: now + spent, counted_here: true });
         noted.counted_here = during_outage;
         let tat = &mut noted.tat;
         let start = (*tat).max(now);
@@ -473,7 +474,8 @@ mod tests {
         assert_eq!(fallback.observe("api:a", &decision(3, Duration::from_secs(7))), None);
         let admitted = (0..10).filter(|_| fallback.decide("api:a", rate, 1).allowed).count();
         assert_eq!(admitted, 3, "the 3 that were left, no fresh burst");
-        // Never seen: nothing left, only the steady rate from now.
+        // Never seen: one request, then only the steady rate from now.
+        assert!(fallback.decide("api:b", rate, 1).allowed);
         assert!(!fallback.decide("api:b", rate, 1).allowed);
         // Two gateways: each goes on with half of what was left.
         let shared = Fallback::new(2);

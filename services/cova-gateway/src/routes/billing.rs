@@ -8,7 +8,7 @@ use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_billing::{CheckoutRequest, PaymentsError, SIGNATURE_HEADER, WebhookError};
 use cova_domain::time::rfc3339;
-use cova_errors::ApiError;
+use cova_errors::{ApiError, ErrorCode};
 use cova_storage::repo::purchases::{self, NewPurchase, Paid, Payment, Purchase};
 use serde::Deserialize;
 use serde_json::json;
@@ -55,7 +55,12 @@ pub async fn checkout(req: HttpRequest, state: web::Data<AppState>, payload: web
         tracing::warn!(error = %e, "opening a checkout failed");
         meter.fail(match e {
             PaymentsError::NotConfigured | PaymentsError::Unavailable(_) => ApiError::unavailable(),
-            PaymentsError::Refused(_) => ApiError::internal(),
+            // The provider's reason is meant for people (Stripe's messages are); the operator
+            // fixes what it names (a currency, an amount the provider does not take).
+            PaymentsError::Refused(reason) => ApiError::new(
+                ErrorCode::PaymentRefused,
+                format!("The payment provider refused to open the checkout: {reason}"),
+            ),
         })
     })?;
     purchases::open(
