@@ -257,6 +257,33 @@ pub async fn spawn_stack(
     TestApp { base_url: format!("http://{addr}"), config, backends, sim, stack, database }
 }
 
+/// A [`TestApp`] whose process stopped ([`TestApp::halt`]): its backends (the in-process
+/// queue among them) are still here, as a dead process' database and queue journal are.
+pub struct Stopped {
+    pub config: Config,
+    pub backends: Backends,
+    pub sim: cova_sim::SimHandle,
+    database: TestDatabase,
+}
+
+impl Stopped {
+    /// Starts the process again on the same database, with fresh backends (an in-process queue
+    /// and cache start empty, as after a restart) and the roles `build` chooses. The new stack
+    /// listens on a port of its own.
+    pub async fn start(self, build: impl FnOnce(cova_app::StackBuilder) -> cova_app::StackBuilder) -> TestApp {
+        let Stopped { config, sim, database, backends } = self;
+        drop(backends);
+        let backends = Backends::connect(&config).await.expect("backends");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let builder = Stack::builder(config.clone()).backends(backends).listener(listener);
+        let stack = build(builder).start().await.expect("cova starts again");
+        let backends = stack.backends().clone();
+        let addr = stack.http_addr().expect("the gateway runs");
+        sim.set_payments_webhook(&format!("http://{addr}/api/v1/billing/webhook"));
+        TestApp { base_url: format!("http://{addr}"), config, backends, sim, stack, database }
+    }
+}
+
 /// How far the app's jobs have got, read from the database (timestamps in ms).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct JobProgress {
@@ -373,6 +400,14 @@ impl TestApp {
             first_created_at: rows.iter().map(|r| r.1).min(),
             last_finished_at: rows.iter().filter_map(|r| r.2).max(),
         }
+    }
+
+    /// Stops the stack's roles, keeping its database, backends, simulator and media store: a
+    /// process that stopped. [`Stopped::start`] starts it again.
+    pub async fn halt(self) -> Stopped {
+        let TestApp { config, sim, stack, database, backends, .. } = self;
+        stack.stop(Duration::from_secs(10)).await;
+        Stopped { config, backends, sim, database }
     }
 
     pub async fn stop(self) {

@@ -128,3 +128,41 @@ async fn a_poisoned_outbox_row_does_not_stop_the_rows_behind_it() {
     assert_eq!(outbox::backlog(app.db()).await.expect("backlog"), 1, "only the bad row is left");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_not_yet_handled_when_the_process_stops_are_handled_after_it_restarts() {
+    let app = cova_tests::spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = cova_sim::tiktok_post_id(cova_sim::TikTokScenario::Normal, 60);
+    client.collect(id).await;
+    let job_end = app.outbox_payloads("event").await.into_iter().next().expect("the job's end event");
+    // Keywords set after the job ended: only a job end handled from now on raises alerts.
+    client.put_json("/api/v1/keywords", serde_json::json!({"keywords": ["price", "Preis"]})).await.ok();
+    let all = cova_domain::text::Matcher::new(&["price", "Preis"]);
+    let truth = app.sim.expected_post(&id.to_string());
+    let matching = truth
+        .comments
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.replies.iter()))
+        .map(|c| all.find(&c.text).len())
+        .sum::<usize>();
+    assert!(matching > 0, "the post has comments with the keywords");
+
+    // The roles stop; a job's end is published and nobody handles it before the process is
+    // gone (as when the process stops between the relay's publish and the notifier's turn).
+    let stopped = app.halt().await;
+    let mut message = cova_queue::Message::new("job.complete", job_end.into_bytes());
+    message.id = "replayed-job-end".into();
+    stopped.backends.queue.publish_event(message).await.expect("publish");
+
+    let app = stopped.start(|b| b.roles(Role::ALL)).await;
+    let client = app.client(Some(&token));
+    cova_tests::eventually("the keyword alerts of the unhandled job end", async || {
+        let alerts = client.get::<serde_json::Value>("/api/v1/keyword-alerts?limit=500").await.ok();
+        alerts["items"].as_array().is_some_and(|a| a.len() == matching)
+    })
+    .await;
+    app.stop().await;
+}

@@ -174,7 +174,15 @@ impl StackBuilder {
         }
 
         if config.is_embedded() {
-            requeue_unfinished(&backends).await;
+            // The in-process queue starts empty: what a previous run left in its journal is
+            // handed back to the roles (commands not yet done, events not yet handled).
+            match backends.queue.restore().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(messages = n, "messages an earlier run left unhandled are queued again"),
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the queue's journal failed; unfinished work waits for `cova admin jobs requeue`")
+                }
+            }
             outbox.notify_one();
         }
         let ops = match metrics_listener {
@@ -278,18 +286,5 @@ impl Stack {
             let _ = ops.running.await;
         }
         drained
-    }
-}
-
-/// The in-process queue starts empty: re-issue, through the outbox, the command of every job a
-/// previous run left unfinished, each to the role of its kind (collection is idempotent, so a
-/// job that was mid-way simply starts over).
-async fn requeue_unfinished(backends: &Backends) {
-    match cova_storage::repo::jobs::reissue_unfinished(&backends.db, 0, false, backends.clock.now_ms()).await {
-        Ok(jobs) if !jobs.is_empty() => {
-            tracing::info!(jobs = jobs.len(), "unfinished jobs of an earlier run re-issued")
-        }
-        Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "re-issuing the unfinished jobs of an earlier run failed"),
     }
 }

@@ -17,6 +17,7 @@ mod memory;
 mod topic;
 
 use cova_config::{QueueBackend, QueueConfig};
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -105,6 +106,16 @@ impl Message {
     }
 }
 
+/// Where the in-process queue keeps what it holds, so that a restart of the embedded process
+/// loses nothing (cova keeps it in the embedded database): a message is put before it is
+/// handed to its queue, put again when it is retried, deleted once acknowledged.
+pub trait Journal: Send + Sync + 'static {
+    fn put<'a>(&'a self, queue: &'a str, message: &'a Message) -> BoxFuture<'a, Result<()>>;
+    fn delete<'a>(&'a self, queue: &'a str, id: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Everything kept, as (queue, message), oldest first.
+    fn load(&self) -> BoxFuture<'_, Result<Vec<(String, Message)>>>;
+}
+
 /// Which queue a consumer reads, by its name under the prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Binding {
@@ -153,6 +164,24 @@ impl Queue {
         }
     }
 
+    /// An in-process queue that keeps its messages in `journal` from now on; a broker keeps
+    /// its own, so other queues are returned as they are.
+    pub fn with_journal(self, journal: std::sync::Arc<dyn Journal>) -> Self {
+        match self {
+            Queue::Memory(q) => Queue::Memory(q.with_journal(journal)),
+            other => other,
+        }
+    }
+
+    /// Hands what a previous run of the process left in the journal back to its queues (the
+    /// in-process queue only); returns how many messages.
+    pub async fn restore(&self) -> Result<usize> {
+        match self {
+            Queue::Memory(q) => q.restore().await,
+            Queue::Amqp(_) => Ok(0),
+        }
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self {
             Queue::Memory(_) => "memory",
@@ -165,7 +194,7 @@ impl Queue {
     pub async fn publish(&self, message: Message) -> Result<()> {
         let key = message.routing_key.clone();
         match self {
-            Queue::Memory(q) => q.publish(message),
+            Queue::Memory(q) => q.publish(message).await,
             Queue::Amqp(q) => q.publish(message).await,
         }?;
         cova_metrics::queue_published(&key);
@@ -176,7 +205,7 @@ impl Queue {
     pub async fn publish_event(&self, message: Message) -> Result<()> {
         let key = message.routing_key.clone();
         match self {
-            Queue::Memory(q) => q.publish_event(message),
+            Queue::Memory(q) => q.publish_event(message).await?,
             Queue::Amqp(q) => q.publish_event(message).await?,
         }
         cova_metrics::queue_published(&key);
@@ -274,7 +303,7 @@ impl Delivery {
     /// Done: call only after the effect is committed.
     pub async fn ack(self) -> Result<()> {
         match self {
-            Delivery::Memory(_) => Ok(()),
+            Delivery::Memory(d) => d.ack().await,
             Delivery::Amqp(d) => d.ack().await,
         }
     }
@@ -284,7 +313,7 @@ impl Delivery {
     pub async fn retry(self, delay: Duration) -> Result<()> {
         let tier = retry_tier(delay);
         match self {
-            Delivery::Memory(d) => d.requeue(tier, true),
+            Delivery::Memory(d) => d.requeue(tier, true).await,
             Delivery::Amqp(d) => d.requeue(tier, true).await,
         }
     }
@@ -295,7 +324,7 @@ impl Delivery {
     pub async fn defer(self, delay: Duration) -> Result<()> {
         let tier = defer_tier(delay);
         match self {
-            Delivery::Memory(d) => d.requeue(tier, false),
+            Delivery::Memory(d) => d.requeue(tier, false).await,
             Delivery::Amqp(d) => d.requeue(tier, false).await,
         }
     }
@@ -303,7 +332,7 @@ impl Delivery {
     /// Poison or out of attempts: park it in the queue's dead-letter queue.
     pub async fn dead_letter(self, reason: &str) -> Result<()> {
         match self {
-            Delivery::Memory(d) => d.dead_letter(reason),
+            Delivery::Memory(d) => d.dead_letter(reason).await,
             Delivery::Amqp(d) => d.dead_letter(reason).await,
         }
     }

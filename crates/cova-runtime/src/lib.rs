@@ -4,6 +4,7 @@
 //! connects database writes to the queue.
 
 pub mod job;
+mod journal;
 pub mod outbox;
 pub mod worker;
 
@@ -79,7 +80,9 @@ impl Backends {
             .map_err(|source| StartError::Cache { url: redact_url(&cfg.cache.url), source })?;
         let queue = Queue::connect_with(&cfg.queue, cova_messages::roles::ALL, cova_messages::event_queues::ALL)
             .await
-            .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?;
+            .map_err(|source| StartError::Queue { url: redact_url(&cfg.queue.url), source })?
+            // The in-process queue keeps its messages in the database (a broker keeps its own).
+            .with_journal(Arc::new(journal::DbJournal::new(db.clone())));
         let media_error = |message: String| StartError::Media { url: redact_url(&cfg.media.url), message };
         let store = MediaStore::from_config(&cfg.media).map_err(|e| media_error(e.to_string()))?;
         let fetcher = Fetcher::new(&cfg.media).map_err(media_error)?;

@@ -337,12 +337,25 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    queue_journal (queue, id) {
+        queue -> Text,
+        id -> Text,
+        routing_key -> Text,
+        payload -> Text,
+        headers -> Text,
+        attempt -> Integer,
+        kept_at -> BigInt,
+    }
+}
+
 diesel::joinable!(api_tokens -> accounts (account_id));
 diesel::joinable!(sessions -> accounts (account_id));
 diesel::allow_tables_to_appear_in_same_query!(
     sessions,
     email_links,
     purchases,
+    queue_journal,
     accounts,
     api_tokens,
     balances,

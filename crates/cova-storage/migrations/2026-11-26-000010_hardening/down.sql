@@ -1,2 +1,3 @@
+DROP TABLE queue_journal;
 ALTER TABLE purchases DROP COLUMN mismatch_event_id;
 ALTER TABLE purchases DROP COLUMN mismatch;

@@ -797,20 +797,6 @@ async fn ended(db: &Db, job_id: &str, done: Option<Ended>) -> bool {
     true
 }
 
-/// Jobs of `kind` that are queued or in progress (used at start by the embedded single
-/// process, whose in-process queue does not survive a restart).
-pub async fn unfinished(db: &Db, kind: JobKind) -> Result<Vec<String>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        jobs::table
-            .filter(jobs::kind.eq(kind.as_str()))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .select(jobs::id)
-            .load::<String>(c)
-            .await
-    })?)
-}
-
 /// Issues again, through the outbox, the command of every job of either kind that is queued or
 /// in progress and was created at least `min_age_ms` before `now` (or only lists them when
 /// `dry_run`): after a restart of the in-process queue, or a database restored from a dump

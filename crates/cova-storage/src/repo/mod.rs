@@ -14,6 +14,7 @@ pub mod keywords;
 pub mod media;
 pub mod outbox;
 pub mod purchases;
+pub mod queue_journal;
 pub mod sessions;
 pub mod tokens;
 pub mod watches;
