@@ -293,3 +293,90 @@ async fn a_media_store_that_is_down_answers_503_and_fails_no_job() {
     assert!(body["detail"].as_str().unwrap_or_default().contains("media unavailable"), "{body}");
     app.stop().await;
 }
+
+/// Registers one image of `slot` for the account's post, living until `until`.
+async fn image(app: &cova_tests::TestApp, account: &str, slot: &str, until: i64) -> String {
+    use cova_storage::repo::media::{Listed, register};
+    let listed = [Listed {
+        slot: slot.into(),
+        kind: "image",
+        source_url: "https://cdn.example/x.png".into(),
+        width: None,
+        height: None,
+    }];
+    let now = app.now();
+    register(app.db(), account, "tiktok:1", &listed, now, until).await.expect("register").remove(slot).expect("id").id
+}
+
+/// One step of the janitor's or of a scrape's dealings with the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The scrape names the bytes on its image (`Media::keep`, first half).
+    Name,
+    /// The scrape stores them unless they are there (`Media::keep`, second half).
+    Store,
+    /// The janitor looks for living images naming them.
+    Look,
+    /// The janitor deletes them, if its look found none.
+    Delete,
+    /// The janitor looks again after deleting, and makes those images forget them.
+    Relook,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_janitor_and_a_scrape_keeping_the_same_bytes_never_leave_an_image_without_them() {
+    use Step::*;
+    use cova_storage::repo::media::{find, forget_content, key_in_use, set_content};
+    let app = spawn_app().await;
+    let account = app.account().await;
+    let media = &app.backends.media;
+    let store = media.store();
+    let bytes = bytes::Bytes::from(cova_sim::cdn::image_bytes("shared"));
+    let key = store.prepare(bytes.clone()).expect("an image").stored.key;
+    // Every order of the scrape's two steps among the janitor's three (the same calls as
+    // `Media::keep` and `catalog::purge_expired` make, in the order each makes them).
+    let scrape = [Name, Store];
+    let janitor = [Look, Delete, Relook];
+    let mut orders = Vec::new();
+    for a in 0..5 {
+        for b in a + 1..5 {
+            let (mut s, mut j) = (scrape.iter(), janitor.iter());
+            orders.push(
+                (0..5)
+                    .map(|i| if i == a || i == b { *s.next().expect("s") } else { *j.next().expect("j") })
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+    for (n, order) in orders.iter().enumerate() {
+        let now = app.now();
+        // The bytes are there, held by nobody living (an image whose life just ended).
+        store.put(bytes.clone()).await.expect("stored");
+        let image = image(&app, &account.id, &format!("image:{n}:0"), now + 86_400_000).await;
+        let prepared = || store.prepare(bytes.clone()).expect("an image");
+        let mut unused = false;
+        for step in order {
+            match step {
+                Name => set_content(app.db(), &image, &key, "image/png", bytes.len() as i64, now).await.expect("name"),
+                Store => {
+                    store.keep(prepared()).await.expect("store");
+                }
+                Look => unused = !key_in_use(app.db(), &key, now).await.expect("look"),
+                Delete if unused => store.delete(&key).await.expect("delete"),
+                Delete => {}
+                Relook => {
+                    if unused && key_in_use(app.db(), &key, now).await.expect("relook") {
+                        forget_content(app.db(), &key).await.expect("forget");
+                    }
+                }
+            }
+        }
+        let row = find(app.db(), &account.id, &image, now).await.expect("db").expect("row");
+        let there = store.size(&key).await.is_ok();
+        assert!(row.content_key.is_none() || there, "{order:?}: the image names bytes that are gone");
+        // Clean up for the next order: the image forgets them, and the bytes go.
+        forget_content(app.db(), &key).await.expect("forget");
+        let _ = store.delete(&key).await;
+    }
+    app.stop().await;
+}

@@ -215,10 +215,24 @@ impl Media {
                 return Err(e.into());
             }
         };
-        let stored = self.store.put(bytes).await?;
+        self.keep(id, bytes).await
+    }
+
+    /// Keeps `bytes` as the image `id`. The row names the bytes before they are stored: a
+    /// janitor that looks for their users now finds this row and leaves them, and one that
+    /// deleted them a moment before is undone by the store below (see [`purge_expired`]).
+    pub async fn keep(&self, id: &str, bytes: bytes::Bytes) -> Result<Stored, KeepError> {
+        let prepared = self.store.prepare(bytes)?;
+        let stored = &prepared.stored;
         let size = i64::try_from(stored.size).unwrap_or(i64::MAX);
         rows::set_content(&self.db, id, &stored.key, stored.image.content_type(), size, self.clock.now_ms()).await?;
-        Ok(stored)
+        match self.store.keep(prepared).await {
+            Ok(stored) => Ok(stored),
+            Err(e) => {
+                rows::set_failure(&self.db, id, &e.to_string()).await?;
+                Err(e.into())
+            }
+        }
     }
 
     /// Downloads images in the background, `concurrency` at a time, as they are listed. Dropped
@@ -281,6 +295,13 @@ pub async fn purge_expired(db: &Db, store: &MediaStore, now: i64, limit: i64) ->
         if let Err(e) = store.delete(key).await {
             tracing::warn!(error = %e, "deleting an expired image failed; it is retried");
             kept_back.insert(key);
+            continue;
+        }
+        // A scrape may have named these bytes between the look and the delete: its image
+        // forgets them and is downloaded again when first asked for (a scrape naming them
+        // after the delete stores them again itself).
+        if rows::key_in_use(db, key, now).await? {
+            rows::forget_content(db, key).await?;
         }
     }
     let ids: Vec<String> = due

@@ -76,6 +76,12 @@ pub struct Stored {
     pub image: ImageType,
 }
 
+/// An image checked and named, not stored yet ([`MediaStore::prepare`]).
+pub struct Prepared {
+    pub stored: Stored,
+    bytes: Bytes,
+}
+
 #[derive(Clone)]
 pub struct MediaStore {
     store: Arc<dyn ObjectStore>,
@@ -151,14 +157,26 @@ impl MediaStore {
 
     /// Keeps an image: refused when it is not one or too large; stored once per content.
     pub async fn put(&self, bytes: Bytes) -> Result<Stored> {
+        let prepared = self.prepare(bytes)?;
+        self.keep(prepared).await
+    }
+
+    /// Checks an image and names its bytes (their key), without storing them yet: the caller
+    /// can record the key first ([`MediaStore::keep`] stores them after).
+    pub fn prepare(&self, bytes: Bytes) -> Result<Prepared> {
         if bytes.len() > self.max_bytes {
             return Err(MediaError::TooLarge(self.max_bytes));
         }
         let image = sniff(&bytes).ok_or(MediaError::NotAnImage)?;
         let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
         let key = format!("sha256/{}", hex::encode(digest.as_ref()));
-        let path = self.path(&key);
-        let size = bytes.len();
+        Ok(Prepared { stored: Stored { key, size: bytes.len(), image }, bytes })
+    }
+
+    /// Stores prepared bytes unless the store has them already.
+    pub async fn keep(&self, prepared: Prepared) -> Result<Stored> {
+        let Prepared { stored, bytes } = prepared;
+        let path = self.path(&stored.key);
         match self.store.head(&path).await {
             Ok(_) => {}
             Err(object_store::Error::NotFound { .. }) => {
@@ -166,7 +184,7 @@ impl MediaStore {
             }
             Err(e) => return Err(e.into()),
         }
-        Ok(Stored { key, size, image })
+        Ok(stored)
     }
 
     /// The size of a stored file.

@@ -176,6 +176,18 @@ pub async fn set_failure(db: &Db, id: &str, error: &str) -> Result<()> {
     Ok(())
 }
 
+/// Forgets the stored bytes `key` on every image naming them (they were deleted): each is
+/// downloaded again when first asked for.
+pub async fn forget_content(db: &Db, key: &str) -> Result<usize> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::update(media::table.filter(media::content_key.eq(key)))
+            .set(media::content_key.eq(None::<String>))
+            .execute(c)
+            .await
+    })?)
+}
+
 /// Up to `limit` images whose lifetime is over: `(id, content key)`.
 pub async fn due(db: &Db, now: i64, limit: i64) -> Result<Vec<(String, Option<String>)>> {
     let mut conn = db.conn().await?;
