@@ -5,6 +5,7 @@
 //! selects the comment count and the failure scenario (see [`rules`] and the README).
 
 pub mod cdn;
+mod history;
 mod llm;
 pub mod otlp;
 mod payments;
@@ -51,7 +52,14 @@ pub struct SimConfig {
     pub tiktok_page_max: u32,
     /// Every CDN image is padded to at least this many bytes (benchmarks of larger files).
     pub image_bytes: usize,
+    /// Entries kept of each in-memory history (recorded requests, OTLP spans, mails, Telegram
+    /// messages, model requests, checkout sessions, payment events); the oldest go first, so a
+    /// simulator running for hours stays bounded. 0 keeps none.
+    pub history: usize,
 }
+
+/// Entries of each history kept by default: far more than a test or benchmark inspects.
+pub const DEFAULT_HISTORY: usize = 10_000;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -65,6 +73,7 @@ impl Default for SimConfig {
             server_error_every: 0,
             tiktok_page_max: 35,
             image_bytes: 0,
+            history: DEFAULT_HISTORY,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! `sim-garbage` answers JSON of the wrong shape, `sim-slow` takes 1.5 s; any other model
 //! answers at once. Requests need `Authorization: Bearer sim-llm-key`.
 
+use crate::history::Ring;
 use actix_web::HttpResponse;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -27,11 +28,14 @@ const POSITIVE: &[&str] = &["love", "great", "amazing", "best", "perfect", "😍
 const NEGATIVE: &[&str] = &["bad", "worst", "scam", "hate", "broke", "terrible", "overpriced"];
 const SPAM: &[&str] = &["http", "check my", "follow me", "promo code"];
 
-/// The answer to a request, and how long to wait before giving it.
+/// The answer to a request, and how long to wait before giving it. `calls` counts a model's
+/// requests (1-based) apart from `seen`, which drops old ones: `sim-flaky` must not fail again
+/// once its first requests leave the history.
 pub(crate) fn handle(
     headers: &BTreeMap<String, String>,
     body: &[u8],
-    seen: &mut Vec<LlmRequest>,
+    seen: &mut Ring<LlmRequest>,
+    calls: impl FnOnce(&str) -> u32,
 ) -> (HttpResponse, u64) {
     let authorized =
         headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("authorization") && *v == format!("Bearer {API_KEY}"));
@@ -49,7 +53,7 @@ pub(crate) fn handle(
     let comments = input["comments"].as_array().cloned().unwrap_or_default();
     let summaries = input["summaries"].as_array().map_or(0, Vec::len);
     seen.push(LlmRequest { model: model.clone(), comments: comments.len(), summaries });
-    let calls = seen.iter().filter(|r| r.model == model).count();
+    let calls = calls(&model);
     match model.as_str() {
         "sim-fail" => return (HttpResponse::InternalServerError().json(json!({"error": {"message": "boom"}})), 0),
         "sim-flaky" if calls <= 2 => return (HttpResponse::ServiceUnavailable().finish(), 0),
@@ -64,7 +68,7 @@ pub(crate) fn handle(
     };
     let tokens = body.len() / 4;
     let answer = json!({
-        "id": format!("chatcmpl-sim-{}", seen.len()),
+        "id": format!("chatcmpl-sim-{}", seen.pushed()),
         "object": "chat.completion",
         "model": model,
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content.to_string()}}],

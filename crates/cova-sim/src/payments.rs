@@ -5,6 +5,7 @@
 //! waits for the answer, and only then redirects the browser to `success_url` — the event
 //! arriving before the buyer returns, as it can with Stripe.
 
+use crate::history::Ring;
 use crate::server::{Req, State, lock};
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
@@ -92,27 +93,38 @@ impl Session {
 }
 
 /// The provider's state, kept in the simulator's shared state.
-#[derive(Default)]
 pub(crate) struct Payments {
     webhook: Mutex<Option<String>>,
-    sessions: Mutex<Vec<Session>>,
-    events: Mutex<Vec<PaymentEvent>>,
+    /// The newest sessions; an older one is unknown (its page and API answer 404).
+    sessions: Mutex<Ring<Session>>,
+    /// The newest events; an older one can no longer be replayed.
+    events: Mutex<Ring<PaymentEvent>>,
 }
 
 impl Payments {
+    /// Keeps the newest `history` sessions and events.
+    pub fn new(history: usize) -> Self {
+        Self {
+            webhook: Mutex::new(None),
+            sessions: Mutex::new(Ring::new(history)),
+            events: Mutex::new(Ring::new(history)),
+        }
+    }
+
     pub fn set_webhook(&self, url: &str) {
         *lock(&self.webhook) = Some(url.to_owned());
     }
 
     pub fn events(&self) -> Vec<PaymentEvent> {
-        lock(&self.events).clone()
+        lock(&self.events).to_vec()
     }
 
     pub fn sessions(&self, base: &str) -> Vec<Value> {
         lock(&self.sessions).iter().map(|s| s.object(base)).collect()
     }
 
-    /// Sends a recorded event again, same body and id, with a fresh signature.
+    /// Sends a recorded event again, same body and id, with a fresh signature; `None` for an
+    /// event no longer kept (see [`crate::SimConfig::history`]).
     pub async fn replay(&self, event_id: &str) -> Option<u16> {
         let url = lock(&self.webhook).clone()?;
         let body = lock(&self.events).iter().find(|e| e.id == event_id).map(|e| e.body.clone())?;

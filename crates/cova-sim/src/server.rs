@@ -1,5 +1,6 @@
 //! The HTTP server, shared state and request recorder.
 
+use crate::history::Ring;
 use crate::truth::{Gen, SimPost};
 use crate::{SimConfig, tiktok, youtube};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
@@ -43,22 +44,23 @@ pub(crate) struct State {
     open: tokio::sync::watch::Sender<bool>,
     /// Seconds the CDN's clock is ahead of the wall clock ([`SimHandle::expire_cdn_links`]).
     cdn_ahead_s: AtomicI64,
-    requests: Mutex<Vec<RecordedRequest>>,
+    /// The recorder. This and the histories below keep the newest `cfg.history` entries.
+    requests: Mutex<Ring<RecordedRequest>>,
     counters: Mutex<HashMap<String, u32>>,
     posts: Mutex<HashMap<String, Arc<SimPost>>>,
     /// Comments added to posts since they were generated, by post key.
     /// New top-level comments per post: (appended, posted at the top of the list).
     grown: Mutex<HashMap<String, (u64, u64)>>,
     /// Messages sent to the fake Telegram Bot API.
-    telegram: Mutex<Vec<crate::telegram::TelegramMessage>>,
+    telegram: Mutex<Ring<crate::telegram::TelegramMessage>>,
     /// Requests to the fake chat-completions endpoint.
-    llm: Mutex<Vec<crate::llm::LlmRequest>>,
+    llm: Mutex<Ring<crate::llm::LlmRequest>>,
     /// Spans received by the OTLP collector (JSON exports).
-    spans: Mutex<Vec<crate::otlp::ExportedSpan>>,
+    spans: Mutex<Ring<crate::otlp::ExportedSpan>>,
     /// The fake payment provider's sessions, webhook and sent events.
     pub(crate) payments: crate::payments::Payments,
     /// Mail accepted by the SMTP receiver (shared with its task).
-    mails: Arc<Mutex<Vec<crate::smtp::SentMail>>>,
+    mails: Arc<Mutex<Ring<crate::smtp::SentMail>>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,21 +70,22 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl State {
     fn new(cfg: SimConfig, base: String) -> Self {
+        let cap = cfg.history;
         Self {
             latency_ms: AtomicU64::new(cfg.latency_ms),
             open: tokio::sync::watch::Sender::new(true),
             cdn_ahead_s: AtomicI64::new(0),
             cfg,
             base,
-            requests: Mutex::new(Vec::new()),
+            requests: Mutex::new(Ring::new(cap)),
             counters: Mutex::new(HashMap::new()),
             posts: Mutex::new(HashMap::new()),
             grown: Mutex::new(HashMap::new()),
-            telegram: Mutex::new(Vec::new()),
-            llm: Mutex::new(Vec::new()),
-            spans: Mutex::new(Vec::new()),
-            payments: crate::payments::Payments::default(),
-            mails: Arc::new(Mutex::new(Vec::new())),
+            telegram: Mutex::new(Ring::new(cap)),
+            llm: Mutex::new(Ring::new(cap)),
+            spans: Mutex::new(Ring::new(cap)),
+            payments: crate::payments::Payments::new(cap),
+            mails: Arc::new(Mutex::new(Ring::new(cap))),
         }
     }
 
@@ -217,7 +220,8 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
     // A closed gate only waits; the sender lives as long as the state, so this cannot fail.
     let _ = state.open.subscribe().wait_for(|open| *open).await;
     if r.method == "POST" && r.path == crate::llm::PATH {
-        let (answer, delay) = crate::llm::handle(&r.headers, &r.body, &mut lock(&state.llm));
+        let calls = |model: &str| state.bump(&format!("llm:{model}"));
+        let (answer, delay) = crate::llm::handle(&r.headers, &r.body, &mut lock(&state.llm), calls);
         if delay > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
@@ -240,7 +244,7 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
 /// Simulator control endpoints (never recorded).
 fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
     match (r.method.as_str(), rest) {
-        ("GET", "requests") => HttpResponse::Ok().json(&*lock(&state.requests)),
+        ("GET", "requests") => HttpResponse::Ok().json(lock(&state.requests).to_vec()),
         ("POST", "cdn/expire") => {
             state.expire_cdn_links();
             HttpResponse::NoContent().finish()
@@ -315,8 +319,9 @@ impl SimHandle {
         self.addr
     }
 
+    /// Recorded requests, oldest first: the newest [`SimConfig::history`] of them.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        lock(&self.state.requests).clone()
+        lock(&self.state.requests).to_vec()
     }
 
     /// Makes every CDN link handed out so far expire, as hours passing would.
@@ -336,9 +341,9 @@ impl SimHandle {
         }
     }
 
-    /// Requests the fake chat-completions endpoint received.
+    /// Requests the fake chat-completions endpoint received (the newest [`SimConfig::history`]).
     pub fn llm_requests(&self) -> Vec<crate::llm::LlmRequest> {
-        lock(&self.state.llm).clone()
+        lock(&self.state.llm).to_vec()
     }
 
     /// The base URL to configure as `ai.openai.base_url`.
@@ -346,14 +351,14 @@ impl SimHandle {
         format!("{}/llm/v1", self.state.base)
     }
 
-    /// Spans exported to the OTLP collector as JSON, in arrival order.
+    /// Spans exported to the OTLP collector as JSON, in arrival order (the newest [`SimConfig::history`]).
     pub fn spans(&self) -> Vec<crate::otlp::ExportedSpan> {
-        lock(&self.state.spans).clone()
+        lock(&self.state.spans).to_vec()
     }
 
-    /// Messages sent to the fake Telegram Bot API, in order.
+    /// Messages sent to the fake Telegram Bot API, in order (the newest [`SimConfig::history`]).
     pub fn telegram_messages(&self) -> Vec<crate::telegram::TelegramMessage> {
-        lock(&self.state.telegram).clone()
+        lock(&self.state.telegram).to_vec()
     }
 
     /// The API base to configure as the payment provider's (the simulator's own base URL).
@@ -366,18 +371,19 @@ impl SimHandle {
         self.state.payments.set_webhook(url);
     }
 
-    /// Events sent (or due, when no webhook was configured), in order.
+    /// Events sent (or due, when no webhook was configured), in order (the newest [`SimConfig::history`]).
     pub fn payment_events(&self) -> Vec<crate::payments::PaymentEvent> {
         self.state.payments.events()
     }
 
     /// Sends a recorded event again — the same body and event id, a fresh signature — and
     /// returns the receiver's status; `None` for an unknown event, no webhook or no answer.
+    /// Only events still kept can be replayed: the newest [`SimConfig::history`].
     pub async fn replay_payment_event(&self, event_id: &str) -> Option<u16> {
         self.state.payments.replay(event_id).await
     }
 
-    /// Every checkout session created so far, as the provider's API shows it.
+    /// Checkout sessions (the newest [`SimConfig::history`]), as the provider's API shows them.
     pub fn checkout_sessions(&self) -> Vec<serde_json::Value> {
         self.state.payments.sessions(&self.state.base)
     }
@@ -391,9 +397,9 @@ impl SimHandle {
         format!("smtp://{}", self.smtp_addr)
     }
 
-    /// Mail accepted by the SMTP receiver, in order.
+    /// Mail accepted by the SMTP receiver, in order (the newest [`SimConfig::history`]).
     pub fn mails(&self) -> Vec<crate::smtp::SentMail> {
-        lock(&self.state.mails).clone()
+        lock(&self.state.mails).to_vec()
     }
 
     pub fn clear_mails(&self) {

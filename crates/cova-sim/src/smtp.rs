@@ -2,6 +2,7 @@
 //! AUTH. Every accepted message is kept as received, and [`SentMail`] decodes what tests check:
 //! the subject and the text body.
 
+use crate::history::Ring;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde::Serialize;
@@ -51,7 +52,7 @@ impl SentMail {
 }
 
 /// Accepts connections until the task is aborted; connections end with it.
-pub(crate) async fn run(listener: TcpListener, mails: Arc<Mutex<Vec<SentMail>>>) {
+pub(crate) async fn run(listener: TcpListener, mails: Arc<Mutex<Ring<SentMail>>>) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = listener.accept().await;
@@ -78,7 +79,7 @@ enum Data {
     Closed,
 }
 
-async fn session(stream: TcpStream, mails: &Mutex<Vec<SentMail>>) -> std::io::Result<()> {
+async fn session(stream: TcpStream, mails: &Mutex<Ring<SentMail>>) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     write.write_all(b"220 cova-sim ESMTP\r\n").await?;
@@ -591,7 +592,7 @@ mod tests {
     async fn speaks_smtp_over_tcp() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let mails = Arc::new(Mutex::new(Vec::new()));
+        let mails = Arc::new(Mutex::new(Ring::new(10)));
         let server = tokio::spawn(run(listener, mails.clone()));
         let stream = TcpStream::connect(addr).await.expect("connect");
         let (read, write) = stream.into_split();
@@ -617,7 +618,7 @@ mod tests {
         let mut rest = Vec::new();
         assert_eq!(client.read.read_to_end(&mut rest).await.expect("eof"), 0, "closed after QUIT");
 
-        let stored = mails.lock().expect("lock").clone();
+        let stored = mails.lock().expect("lock").to_vec();
         assert_eq!(stored.len(), 1);
         let m = &stored[0];
         assert_eq!(m.from, "cova@cova.test");

@@ -2,6 +2,7 @@
 //! Telegram. Chat ids pick failures: `-400` is an unknown chat (400), `-403` a bot blocked by
 //! the user (403), `-503` a Telegram outage (503); any other chat receives the message.
 
+use crate::history::Ring;
 use actix_web::HttpResponse;
 use serde::Serialize;
 use serde_json::json;
@@ -15,7 +16,7 @@ pub struct TelegramMessage {
 }
 
 /// Handles `POST /bot<token>/sendMessage`; `None` for any other path.
-pub(crate) fn handle(path: &str, body: &[u8], sent: &mut Vec<TelegramMessage>) -> Option<HttpResponse> {
+pub(crate) fn handle(path: &str, body: &[u8], sent: &mut Ring<TelegramMessage>) -> Option<HttpResponse> {
     let token = path.strip_prefix("/bot")?.strip_suffix("/sendMessage")?;
     let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let chat_id = match &body["chat_id"] {
@@ -31,9 +32,10 @@ pub(crate) fn handle(path: &str, body: &[u8], sent: &mut Vec<TelegramMessage>) -
         _ => {}
     }
     sent.push(TelegramMessage { bot_token: token.to_owned(), chat_id: chat_id.clone(), text: text.to_owned() });
+    // Counted over every message, so ids keep rising once old ones leave the history.
     Some(HttpResponse::Ok().json(json!({
         "ok": true,
-        "result": {"message_id": sent.len(), "chat": {"id": chat_id}, "date": 0, "text": text},
+        "result": {"message_id": sent.pushed(), "chat": {"id": chat_id}, "date": 0, "text": text},
     })))
 }
 

@@ -284,3 +284,55 @@ async fn smtp_receiver_keeps_mail_for_wait_for_mail() {
     assert_eq!(sim.mails().len(), 1);
     assert!(sim.wait_for_mail("nobody@example.com", std::time::Duration::from_millis(100)).await.is_none());
 }
+
+#[tokio::test]
+async fn histories_keep_only_the_newest_entries() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = cova_sim::spawn(SimConfig { history: 3, ..SimConfig::default() }).await.expect("starts");
+    let c = client();
+    let ids: Vec<u64> = (1..=5).map(|n| tiktok_post_id(TikTokScenario::Normal, n)).collect();
+    for id in &ids {
+        c.get(format!("{}/@sim/video/{id}", sim.base_url())).send().await.expect("post page");
+    }
+    let paths: Vec<String> = sim.requests().into_iter().map(|r| r.path).collect();
+    let newest: Vec<String> = ids[2..].iter().map(|id| format!("/@sim/video/{id}")).collect();
+    assert_eq!(paths, newest, "the oldest two are dropped, the order kept");
+    let listed: Vec<RecordedRequest> =
+        c.get(format!("{}/__sim/requests", sim.base_url())).send().await.expect("list").json().await.expect("json");
+    assert_eq!(listed.into_iter().map(|r| r.path).collect::<Vec<_>>(), newest);
+
+    // Telegram's message ids keep counting past the bound.
+    let mut message_ids = Vec::new();
+    for n in 1..=4 {
+        let sent: Value = c
+            .post(format!("{}/botT/sendMessage", sim.base_url()))
+            .json(&serde_json::json!({"chat_id": 7, "text": format!("m{n}")}))
+            .send()
+            .await
+            .expect("send")
+            .json()
+            .await
+            .expect("json");
+        message_ids.push(sent["result"]["message_id"].as_u64().expect("message id"));
+    }
+    assert_eq!(message_ids, [1, 2, 3, 4]);
+    let texts: Vec<String> = sim.telegram_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, ["m2", "m3", "m4"]);
+
+    let mut stream = tokio::net::TcpStream::connect(sim.smtp_addr()).await.expect("connect");
+    let mut dialogue = String::from("EHLO test\r\n");
+    for n in 1..=5 {
+        dialogue += &format!(
+            "MAIL FROM:<cova@cova.test>\r\nRCPT TO:<ann@example.com>\r\nDATA\r\nSubject: s{n}\r\n\r\nhi\r\n.\r\n"
+        );
+    }
+    dialogue += "QUIT\r\n";
+    stream.write_all(dialogue.as_bytes()).await.expect("write");
+    let mut replies = String::new();
+    stream.read_to_string(&mut replies).await.expect("replies");
+    assert_eq!(replies.matches("250 2.0.0 Ok: queued").count(), 5, "{replies}");
+    let subjects: Vec<String> = sim.mails().iter().map(cova_sim::SentMail::subject).collect();
+    assert_eq!(subjects, ["s3", "s4", "s5"]);
+    let newest = sim.wait_for_mail("ann@example.com", std::time::Duration::from_secs(1)).await.expect("mail");
+    assert_eq!(newest.subject(), "s5");
+}

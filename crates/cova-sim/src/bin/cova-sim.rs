@@ -1,4 +1,4 @@
-//! `cova-sim --addr 127.0.0.1:9090 --seed 1 --latency-ms 0 --payments-webhook URL`
+//! `cova-sim --addr 127.0.0.1:9090 --seed 1 --latency-ms 0 --payments-webhook URL --history 10000`
 
 use clap::Parser;
 use cova_sim::SimConfig;
@@ -35,6 +35,11 @@ struct Args {
     /// Where the payment provider posts `checkout.session.completed` events.
     #[arg(long)]
     payments_webhook: Option<String>,
+    /// Entries kept of each in-memory history (recorded requests, spans, mails, Telegram
+    /// messages, model requests, checkout sessions, payment events); the oldest go first.
+    // At least 1: keeping nothing would leave wait-for-mail and event replays nothing to find.
+    #[arg(long, default_value_t = cova_sim::DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    history: usize,
 }
 
 #[tokio::main]
@@ -48,6 +53,7 @@ async fn main() -> std::io::Result<()> {
         empty_body_first: args.empty_body_first,
         too_many_requests_first: args.too_many_requests_first,
         server_error_every: args.server_error_every,
+        history: args.history,
         ..SimConfig::default()
     };
     let seed = cfg.seed;
