@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The specification's job statuses. `queued` and `in_progress` count as running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "diesel", derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow), diesel(sql_type = diesel::sql_types::Text))]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Queued,
@@ -50,6 +51,7 @@ impl std::fmt::Display for JobStatus {
 
 /// What a job does; the `kind` of the job webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "diesel", derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow), diesel(sql_type = diesel::sql_types::Text))]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     /// Comment collection: `POST /analyze`, a refresh or a watch run.

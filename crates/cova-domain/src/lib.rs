@@ -3,12 +3,15 @@
 //! time (calendar months, RFC 3339, a clock tests can move).
 //!
 //! Pure: no I/O and no backend. Every layer imports these rules instead of restating them.
+//! (The `diesel` feature lets the database layer store the vocabulary as text.)
 
 pub mod ai;
 pub mod export;
 pub mod job;
 pub mod library;
 pub mod limits;
+#[cfg(feature = "diesel")]
+mod sql;
 pub mod text;
 pub mod time;
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What an analysis holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "diesel", derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow), diesel(sql_type = diesel::sql_types::Text))]
 #[serde(rename_all = "snake_case")]
 pub enum AnalysisStatus {
     /// The breakdown of the last full scrape is there.

@@ -17,36 +17,6 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
-/// Inside a transaction: holds `amount` on the month's balance for `job_id` if it is still
-/// available (conditional UPDATE) and records the reservation. Evaluates to `Result<bool>`.
-macro_rules! reserve_in {
-    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $amount:expr, $now:expr) => {{
-        use $crate::schema::{balances, reservations};
-        let amount: i64 = $amount;
-        let updated = diesel::update(balances::table.find(($account_id, $month)))
-            .filter((balances::granted - balances::reserved - balances::spent).ge(amount))
-            .set(balances::reserved.eq(balances::reserved + amount))
-            .execute($c)
-            .await?;
-        if updated == 1 {
-            diesel::insert_into(reservations::table)
-                .values((
-                    reservations::job_id.eq($job_id),
-                    reservations::account_id.eq($account_id),
-                    reservations::month.eq($month),
-                    reservations::amount.eq(amount),
-                    reservations::state.eq("held"),
-                    reservations::charged.eq(0),
-                    reservations::created_at.eq($now),
-                ))
-                .execute($c)
-                .await?;
-        }
-        updated == 1
-    }};
-}
-pub(crate) use reserve_in;
-
 /// Inside a transaction: adds `comments` to the account's balance of `month` with its ledger
 /// line. Evaluates to `Result<(granted, reserved, spent)>` after the grant.
 macro_rules! grant_in {
@@ -89,11 +59,12 @@ macro_rules! grant_in {
 }
 pub(crate) use grant_in;
 
-/// Inside a transaction: holds `amount` for a session job, `free` of it (at most what the
-/// allowance has) from the account's free allowance and the rest from the month's balance.
-/// Evaluates to `Result<bool>`; on `false` nothing was written (the caller's transaction
-/// must still be rolled back or abandoned, as with [`reserve_in`]).
-macro_rules! reserve_split_in {
+/// Inside a transaction: holds `amount` for `job_id`, `free` of it (at most what the
+/// allowance has; 0 but for a session's analysis) from the account's free allowance and the
+/// rest from the month's balance if it is still available (conditional UPDATEs), and records
+/// the reservation. Evaluates to `Result<bool>`; on `false` nothing was held (the caller's
+/// transaction must still be rolled back or abandoned).
+macro_rules! reserve_in {
     ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $amount:expr, $free:expr, $now:expr) => {{
         use $crate::schema::{accounts, balances, reservations};
         let amount: i64 = $amount;
@@ -132,7 +103,7 @@ macro_rules! reserve_split_in {
         pack_ok
     }};
 }
-pub(crate) use reserve_split_in;
+pub(crate) use reserve_in;
 
 /// Inside a transaction: settles (`Some(collected)`: charges at most the hold) or releases
 /// (`None`) the job's reservation, once. Evaluates to `Result<Option<Closed>>`.
@@ -203,7 +174,7 @@ macro_rules! close_in {
                                 .await?;
                         }
                     }
-                    Ok(Some(Closed { charged, released: held.amount - charged }))
+                    Ok(Some($crate::repo::balances::Closed { charged, released: held.amount - charged }))
                 }
             }
         };
@@ -321,7 +292,7 @@ pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: 
                 return Ok(Some((0, false)));
             }
             let amount = wanted.min(available);
-            if !reserve_in!(c, account_id, job_id, &month, amount, now) {
+            if !reserve_in!(c, account_id, job_id, &month, amount, 0, now) {
                 // Someone else reserved in between: read again.
                 return Ok(None);
             }

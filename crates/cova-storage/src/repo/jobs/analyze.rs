@@ -1,0 +1,382 @@
+//! Comment-collection jobs: creation with dedup, idempotency, payment and concurrency checks
+//! in one transaction (with the command written to the outbox), the scraper's pages as they
+//! arrive, and completion, which turns the collected comments into the account's analysis of
+//! the post and charges only the comments new to it.
+
+use super::new::{NewJob, Repeat, insert_job, lock_account, month_balance, remember_key, repeated};
+use super::{Ended, Job, end_event, ended, find_job, holds_lease};
+use crate::repo::balances::{close_in, reserve_in};
+use crate::repo::outbox::insert_in as outbox_in;
+use crate::schema::{accounts, analyses, job_comments, job_leases, jobs, reservations};
+use crate::{Change, Db, Result, StorageError, in_transaction};
+use cova_domain::limits::{MAX_RUNNING_ANALYSES, hold};
+use cova_domain::time::month_of;
+use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
+use cova_messages::{AnalyzeCommand, Outgoing};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+pub struct NewAnalyze<'a> {
+    pub account_id: &'a str,
+    pub token_id: Option<&'a str>,
+    /// The cookie session that asked: such a job may spend the free allowance (before packs)
+    /// and is not saved to the library by itself.
+    pub session_id: Option<&'a str>,
+    pub r#ref: &'a str,
+    pub url: &'a str,
+    pub idempotency_key: Option<&'a str>,
+    /// The post's comment count when already known (cached metadata); sizes the opening hold.
+    pub known_comments: Option<i64>,
+    /// A re-scrape of an analysis (on demand or by its watch): never answered with a recent
+    /// result, and a paid feature (needs a pack this month).
+    pub refresh: bool,
+}
+
+#[derive(Debug)]
+pub enum CreateOutcome {
+    /// A new job, queued, with `reserved` comments held on the balance.
+    Created {
+        job: Job,
+        reserved: i64,
+    },
+    /// An existing job of the same ref returned instead; no quota spent.
+    Deduplicated(Job, Dedup),
+    /// The same Idempotency-Key was used for this request before: the same job.
+    Repeated(Job),
+    /// The same Idempotency-Key was used for another URL.
+    IdempotencyConflict,
+    /// A refresh without a comment pack this month.
+    PaymentRequired,
+    QuotaExceeded,
+    ConcurrencyLimit,
+}
+
+/// Creates an analyze job, or answers why not. Every check and the writes share one
+/// transaction that first locks the account row, so concurrent requests of one account are
+/// serialised: exact dedup, idempotency, balance and concurrency under any parallelism.
+///
+/// The new job holds only its opening hold ([`hold::opening`]): the scraper raises it to what
+/// the post needs once the post reports its size, so one job never blocks the account's
+/// other analyses while it waits for a scraper.
+pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
+    let month = month_of(now);
+    let job_id = crate::repo::new_id();
+    let mut conn = db.conn().await?;
+    let outcome = in_transaction!(&mut conn, |c| {
+        lock_account!(c, new.account_id);
+
+        match repeated!(c, new.account_id, new.idempotency_key, new.r#ref, now) {
+            Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
+            Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
+            None => {}
+        }
+
+        let latest = jobs::table
+            .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::ref_.eq(new.r#ref))
+            .filter(jobs::status.ne(JobStatus::Failed.as_str()))
+            .order(jobs::created_at.desc())
+            .select(Job::as_select())
+            .first(c)
+            .await
+            .optional()?;
+        if let Some(job) = latest
+            && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
+            && !(new.refresh && dedup == Dedup::RecentResult)
+        {
+            remember_key!(c, new.account_id, new.idempotency_key, &job.id, new.r#ref, now);
+            return Ok(CreateOutcome::Deduplicated(job, dedup));
+        }
+
+        let (granted, pack_available) = month_balance!(c, new.account_id, &month);
+        if new.refresh && granted <= 0 {
+            return Ok(CreateOutcome::PaymentRequired);
+        }
+        let free = match new.session_id {
+            Some(_) if !new.refresh => {
+                accounts::table.find(new.account_id).select(accounts::free_comments_left).first::<i64>(c).await?
+            }
+            _ => 0,
+        };
+        let available = pack_available.max(0) + free;
+        if available <= 0 {
+            return Ok(CreateOutcome::QuotaExceeded);
+        }
+        let running = jobs::table
+            .filter(jobs::account_id.eq(new.account_id))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .count()
+            .get_result::<i64>(c)
+            .await?;
+        if running >= MAX_RUNNING_ANALYSES {
+            return Ok(CreateOutcome::ConcurrencyLimit);
+        }
+
+        let reserved = hold::opening(new.known_comments, available);
+        if reserved <= 0 || !reserve_in!(c, new.account_id, &job_id, &month, reserved, free, now) {
+            return Ok(CreateOutcome::QuotaExceeded);
+        }
+        let row = NewJob {
+            id: &job_id,
+            account_id: new.account_id,
+            token_id: new.token_id,
+            session_id: new.session_id,
+            kind: JobKind::Analyze,
+            r#ref: new.r#ref,
+            url: new.url,
+            comments_expected: None,
+        };
+        let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() });
+        let job = insert_job!(c, &row, new.idempotency_key, new.r#ref, &command, trace_headers, now)?;
+        Ok(CreateOutcome::Created { job, reserved })
+    })?;
+    drop(conn);
+    if let CreateOutcome::Created { job, reserved } = &outcome {
+        cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
+        db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
+    }
+    Ok(outcome)
+}
+
+/// One collected comment, ready to store.
+pub struct StoredComment {
+    pub comment_id: String,
+    pub parent_id: Option<String>,
+    /// The comment as the API shows it (JSON, without `replies`).
+    pub body: String,
+    pub likes: i64,
+    /// When the comment was posted (unix ms; 0 when unknown).
+    pub posted_at: i64,
+    /// Lower-cased text and author, for searching the breakdown.
+    pub search: String,
+}
+
+/// Appends a page of comments (duplicates by id are ignored), records progress and renews
+/// the lease. Returns the number stored so far; `Conflict` when the lease was lost.
+pub async fn append_comments(
+    db: &Db,
+    job_id: &str,
+    lease: (&str, i64),
+    batch: &[StoredComment],
+    expected: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    let mut conn = db.conn().await?;
+    let total = in_transaction!(&mut conn, |c| {
+        let renewed = diesel::update(job_leases::table.find(job_id))
+            .filter(job_leases::owner.eq(lease.0))
+            .set(job_leases::expires_at.eq(now + lease.1))
+            .execute(c)
+            .await?;
+        if renewed == 0 {
+            return Err(StorageError::Conflict("another worker took this job over".into()));
+        }
+        let base = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
+        // transaction this is cheap.
+        for (i, item) in batch.iter().enumerate() {
+            diesel::insert_into(job_comments::table)
+                .values((
+                    job_comments::job_id.eq(job_id),
+                    job_comments::comment_id.eq(&item.comment_id),
+                    job_comments::parent_id.eq(item.parent_id.as_deref()),
+                    job_comments::position.eq(base + i as i64),
+                    job_comments::body.eq(&item.body),
+                    job_comments::likes.eq(item.likes),
+                    job_comments::posted_at.eq(item.posted_at),
+                    job_comments::search.eq(&item.search),
+                ))
+                .on_conflict_do_nothing()
+                .execute(c)
+                .await?;
+        }
+        let total = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
+            .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected)))
+            .execute(c)
+            .await?;
+        Ok(total)
+    })?;
+    drop(conn);
+    db.changed(&[Change::Job(job_id)]).await;
+    Ok(total)
+}
+
+/// What the scraper learnt about the post besides its comments.
+#[derive(Debug, Clone, Default)]
+pub struct Scraped {
+    /// The post had more comments than were collected (the per-post cap or the hold).
+    pub truncated: bool,
+    /// The post's metadata (JSON) as read by this scrape.
+    pub metadata: Option<String>,
+    /// Lower-cased title and author, for searching the library.
+    pub search: String,
+}
+
+/// Completes the job once, in one transaction: the collected comments become the account's
+/// analysis of the post (comments already known keep their `first_seen_at`; the previous
+/// breakdown is released); only comments new to the analysis are charged, at most the hold
+/// (new comments beyond it are not kept, and the job reports `truncated`); the rest of the
+/// hold returns to the balance; a token's job is bookmarked; the `job.complete` event is
+/// queued. Returns false when the job was not in progress (a duplicate delivery).
+pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, trace: &str, now: i64) -> Result<bool> {
+    let carry_sql = crate::pool::bind_params(
+        db.is_postgres(),
+        "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
+         WHERE p.job_id = ? AND p.comment_id = job_comments.comment_id) WHERE job_id = ?",
+    );
+    let thread_sql = crate::pool::bind_params(
+        db.is_postgres(),
+        "UPDATE job_comments SET thread = COALESCE((SELECT p.position FROM job_comments p \
+         WHERE p.job_id = job_comments.job_id AND p.comment_id = job_comments.parent_id), position) \
+         WHERE job_id = ?",
+    );
+    let mut conn = db.conn().await?;
+    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(None);
+        }
+        let Some(job) = find_job!(c, job_id)? else { return Ok(None) };
+        if job.status != JobStatus::InProgress {
+            return Ok(None);
+        }
+        let existing = analyses::table
+            .find((&job.account_id, &job.r#ref))
+            .select((analyses::status, analyses::last_job_id, analyses::saved_at))
+            .first::<(String, Option<String>, Option<i64>)>(c)
+            .await
+            .optional()?;
+        let previous_job = existing
+            .as_ref()
+            .filter(|(status, _, _)| status == AnalysisStatus::Ready.as_str())
+            .and_then(|(_, last, _)| last.clone())
+            .filter(|last| last != job_id);
+        if let Some(previous) = &previous_job {
+            diesel::sql_query(&carry_sql)
+                .bind::<diesel::sql_types::Text, _>(previous)
+                .bind::<diesel::sql_types::Text, _>(job_id)
+                .execute(c)
+                .await?;
+        }
+        // Comments new to the analysis, in collection order (a parent before its replies).
+        let new_rows: Vec<(String, Option<String>)> = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::first_seen_at.is_null())
+            .order(job_comments::position.asc())
+            .select((job_comments::comment_id, job_comments::parent_id))
+            .load(c)
+            .await?;
+        let hold = reservations::table
+            .find(job_id)
+            .filter(reservations::state.eq("held"))
+            .select(reservations::amount)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        let dropped = beyond_budget(&new_rows, hold);
+        for chunk in dropped.chunks(500) {
+            diesel::delete(
+                job_comments::table
+                    .filter(job_comments::job_id.eq(job_id))
+                    .filter(job_comments::comment_id.eq_any(chunk)),
+            )
+            .execute(c)
+            .await?;
+        }
+        let new_count = (new_rows.len() - dropped.len()) as i64;
+        // The comments kept, nested by position: see `breakdown::page`.
+        diesel::sql_query(&thread_sql).bind::<diesel::sql_types::Text, _>(job_id).execute(c).await?;
+        diesel::update(
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::first_seen_at.is_null()),
+        )
+        .set(job_comments::first_seen_at.eq(now))
+        .execute(c)
+        .await?;
+        let collected =
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        let top_level = job_comments::table
+            .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::parent_id.is_null())
+            .count()
+            .get_result::<i64>(c)
+            .await?;
+        let truncated = scraped.truncated || !dropped.is_empty();
+        diesel::update(jobs::table.find(job_id))
+            .set((
+                jobs::status.eq(JobStatus::Complete.as_str()),
+                jobs::finished_at.eq(now),
+                jobs::comments_collected.eq(collected),
+                jobs::truncated.eq(truncated),
+            ))
+            .execute(c)
+            .await?;
+        let closed = close_in!(c, job_id, Some(new_count), now)?;
+        if let Some(previous) = &previous_job {
+            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(previous))).execute(c).await?;
+        }
+        let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
+        let expires_at = cova_domain::library::expires_at(now);
+        // A token's completed job is bookmarked (if absent); a session's job is not.
+        let saved_at = existing.as_ref().and_then(|(_, _, saved)| *saved).or(job.token_id.as_ref().map(|_| now));
+        if existing.is_none() {
+            diesel::insert_into(analyses::table)
+                .values((
+                    analyses::id.eq(crate::repo::new_id()),
+                    analyses::account_id.eq(&job.account_id),
+                    analyses::ref_.eq(&job.r#ref),
+                    analyses::url.eq(&job.url),
+                    analyses::platform.eq(&platform),
+                    analyses::status.eq(AnalysisStatus::Ready.as_str()),
+                    analyses::created_at.eq(now),
+                ))
+                .execute(c)
+                .await?;
+        }
+        diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+            .set((
+                analyses::url.eq(&job.url),
+                analyses::status.eq(AnalysisStatus::Ready.as_str()),
+                analyses::saved_at.eq(saved_at),
+                analyses::last_scraped_at.eq(now),
+                analyses::expires_at.eq(expires_at),
+                analyses::last_job_id.eq(job_id),
+                analyses::comment_count.eq(collected),
+                analyses::top_level_count.eq(top_level),
+                analyses::new_count.eq(new_count),
+            ))
+            .execute(c)
+            .await?;
+        if let Some(metadata) = &scraped.metadata {
+            diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+                .set((analyses::metadata.eq(metadata), analyses::search.eq(&scraped.search)))
+                .execute(c)
+                .await?;
+        }
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
+        outbox_in!(c, &end_event(&job), trace, now);
+        Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job }))
+    })?;
+    drop(conn);
+    Ok(ended(db, job_id, done).await)
+}
+
+/// The new comments that do not fit the hold: in collection order, a new comment is kept
+/// while the hold has room and its parent (if any) is kept or already known.
+fn beyond_budget(new_rows: &[(String, Option<String>)], hold: i64) -> Vec<String> {
+    let mut kept = std::collections::HashSet::new();
+    let is_new: std::collections::HashSet<&str> = new_rows.iter().map(|(id, _)| id.as_str()).collect();
+    let mut dropped = Vec::new();
+    for (id, parent) in new_rows {
+        let parent_ok = parent.as_deref().is_none_or(|p| !is_new.contains(p) || kept.contains(p));
+        if parent_ok && (kept.len() as i64) < hold {
+            kept.insert(id.as_str());
+        } else {
+            dropped.push(id.clone());
+        }
+    }
+    dropped
+}

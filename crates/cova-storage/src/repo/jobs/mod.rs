@@ -1,0 +1,367 @@
+//! Jobs, both kinds: the row every job has, how a worker claims one (a lease, renewed while it
+//! runs), fails it (charging nothing) and how its end is announced, and the reads of the API
+//! and the operator. Creating and completing a job are each kind's own: [`analyze`] (comment
+//! collection) and [`ai`] (an AI run), both through the one creation step of [`new`].
+
+mod ai;
+mod analyze;
+pub(crate) mod new;
+
+pub use ai::{AiOutcome, AiOutput, NewAi, complete_ai, create_ai};
+pub use analyze::{CreateOutcome, NewAnalyze, Scraped, StoredComment, append_comments, complete, create_analyze};
+
+use super::balances::{Closed, close_in};
+use super::outbox::insert_in as outbox_in;
+use crate::schema::{analyses, job_comments, job_leases, jobs};
+use crate::{Change, Db, Result, StorageError, in_transaction, with_conn, with_read_conn};
+use cova_domain::{AnalysisStatus, JobKind, JobStatus};
+use cova_messages::{AiCommand, AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+/// A job: typed status and kind (stored as text, read through `cova_domain`'s mapping).
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, serde::Serialize, serde::Deserialize)]
+#[diesel(table_name = jobs)]
+pub struct Job {
+    pub id: String,
+    pub account_id: String,
+    /// The token that created it (`None` for jobs of a browser session or the scheduler).
+    pub token_id: Option<String>,
+    pub kind: JobKind,
+    #[diesel(column_name = ref_)]
+    pub r#ref: String,
+    pub url: String,
+    pub status: JobStatus,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub comments_collected: i64,
+    pub comments_expected: Option<i64>,
+    pub truncated: bool,
+    pub error_code: Option<String>,
+    pub error_detail: Option<String>,
+}
+
+/// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.
+macro_rules! find_job {
+    ($c:ident, $job_id:expr) => {
+        $crate::schema::jobs::table.find($job_id).select(Job::as_select()).first($c).await.optional()
+    };
+}
+pub(crate) use find_job;
+
+/// The `job.complete` / `job.failed` event of a finished job: the job webhook's fields.
+pub(crate) fn end_event(job: &Job) -> Outgoing {
+    let (event_type, error) = match job.status {
+        JobStatus::Complete => (JobEventType::Complete, None),
+        _ => (
+            JobEventType::Failed,
+            Some(JobError {
+                code: job.error_code.clone().unwrap_or_default(),
+                detail: job.error_detail.clone().unwrap_or_default(),
+            }),
+        ),
+    };
+    Outgoing::event(&JobEvent {
+        event_type,
+        kind: job.kind.as_str().to_owned(),
+        job_id: job.id.clone(),
+        r#ref: job.r#ref.clone(),
+        url: job.url.clone(),
+        error,
+    })
+}
+
+/// The job if it exists and belongs to the account (another account's job is "absent").
+pub async fn get_for_account(db: &Db, job_id: &str, account_id: &str) -> Result<Option<Job>> {
+    Ok(get(db, job_id).await?.filter(|job| job.account_id == account_id))
+}
+
+pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| find_job!(c, job_id))?)
+}
+
+/// A job and whether its comments are its analysis' breakdown: what a poll shows, read in one
+/// query (the cached copy of it is refreshed through [`crate::changes`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Polled {
+    pub job: Job,
+    /// The analysis of the job's post names this job as the scrape its comments come from
+    /// (a later scrape, the analysis' expiry or its removal releases them).
+    pub current: bool,
+}
+
+pub async fn poll(db: &Db, job_id: &str) -> Result<Option<Polled>> {
+    let mut conn = db.read_conn().await?;
+    type Row = (Job, Option<AnalysisStatus>, Option<String>);
+    let row: Option<Row> = with_read_conn!(&mut conn, |c| {
+        jobs::table
+            .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
+            .filter(jobs::id.eq(job_id))
+            .select((Job::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
+            .first::<Row>(c)
+            .await
+            .optional()
+    })?;
+    let Some((job, analysis_status, last_job_id)) = row else {
+        return Ok(None);
+    };
+    let current = analysis_status.and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
+        == Some(job.id.as_str());
+    Ok(Some(Polled { job, current }))
+}
+
+/// Analyses of the account that are queued or in progress.
+pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        jobs::table
+            .filter(jobs::account_id.eq(account_id))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .count()
+            .get_result::<i64>(c)
+            .await
+    })?)
+}
+
+/// What the scraper may do with a delivered command.
+#[derive(Debug)]
+pub enum Start {
+    /// Collect the post: `max` is the hold (what new comments may be charged), `previous`
+    /// the comments the account's analysis of the post already holds (a re-scrape charges only
+    /// new ones). A redelivered, half-done job starts over clean.
+    Collect {
+        job: Job,
+        max: i64,
+        previous: i64,
+    },
+    /// Already complete or failed: a duplicate delivery, nothing to do.
+    Finished(Job),
+    /// Another worker holds a live lease on it until `until` (ms): try again then, or sooner
+    /// in case the holder gives it up.
+    Busy {
+        until: i64,
+    },
+    Missing,
+}
+
+/// Claims the job for `owner` for `lease_ms` and moves it to `in_progress`.
+pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<Start> {
+    let mut conn = db.conn().await?;
+    let start = in_transaction!(&mut conn, |c| {
+        let Some(job) = find_job!(c, job_id)? else {
+            return Ok(Start::Missing);
+        };
+        if job.status.is_finished() {
+            return Ok(Start::Finished(job));
+        }
+        let holder = job_leases::table
+            .find(job_id)
+            .select((job_leases::owner, job_leases::expires_at))
+            .first::<(String, i64)>(c)
+            .await
+            .optional()?;
+        if let Some((holder, until)) = holder
+            && holder != owner
+            && until > now
+        {
+            return Ok(Start::Busy { until });
+        }
+        diesel::insert_into(job_leases::table)
+            .values((
+                job_leases::job_id.eq(job_id),
+                job_leases::owner.eq(owner),
+                job_leases::expires_at.eq(now + lease_ms),
+            ))
+            .on_conflict(job_leases::job_id)
+            .do_update()
+            .set((job_leases::owner.eq(owner), job_leases::expires_at.eq(now + lease_ms)))
+            .execute(c)
+            .await?;
+        // Whatever an interrupted attempt wrote is discarded, so nothing is counted twice.
+        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        diesel::update(jobs::table.find(job_id))
+            .set((
+                jobs::status.eq(JobStatus::InProgress.as_str()),
+                jobs::started_at.eq(job.started_at.unwrap_or(now)),
+                jobs::comments_collected.eq(0),
+            ))
+            .execute(c)
+            .await?;
+        let max = crate::schema::reservations::table
+            .find(job_id)
+            .filter(crate::schema::reservations::state.eq("held"))
+            .select(crate::schema::reservations::amount)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
+        let previous = analyses::table
+            .find((&job.account_id, &job.r#ref))
+            .filter(analyses::status.eq(AnalysisStatus::Ready.as_str()))
+            .select(analyses::comment_count)
+            .first::<i64>(c)
+            .await
+            .optional()?
+            .unwrap_or(0);
+        Ok(Start::Collect { job, max, previous })
+    })?;
+    drop(conn);
+    if let Start::Collect { job, .. } = &start {
+        db.changed(&[Change::Job(&job.id)]).await;
+    }
+    Ok(start)
+}
+
+/// Inside a transaction: true when `owner` holds the job's lease (expired or not: nobody
+/// else took it over).
+macro_rules! holds_lease {
+    ($c:ident, $job_id:expr, $owner:expr) => {
+        job_leases::table
+            .find($job_id)
+            .select(job_leases::owner)
+            .first::<String>($c)
+            .await
+            .optional()?
+            .is_some_and(|o| o == $owner)
+    };
+}
+pub(crate) use holds_lease;
+
+/// Extends `owner`'s lease to `now + lease_ms` while its worker is alive; false when another
+/// worker holds the job now (this one's lease expired and was taken over).
+pub async fn renew_lease(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    let renewed = with_conn!(&mut conn, |c| {
+        diesel::update(job_leases::table.find(job_id))
+            .filter(job_leases::owner.eq(owner))
+            .set(job_leases::expires_at.eq(now + lease_ms))
+            .execute(c)
+            .await
+    })?;
+    Ok(renewed == 1)
+}
+
+/// Gives the job up for now (a transient failure will be retried by any worker).
+pub async fn release_lease(db: &Db, job_id: &str, owner: &str) -> Result<()> {
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner))).execute(c).await
+    })?;
+    Ok(())
+}
+
+/// Fails the job once with an API error code: releases the whole hold (nothing is charged),
+/// drops partial comments, and queues the `job.failed` event. False on a duplicate.
+pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, trace: &str, now: i64) -> Result<bool> {
+    let mut conn = db.conn().await?;
+    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(None);
+        }
+        let done = diesel::update(jobs::table.find(job_id))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .set((
+                jobs::status.eq(JobStatus::Failed.as_str()),
+                jobs::finished_at.eq(now),
+                jobs::comments_collected.eq(0),
+                jobs::error_code.eq(code),
+                jobs::error_detail.eq(detail),
+            ))
+            .execute(c)
+            .await?;
+        if done == 0 {
+            return Ok(None);
+        }
+        let closed = close_in!(c, job_id, None, now)?;
+        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
+        outbox_in!(c, &end_event(&job), trace, now);
+        Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
+    })?;
+    drop(conn);
+    Ok(ended(db, job_id, done).await)
+}
+
+/// What ending a job committed: how its hold ended, its account, and the earlier job whose
+/// comments it released (a newer scrape of the same analysis).
+pub(crate) struct Ended {
+    pub(crate) closed: Option<Closed>,
+    pub(crate) account_id: String,
+    pub(crate) released: Option<String>,
+}
+
+/// Records a committed end in the metrics and announces it; true when the transaction did its work.
+pub(crate) async fn ended(db: &Db, job_id: &str, done: Option<Ended>) -> bool {
+    let Some(end) = done else { return false };
+    if let Some(closed) = &end.closed {
+        closed.record();
+    }
+    // The job's own end is announced last: a client that sees it (a poll) then finds the
+    // account's balance and the earlier scrape's release already in their copies.
+    let mut changes: Vec<Change<'_>> = end.released.as_deref().map(Change::Job).into_iter().collect();
+    changes.extend([Change::Account(&end.account_id), Change::Job(job_id)]);
+    db.changed(&changes).await;
+    true
+}
+
+/// Issues again, through the outbox, the command of every job of either kind that is queued or
+/// in progress and was created at least `min_age_ms` before `now` (or only lists them when
+/// `dry_run`): after a restart of the in-process queue, or a database restored from a dump
+/// whose commands are gone from the broker. A command that was not lost after all is delivered
+/// twice, which is harmless: a worker finds the job finished, or held, and lets it be.
+pub async fn reissue_unfinished(db: &Db, min_age_ms: i64, dry_run: bool, now: i64) -> Result<Vec<Job>> {
+    let mut conn = db.conn().await?;
+    let stuck: Vec<Job> = with_conn!(&mut conn, |c| {
+        jobs::table
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .filter(jobs::created_at.le(now - min_age_ms))
+            .order(jobs::created_at.asc())
+            .select(Job::as_select())
+            .load(c)
+            .await
+    })?;
+    if dry_run {
+        return Ok(stuck);
+    }
+    for job in &stuck {
+        let command = match job.kind {
+            JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job.id.clone() }),
+            JobKind::Ai => Outgoing::command(&AiCommand { job_id: job.id.clone() }),
+        };
+        with_conn!(&mut conn, |c| {
+            outbox_in!(c, &command, "{}", now);
+            Ok::<(), StorageError>(())
+        })?;
+    }
+    Ok(stuck)
+}
+
+/// Who started a job: a token or a browser session.
+#[derive(Debug, Clone, Copy)]
+pub enum StartedBy<'a> {
+    Token(&'a str),
+    Session(&'a str),
+}
+
+/// The most recent analyze job started with this credential.
+pub async fn latest_started_by(db: &Db, account_id: &str, by: StartedBy<'_>) -> Result<Option<Job>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        let query = jobs::table.filter(jobs::account_id.eq(account_id)).into_boxed();
+        let query = match by {
+            StartedBy::Token(id) => query.filter(jobs::token_id.eq(id)),
+            StartedBy::Session(id) => query.filter(jobs::session_id.eq(id)),
+        };
+        query
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .order(jobs::created_at.desc())
+            .select(Job::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
