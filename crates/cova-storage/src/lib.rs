@@ -10,6 +10,7 @@ mod error;
 pub mod pool;
 pub mod repo;
 pub mod schema;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use changes::{Change, Changes};

@@ -59,7 +59,7 @@ struct AnalysisRow {
     r#ref: String,
     url: String,
     platform: String,
-    status: String,
+    status: AnalysisStatus,
     metadata: Option<String>,
     created_at: i64,
     saved_at: Option<i64>,
@@ -76,13 +76,11 @@ struct AnalysisRow {
     watch_last_error: Option<String>,
 }
 
-impl TryFrom<AnalysisRow> for Analysis {
-    type Error = StorageError;
-
-    fn try_from(r: AnalysisRow) -> Result<Self> {
-        let status = AnalysisStatus::parse(&r.status)
-            .ok_or_else(|| StorageError::Database(format!("analysis {} has unknown status `{}`", r.r#ref, r.status)))?;
-        Ok(Analysis {
+/// The row's watch columns nest into [`Watch`].
+impl From<AnalysisRow> for Analysis {
+    fn from(r: AnalysisRow) -> Self {
+        let status = r.status;
+        Analysis {
             account_id: r.account_id,
             r#ref: r.r#ref,
             url: r.url,
@@ -104,7 +102,7 @@ impl TryFrom<AnalysisRow> for Analysis {
                 last_run_at: r.watch_last_run_at,
                 last_error: r.watch_last_error,
             },
-        })
+        }
     }
 }
 
@@ -115,9 +113,9 @@ macro_rules! find {
             .select(AnalysisRow::as_select())
             .first($c)
             .await
-            .optional()?
-            .map(Analysis::try_from)
-            .transpose()
+            .optional()
+            .map(|row| row.map(Analysis::from))
+            .map_err($crate::StorageError::from)
     };
 }
 
@@ -176,7 +174,7 @@ pub async fn list(db: &Db, account_id: &str, query: &ListQuery) -> Result<Vec<An
         }
         q.order((analyses::saved_at.desc(), analyses::ref_.desc())).limit(query.limit).load(c).await
     })?;
-    rows.into_iter().map(Analysis::try_from).collect()
+    Ok(rows.into_iter().map(Analysis::from).collect())
 }
 
 /// Bookmarks the account's analysis of `ref` (again); saving twice changes nothing. `None`
@@ -361,3 +359,62 @@ pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
     }
     Ok(stale.len())
 }
+
+/// A completed scrape, as the account's analysis of its post records it.
+pub(crate) struct Scrape<'a> {
+    pub job: &'a super::jobs::Job,
+    /// When the post was bookmarked (`None`: not in the library).
+    pub saved_at: Option<i64>,
+    /// Comments the scrape kept, top-level and replies; top-level; new to the analysis.
+    pub comments: i64,
+    pub top_level: i64,
+    pub new: i64,
+    /// The post's metadata (JSON) read by the scrape, and its search text.
+    pub metadata: Option<(&'a str, &'a str)>,
+}
+
+/// Inside a transaction: makes the scrape the account's analysis of its post (created when
+/// `absent`): `ready`, its breakdown the scrape's comments, living 14 days from `now`.
+macro_rules! record_scrape_in {
+    ($c:ident, $absent:expr, $scrape:expr, $now:expr) => {{
+        use $crate::schema::analyses;
+        let scrape: &$crate::repo::analyses::Scrape<'_> = $scrape;
+        let job = scrape.job;
+        if $absent {
+            let platform = job.r#ref.split(':').next().unwrap_or_default();
+            diesel::insert_into(analyses::table)
+                .values((
+                    analyses::id.eq($crate::repo::new_id()),
+                    analyses::account_id.eq(&job.account_id),
+                    analyses::ref_.eq(&job.r#ref),
+                    analyses::url.eq(&job.url),
+                    analyses::platform.eq(platform),
+                    analyses::status.eq(cova_domain::AnalysisStatus::Ready),
+                    analyses::created_at.eq($now),
+                ))
+                .execute($c)
+                .await?;
+        }
+        diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+            .set((
+                analyses::url.eq(&job.url),
+                analyses::status.eq(cova_domain::AnalysisStatus::Ready),
+                analyses::saved_at.eq(scrape.saved_at),
+                analyses::last_scraped_at.eq($now),
+                analyses::expires_at.eq(cova_domain::library::expires_at($now)),
+                analyses::last_job_id.eq(&job.id),
+                analyses::comment_count.eq(scrape.comments),
+                analyses::top_level_count.eq(scrape.top_level),
+                analyses::new_count.eq(scrape.new),
+            ))
+            .execute($c)
+            .await?;
+        if let Some((metadata, search)) = scrape.metadata {
+            diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
+                .set((analyses::metadata.eq(metadata), analyses::search.eq(search)))
+                .execute($c)
+                .await?;
+        }
+    }};
+}
+pub(crate) use record_scrape_in;

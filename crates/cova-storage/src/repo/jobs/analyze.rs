@@ -318,44 +318,17 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         if let Some(previous) = &previous_job {
             diesel::delete(job_comments::table.filter(job_comments::job_id.eq(previous))).execute(c).await?;
         }
-        let platform = job.r#ref.split(':').next().unwrap_or_default().to_owned();
-        let expires_at = cova_domain::library::expires_at(now);
         // A token's completed job is bookmarked (if absent); a session's job is not.
         let saved_at = existing.as_ref().and_then(|(_, _, saved)| *saved).or(job.token_id.as_ref().map(|_| now));
-        if existing.is_none() {
-            diesel::insert_into(analyses::table)
-                .values((
-                    analyses::id.eq(crate::repo::new_id()),
-                    analyses::account_id.eq(&job.account_id),
-                    analyses::ref_.eq(&job.r#ref),
-                    analyses::url.eq(&job.url),
-                    analyses::platform.eq(&platform),
-                    analyses::status.eq(AnalysisStatus::Ready.as_str()),
-                    analyses::created_at.eq(now),
-                ))
-                .execute(c)
-                .await?;
-        }
-        diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
-            .set((
-                analyses::url.eq(&job.url),
-                analyses::status.eq(AnalysisStatus::Ready.as_str()),
-                analyses::saved_at.eq(saved_at),
-                analyses::last_scraped_at.eq(now),
-                analyses::expires_at.eq(expires_at),
-                analyses::last_job_id.eq(job_id),
-                analyses::comment_count.eq(collected),
-                analyses::top_level_count.eq(top_level),
-                analyses::new_count.eq(new_count),
-            ))
-            .execute(c)
-            .await?;
-        if let Some(metadata) = &scraped.metadata {
-            diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
-                .set((analyses::metadata.eq(metadata), analyses::search.eq(&scraped.search)))
-                .execute(c)
-                .await?;
-        }
+        let scrape = crate::repo::analyses::Scrape {
+            job: &job,
+            saved_at,
+            comments: collected,
+            top_level,
+            new: new_count,
+            metadata: scraped.metadata.as_deref().map(|m| (m, scraped.search.as_str())),
+        };
+        crate::repo::analyses::record_scrape_in!(c, existing.is_none(), &scrape, now);
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
         Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job }))
