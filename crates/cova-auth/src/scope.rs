@@ -2,35 +2,37 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// The five scopes of the interface specification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Scope {
-    #[serde(rename = "metadata:read")]
-    MetadataRead,
-    #[serde(rename = "analyze:write")]
-    AnalyzeWrite,
-    #[serde(rename = "library:write")]
-    LibraryWrite,
-    #[serde(rename = "ai:write")]
-    AiWrite,
-    #[serde(rename = "keywords:write")]
-    KeywordsWrite,
+/// Declares every scope once: its variant, its name in the API and what it gives access to.
+macro_rules! scopes {
+    ($( $variant:ident => ($name:literal, $access:literal) ),* $(,)?) => {
+        /// The five scopes of the interface specification.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Scope { $( $variant ),* }
+
+        impl Scope {
+            pub const ALL: [Scope; [$( Scope::$variant ),*].len()] = [$( Scope::$variant ),*];
+
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Scope::$variant => $name ),* }
+            }
+
+            /// What the scope gives access to, as the workspace shows it.
+            pub const fn access(self) -> &'static str {
+                match self { $( Scope::$variant => $access ),* }
+            }
+        }
+    };
+}
+
+scopes! {
+    MetadataRead => ("metadata:read", "Post metadata"),
+    AnalyzeWrite => ("analyze:write", "Comment collection jobs"),
+    LibraryWrite => ("library:write", "Library: save, watch, refresh, export"),
+    AiWrite => ("ai:write", "AI analyses and watch phrases"),
+    KeywordsWrite => ("keywords:write", "Keywords, channels and alerts"),
 }
 
 impl Scope {
-    pub const ALL: [Scope; 5] =
-        [Scope::MetadataRead, Scope::AnalyzeWrite, Scope::LibraryWrite, Scope::AiWrite, Scope::KeywordsWrite];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Scope::MetadataRead => "metadata:read",
-            Scope::AnalyzeWrite => "analyze:write",
-            Scope::LibraryWrite => "library:write",
-            Scope::AiWrite => "ai:write",
-            Scope::KeywordsWrite => "keywords:write",
-        }
-    }
-
     const fn bit(self) -> u8 {
         1 << (self as u8)
     }
@@ -42,9 +44,31 @@ impl fmt::Display for Scope {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scope `{0}`; valid scopes: metadata:read, analyze:write, library:write, ai:write, keywords:write")]
+impl Serialize for Scope {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Scope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A name that is no scope; says which are.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownScope(pub String);
+
+impl fmt::Display for UnknownScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+        write!(f, "unknown scope `{}`; valid scopes: {}", self.0, names.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownScope {}
 
 impl FromStr for Scope {
     type Err = UnknownScope;

@@ -68,6 +68,8 @@ pub const LIBRARY_PAGE_DEFAULT: i64 = 20;
 pub const LIBRARY_PAGE_MAX: i64 = 100;
 /// Keywords per account, and the length of one (in characters, after trimming).
 pub const MAX_KEYWORDS: usize = 50;
+/// A token's name, in characters.
+pub const TOKEN_NAME_CHARS: std::ops::RangeInclusive<usize> = 1..=64;
 pub const KEYWORD_CHARS: std::ops::RangeInclusive<usize> = 1..=64;
 
 /// The delay before the next attempt of a notification delivery after `attempt` failed ones:
@@ -89,6 +91,22 @@ pub const AI_COMMENTS_PER_UNIT: i64 = 10;
 pub const fn ai_charge(comments: i64) -> i64 {
     let units = (comments + AI_COMMENTS_PER_UNIT - 1) / AI_COMMENTS_PER_UNIT;
     if units < 1 { 1 } else { units }
+}
+
+/// A duration as a message to a person says it: `14 days`, `24 hours`, `an hour`,
+/// `15 minutes`, in the largest whole unit (so that a message stating a limit renders it from
+/// the constant instead of restating it).
+pub fn in_words(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (n, unit) = [(DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (1, "second")]
+        .into_iter()
+        .find(|(size, _)| secs >= *size && secs % size == 0)
+        .map_or((secs, "second"), |(size, unit)| (secs / size, unit));
+    match n {
+        1 if unit == "hour" => "an hour".to_owned(),
+        1 => format!("a {unit}"),
+        n => format!("{n} {unit}s"),
+    }
 }
 
 /// Milliseconds of a duration, for the storage layer's unix-millisecond columns.
@@ -164,5 +182,10 @@ mod tests {
         assert_eq!((SANDBOX_PER_MINUTE.limit, SANDBOX_PER_HOUR.limit), (5, 30));
         assert_eq!(ms(IDEMPOTENCY), 86_400_000);
         assert_eq!(ms(LIBRARY_LIFETIME), 14 * 86_400_000);
+        assert_eq!(in_words(LIBRARY_LIFETIME), "14 days");
+        assert_eq!(in_words(RESET_LINK_VALIDITY), "an hour");
+        assert_eq!(in_words(CONFIRM_LINK_VALIDITY), "a day");
+        assert_eq!(in_words(AI_QUOTE_VALIDITY), "15 minutes");
+        assert_eq!(in_words(Duration::from_secs(90)), "90 seconds");
     }
 }

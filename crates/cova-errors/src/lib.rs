@@ -41,7 +41,7 @@ catalogue! {
     QuotaExceeded => (402, "quota_exceeded", "No comments are left on this month's balance."),
     PaymentRequired => (402, "payment_required", "This feature needs a comment pack for the current month."),
     RateLimited => (429, "rate_limited", "Request limit exceeded; retry after the number of seconds in Retry-After."),
-    ConcurrencyLimit => (429, "concurrency_limit", "Three analyses are already running for this account."),
+    ConcurrencyLimit => (429, "concurrency_limit", "The account's limit of analyses running at once is reached."),
     ValidationError => (400, "validation_error", "The request is invalid."),
     AudienceRestricted => (422, "audience_restricted", "The author restricted the post's audience."),
     ParseError => (502, "parse_error", "The post data could not be fetched."),
@@ -49,7 +49,7 @@ catalogue! {
     // Added by the product decisions.
     MethodNotAllowed => (405, "method_not_allowed", "This method is not allowed on this path."),
     IdempotencyConflict => (409, "idempotency_conflict", "This Idempotency-Key was already used with a different request."),
-    TokenLimit => (409, "token_limit", "This account already has the maximum of 5 active tokens."),
+    TokenLimit => (409, "token_limit", "This account already has its maximum of active tokens; revoke one first."),
     PayloadTooLarge => (413, "payload_too_large", "The request body is too large."),
     InternalError => (500, "internal_error", "Internal error. It has been logged; retry later."),
     Unavailable => (503, "unavailable", "A backend service is unavailable; retry later."),

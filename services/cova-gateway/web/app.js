@@ -10,13 +10,16 @@ const CHECKOUT_WAIT_MS = 30000;
 const COMMENTS_PAGE = 300; // comments drawn at once; long posts stay fast, more on demand
 const NEXT_KEY = "cova.next";
 const SVG_NS = "http://www.w3.org/2000/svg";
-const SCOPES = [
-  ["metadata:read", "Post metadata"],
-  ["analyze:write", "Comment collection jobs"],
-  ["library:write", "Library: save, watch, refresh, export"],
-  ["ai:write", "AI analyses and watch phrases"],
-  ["keywords:write", "Keywords, channels and alerts"],
-];
+// RULES (scopes, limits, error codes) is declared by the server above this script, from the
+// same constants that enforce them.
+const SCOPES = RULES.scopes;
+const LIMITS = RULES.limits;
+
+/// An error code of the API's catalogue, by name (a name it does not have is a bug).
+function code(name) {
+  if (!RULES.codes.includes(name)) throw new Error(`unknown error code ${name}`);
+  return name;
+}
 const PRIVATE = new Set(["dashboard", "analyze", "library", "ai", "alerts", "tokens", "billing"]);
 
 let session = null; // the /auth/session body, or null while signed out
@@ -189,7 +192,7 @@ async function api(method, path, body, opts = {}) {
 
   const err = new ApiError(res.status, data?.code ?? `http_${res.status}`,
     data?.detail ?? `The request failed (HTTP ${res.status}).`, Number(res.headers.get("Retry-After")) || 0);
-  if (err.code === "csrf_failed" && !opts.retried && !opts.anonymous) {
+  if (err.code === code("csrf_failed") && !opts.retried && !opts.anonymous) {
     // The session rotated (e-mail confirmed, another tab logged in): take its new token, retry once.
     await loadSession().catch(() => {});
     if (session) return api(method, path, body, { ...opts, retried: true });
@@ -277,7 +280,7 @@ function showError(v, err) {
   if (isAbort(err)) return;
   const detail = err?.detail ?? err?.message ?? String(err);
   v.alert.replaceChildren(h("span", { text: detail }));
-  if (err?.code === "quota_exceeded" || err?.code === "payment_required") {
+  if (err?.code === code("quota_exceeded") || err?.code === code("payment_required")) {
     v.alert.append(" ", h("a", { href: "#/billing", text: "Buy a comment pack" }));
   }
   v.alert.scrollIntoView?.({ block: "nearest" });
@@ -868,12 +871,12 @@ async function viewLibrary(v) {
 function libraryRow(v, entry, i, headers) {
   const note = statusEl(`library-note-${i}`, "span");
   const box = h("input", { id: `watch-${i}`, type: "checkbox", class: "watch-toggle", checked: entry.watch.enabled });
-  const interval = h("input", { id: `interval-${i}`, type: "number", class: "watch-interval", min: 30, max: 10080, step: 1, value: entry.watch.interval_min });
+  const interval = h("input", { id: `interval-${i}`, type: "number", class: "watch-interval", min: LIMITS.watch_interval_min[0], max: LIMITS.watch_interval_min[1], step: 1, value: entry.watch.interval_min });
   const watchNote = h("small", { class: "muted", text: describeWatch(entry.watch) });
   const saveWatch = async () => {
     if (!interval.checkValidity()) {
       box.checked = entry.watch.enabled;
-      showError(v, { detail: "The watch interval is 30 to 10,080 minutes." });
+      showError(v, { detail: `The watch interval is ${fmtNum(LIMITS.watch_interval_min[0])} to ${fmtNum(LIMITS.watch_interval_min[1])} minutes.` });
       return;
     }
     const w = await busy(v, null, () => api("PUT", `/analyses/${refPath(entry.ref)}/watch`, { enabled: box.checked, interval_min: Number(interval.value) }));
@@ -957,7 +960,7 @@ async function viewAi(v, route) {
   }));
   runForm.hidden = true;
 
-  const phrases = [1, 2, 3].map((n) => h("input", { id: `ai-phrase-${n}`, type: "text", maxlength: 120, autocomplete: "off" }));
+  const phrases = Array.from({ length: LIMITS.watch_phrases }, (_, i) => i + 1).map((n) => h("input", { id: `ai-phrase-${n}`, type: "text", maxlength: LIMITS.watch_phrase_chars, autocomplete: "off" }));
   const phrasesStatus = statusEl("ai-queries-status");
   const phrasesForm = form("ai-queries-form", [
     h("p", { class: "hint", text: "Up to three phrases; an AI run lists the comments that contain each. Saving replaces the analysis' phrases." }),
@@ -1080,7 +1083,7 @@ function keywordsCard(v) {
   const kw = h("textarea", { id: "keywords", rows: 6, spellcheck: "false" });
   const status = statusEl("keywords-status");
   const f = form("keywords-form", [
-    fieldRow("Keywords, one per line", kw, "Up to 50, each 1 to 64 characters. New comments that contain one raise an alert. Saving needs a comment pack bought this month."),
+    fieldRow("Keywords, one per line", kw, `Up to ${LIMITS.keywords}, each ${LIMITS.keyword_chars[0]} to ${LIMITS.keyword_chars[1]} characters. New comments that contain one raise an alert. Saving needs a comment pack bought this month.`),
     h("div", { class: "buttons" }, h("button", { id: "keywords-save", type: "submit", class: "primary", text: "Save keywords" })),
   ], (btn) => busy(v, btn, async () => {
     const keywords = kw.value.split("\n").map((s) => s.trim()).filter(Boolean);
@@ -1245,7 +1248,7 @@ async function viewTokens(v) {
   };
 
   const f = form("token-form", [
-    fieldRow("Name", name, "1 to 64 characters, to tell your tokens apart."),
+    fieldRow("Name", name, `${LIMITS.token_name_chars[0]} to ${LIMITS.token_name_chars[1]} characters, to tell your tokens apart.`),
     h("fieldset", {}, h("legend", { text: "Scopes" }), scopeBoxes),
     h("div", { class: "buttons" }, h("button", { id: "token-create", type: "submit", class: "primary", text: "Create token" })),
   ], (btn) => busy(v, btn, async () => {
@@ -1259,7 +1262,7 @@ async function viewTokens(v) {
   }));
 
   v.add(
-    h("p", { class: "lead", text: "Tokens call the API from your scripts and servers, with the scopes you pick. Send one as Authorization: Bearer <token>; never put it in a URL. An account has at most 5 active tokens." }),
+    h("p", { class: "lead", text: `Tokens call the API from your scripts and servers, with the scopes you pick. Send one as Authorization: Bearer <token>; never put it in a URL. An account has at most ${LIMITS.active_tokens} active tokens.` }),
     card("New token", f, created),
     card("Active tokens", h("div", { class: "table-wrap" }, t.el)),
   );

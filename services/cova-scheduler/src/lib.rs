@@ -12,7 +12,7 @@
 
 use cova_config::SchedulerConfig;
 use cova_domain::library;
-use cova_domain::limits::{WATCH_BUSY_RETRY, ms};
+use cova_domain::limits::{MAX_RUNNING_ANALYSES, WATCH_BUSY_RETRY, in_words, ms};
 use cova_runtime::Backends;
 use cova_storage::StorageError;
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
@@ -170,30 +170,31 @@ impl Scheduler {
                     next,
                     None,
                     Some(
-                        "Watching needs a comment pack this month; this run was skipped and the next one tries again.",
+                        "Watching needs a comment pack this month; this run was skipped and the next one tries again."
+                            .to_owned(),
                     ),
                 )
             }
             Ok(CreateOutcome::QuotaExceeded) => {
                 tick.skipped += 1;
-                (next, None, Some("The comment balance is empty; this run was skipped."))
+                (next, None, Some("The comment balance is empty; this run was skipped.".to_owned()))
             }
             Ok(CreateOutcome::ConcurrencyLimit) => {
                 tick.skipped += 1;
-                (
-                    now + ms(WATCH_BUSY_RETRY),
-                    None,
-                    Some("Three analyses were running; this run is retried in 5 minutes."),
-                )
+                let reason = format!(
+                    "{MAX_RUNNING_ANALYSES} analyses were running; this run is retried in {}.",
+                    in_words(WATCH_BUSY_RETRY)
+                );
+                (now + ms(WATCH_BUSY_RETRY), None, Some(reason))
             }
-            Ok(CreateOutcome::IdempotencyConflict) => (next, None, Some("The run could not be started.")),
+            Ok(CreateOutcome::IdempotencyConflict) => (next, None, Some("The run could not be started.".to_owned())),
             Err(e) => {
                 // The claim expires and another tick tries again.
                 tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "starting a watch run failed");
                 return;
             }
         };
-        if let Err(e) = watches::reschedule(db, watch, next_run, ran, error).await {
+        if let Err(e) = watches::reschedule(db, watch, next_run, ran, error.as_deref()).await {
             tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "rescheduling a watch failed; its claim expires");
         }
     }

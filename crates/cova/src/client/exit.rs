@@ -37,25 +37,27 @@ impl Exit {
     /// The class of an error answer: its machine `code` when it is one of the catalogue's,
     /// else its HTTP `status`.
     pub fn from_answer(status: u16, code: Option<&str>) -> Self {
-        match code {
-            Some("unauthorized" | "forbidden_scope" | "csrf_failed" | "session_required" | "email_unconfirmed") => {
+        use cova_errors::ErrorCode as E;
+        // Every code of the catalogue has its class here: a new code cannot be forgotten.
+        match code.and_then(E::parse) {
+            Some(E::Unauthorized | E::ForbiddenScope | E::CsrfFailed | E::SessionRequired | E::EmailUnconfirmed) => {
                 Exit::Auth
             }
             Some(
-                "validation_error"
-                | "not_found"
-                | "method_not_allowed"
-                | "idempotency_conflict"
-                | "token_limit"
-                | "payload_too_large"
-                | "headers_too_large"
-                | "range_not_satisfiable"
-                | "audience_restricted"
-                | "parse_error",
+                E::ValidationError
+                | E::NotFound
+                | E::MethodNotAllowed
+                | E::IdempotencyConflict
+                | E::TokenLimit
+                | E::PayloadTooLarge
+                | E::HeadersTooLarge
+                | E::RangeNotSatisfiable
+                | E::AudienceRestricted
+                | E::ParseError,
             ) => Exit::Input,
-            Some("quota_exceeded" | "payment_required" | "rate_limited" | "concurrency_limit") => Exit::Balance,
-            Some("unavailable" | "internal_error" | "request_timeout") => Exit::Unavailable,
-            _ => match status {
+            Some(E::QuotaExceeded | E::PaymentRequired | E::RateLimited | E::ConcurrencyLimit) => Exit::Balance,
+            Some(E::Unavailable | E::InternalError | E::RequestTimeout | E::PaymentRefused) => Exit::Unavailable,
+            None => match status {
                 401 | 403 => Exit::Auth,
                 400 | 404 | 405 | 409 | 413 | 415 | 416 | 422 | 431 => Exit::Input,
                 402 | 429 => Exit::Balance,

@@ -144,7 +144,8 @@ pub async fn signup(req: HttpRequest, state: web::Data<AppState>, payload: web::
                 to: email.clone(),
                 subject: "Confirm your cova account".into(),
                 text: format!(
-                    "Welcome to cova.\n\nConfirm your e-mail address by opening this link within 24 hours:\n\n{confirm}\n\nIf you did not sign up, ignore this message.\n"
+                    "Welcome to cova.\n\nConfirm your e-mail address by opening this link within {}:\n\n{confirm}\n\nIf you did not sign up, ignore this message.\n",
+                    limits::in_words(CONFIRM_LINK_VALIDITY)
                 ),
             }
         }
@@ -265,7 +266,8 @@ pub async fn reset(req: HttpRequest, state: web::Data<AppState>, payload: web::P
                 to: account.email,
                 subject: "Reset your cova password".into(),
                 text: format!(
-                    "Choose a new password by opening this link within an hour:\n\n{reset}\n\nIf you did not ask for it, ignore this message; your password stays as it is.\n"
+                    "Choose a new password by opening this link within {}:\n\n{reset}\n\nIf you did not ask for it, ignore this message; your password stays as it is.\n",
+                    limits::in_words(RESET_LINK_VALIDITY)
                 ),
             },
         );

@@ -137,9 +137,10 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
         AiOutcome::Repeated(job) => job,
         AiOutcome::UnknownQuote => return refused(ApiError::not_found("No such quote for this account.")),
         AiOutcome::Expired => {
-            return refused(ApiError::validation(
-                "The quote has expired (quotes are valid 15 minutes); ask for a new one.",
-            ));
+            return refused(ApiError::validation(format!(
+                "The quote has expired (quotes are valid {}); ask for a new one.",
+                cova_domain::limits::in_words(AI_QUOTE_VALIDITY)
+            )));
         }
         AiOutcome::Used => return refused(ApiError::validation("The quote was already run; ask for a new one.")),
         AiOutcome::Stale => {

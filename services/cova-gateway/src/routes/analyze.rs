@@ -13,6 +13,7 @@ use cova_auth::Scope;
 use cova_cache::{Read, Reply};
 use cova_domain::JobStatus;
 use cova_domain::limits::MAX_COMMENTS_PER_POST;
+use cova_domain::limits::MAX_RUNNING_ANALYSES;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::parse_url;
 use cova_storage::repo::breakdown::{From, Query};
@@ -92,7 +93,10 @@ pub async fn created(
             .into()),
         CreateOutcome::QuotaExceeded => Err(meter.fail(ApiError::of(ErrorCode::QuotaExceeded)).into()),
         CreateOutcome::ConcurrencyLimit => {
-            Err(meter.fail(ApiError::of(ErrorCode::ConcurrencyLimit).with_retry_after(2)).into())
+            let detail = format!(
+                "{MAX_RUNNING_ANALYSES} analyses are already running for this account; start this one when one has finished."
+            );
+            Err(meter.fail(ApiError::new(ErrorCode::ConcurrencyLimit, detail).with_retry_after(2)).into())
         }
     }
 }

@@ -61,10 +61,11 @@ async fn serve(req: &HttpRequest, state: &AppState, query: MediaQuery, attachmen
     })?;
     let now = state.now();
     let gone = || {
-        meter.fail(ApiError::not_found(
+        meter.fail(ApiError::not_found(format!(
             "No media with this id for this account: ids come from the account's own results, and media are \
-             kept 14 days after the scrape that listed them.",
-        ))
+             kept {} after the scrape that listed them.",
+            cova_domain::limits::in_words(cova_domain::limits::LIBRARY_LIFETIME)
+        )))
     };
     // Anything that is not a media id is not found, without asking the database.
     if !rows::is_media_id(&id) {

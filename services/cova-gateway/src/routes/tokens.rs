@@ -7,13 +7,12 @@ use crate::metering::authorized_any;
 use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::{Scope, ScopeSet};
+use cova_domain::limits::{MAX_ACTIVE_TOKENS, TOKEN_NAME_CHARS};
 use cova_domain::time::rfc3339;
 use cova_errors::{ApiError, ErrorCode};
 use cova_storage::repo::tokens::{self, NewToken, TokenRecord, TokenRefusal};
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-const NAME_CHARS: std::ops::RangeInclusive<usize> = 1..=64;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,8 +50,12 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
         let shape = r#"{"name": "…", "scopes": ["analyze:write", …]}"#;
         let body: NewTokenBody = input::json(&read_body(&state, payload).await?, shape)?;
         let name = input::text("name", body.name.trim())?.to_owned();
-        if !NAME_CHARS.contains(&name.chars().count()) {
-            return Err(ApiError::validation("`name` must be 1 to 64 characters."));
+        if !TOKEN_NAME_CHARS.contains(&name.chars().count()) {
+            return Err(ApiError::validation(format!(
+                "`name` must be {} to {} characters.",
+                TOKEN_NAME_CHARS.start(),
+                TOKEN_NAME_CHARS.end()
+            )));
         }
         let mut scopes = ScopeSet::default();
         for scope in &body.scopes {
@@ -81,7 +84,12 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
             }
             Ok(meter.json(HttpResponse::Created(), &body))
         }
-        Err(TokenRefusal::Limit) => Err(meter.fail(ApiError::of(ErrorCode::TokenLimit)).into()),
+        Err(TokenRefusal::Limit) => Err(meter
+            .fail(ApiError::new(
+                ErrorCode::TokenLimit,
+                format!("The account already has {MAX_ACTIVE_TOKENS} active tokens; revoke one first."),
+            ))
+            .into()),
         Err(TokenRefusal::EmailUnconfirmed) => Err(meter
             .fail(ApiError::new(ErrorCode::EmailUnconfirmed, "Confirm your e-mail address before creating tokens."))
             .into()),

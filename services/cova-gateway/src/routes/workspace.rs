@@ -50,7 +50,33 @@ fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
 }
 
 pub async fn script() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", SCRIPT)
+    asset("text/javascript; charset=utf-8", served_script())
+}
+
+/// The page's script with the rules it shows (scopes, limits, error codes) prepended as
+/// `RULES`, built from the constants that enforce them: the page never restates a rule.
+fn served_script() -> &'static str {
+    static SERVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVED.get_or_init(|| {
+        use cova_domain::limits;
+        let rules = serde_json::json!({
+            "scopes": cova_auth::Scope::ALL.iter().map(|s| [s.as_str(), s.access()]).collect::<Vec<_>>(),
+            "codes": cova_errors::ErrorCode::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "limits": {
+                "active_tokens": limits::MAX_ACTIVE_TOKENS,
+                "token_name_chars": [limits::TOKEN_NAME_CHARS.start(), limits::TOKEN_NAME_CHARS.end()],
+                "running_analyses": limits::MAX_RUNNING_ANALYSES,
+                "keywords": limits::MAX_KEYWORDS,
+                "keyword_chars": [limits::KEYWORD_CHARS.start(), limits::KEYWORD_CHARS.end()],
+                "watch_phrases": limits::MAX_WATCH_PHRASES,
+                "watch_phrase_chars": limits::WATCH_PHRASE_CHARS.end(),
+                "watch_interval_min": [limits::WATCH_INTERVAL_MIN.start(), limits::WATCH_INTERVAL_MIN.end()],
+                "library_days": limits::LIBRARY_LIFETIME.as_secs() / 86_400,
+            },
+        });
+        let declared = format!("\"use strict\";\nconst RULES = Object.freeze({rules});\n");
+        SCRIPT.replacen("\"use strict\";\n", &declared, 1)
+    })
 }
 
 pub async fn style() -> HttpResponse {
