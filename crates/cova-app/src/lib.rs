@@ -36,6 +36,11 @@ impl Role {
     /// Every role: what `cova serve` runs in one process.
     pub const ALL: [Role; 5] = [Role::Gateway, Role::Scraper, Role::Scheduler, Role::Notifier, Role::AiWorker];
 
+    /// Whether the role keeps or serves images (its process opens the media store).
+    pub const fn uses_media(self) -> bool {
+        matches!(self, Role::Gateway | Role::Scraper | Role::Scheduler)
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             Role::Gateway => "gateway",
@@ -108,7 +113,7 @@ impl StackBuilder {
         }
         let mut backends = match self.backends {
             Some(b) => b,
-            None => Backends::connect(&config).await?,
+            None => Backends::connect_opening(&config, self.roles.iter().any(|r| r.uses_media())).await?,
         };
         if let Some(clock) = self.clock {
             backends = backends.with_clock(clock);

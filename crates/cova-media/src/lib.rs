@@ -97,6 +97,12 @@ impl std::fmt::Debug for MediaStore {
 }
 
 impl MediaStore {
+    /// A store in memory, for a process whose roles never keep or serve images (the notifier,
+    /// the ai-worker): `media.*` is then not even read, so it cannot stop them.
+    pub fn unused() -> Self {
+        Self { store: Arc::new(object_store::memory::InMemory::new()), prefix: String::new(), max_bytes: 0 }
+    }
+
     /// The store `media.*` configures.
     pub fn from_config(cfg: &cova_config::MediaConfig) -> Result<Self> {
         use secrecy::ExposeSecret;

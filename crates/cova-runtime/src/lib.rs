@@ -40,8 +40,11 @@ pub struct Backends {
     pub db: Db,
     pub cache: Cache,
     pub queue: Queue,
-    /// The media store, and the downloads that fill it.
+    /// The media store, and the downloads that fill it (in memory, unused, for a process
+    /// whose roles never touch images).
     pub media: Media,
+    /// Whether `media` is the configured store (and readiness probes it).
+    media_opened: bool,
     /// The copies of account and job state the request path reads, refreshed by every
     /// committed change of `db`.
     pub snapshots: Snapshots,
@@ -74,6 +77,12 @@ impl Backends {
     /// Builds the pools and clients. Nothing here needs a backend to be up: a backend that is
     /// down makes requests answer 503 until it returns (the pools reconnect by themselves).
     pub async fn connect(cfg: &Config) -> Result<Self, StartError> {
+        Self::connect_opening(cfg, true).await
+    }
+
+    /// As [`Backends::connect`], opening the media store only when `media` (the roles of the
+    /// process keep or serve images): the others never read `media.*`.
+    pub async fn connect_opening(cfg: &Config, open_media: bool) -> Result<Self, StartError> {
         let db = Db::connect(&cfg.database)
             .map_err(|source| StartError::Database { url: redact_url(&cfg.database.url), source })?;
         let cache = Cache::connect(&cfg.cache)
@@ -84,13 +93,18 @@ impl Backends {
             // The in-process queue keeps its messages in the database (a broker keeps its own).
             .with_journal(Arc::new(journal::DbJournal::new(db.clone())));
         let media_error = |message: String| StartError::Media { url: redact_url(&cfg.media.url), message };
-        let store = MediaStore::from_config(&cfg.media).map_err(|e| media_error(e.to_string()))?;
-        let fetcher = Fetcher::new(&cfg.media).map_err(media_error)?;
+        let (store, fetcher) = if open_media {
+            let store = MediaStore::from_config(&cfg.media).map_err(|e| media_error(e.to_string()))?;
+            (store, Fetcher::new(&cfg.media).map_err(media_error)?)
+        } else {
+            let unused = cova_config::MediaConfig { cdn_hosts: Vec::new(), ..cova_config::MediaConfig::default() };
+            (MediaStore::unused(), Fetcher::new(&unused).map_err(media_error)?)
+        };
         let clock = Clock::system();
         let media = Media::new(store, fetcher, db.clone(), clock.clone());
         let snapshots = Snapshots::new(cache.clone(), clock.clone());
         db.listen(Arc::new(snapshots.clone()));
-        Ok(Self { db, cache, queue, media, snapshots, clock })
+        Ok(Self { db, cache, queue, media, media_opened: open_media, snapshots, clock })
     }
 
     /// Makes the committed changes of `db`, opened by a one-shot command such as `cova admin`,
@@ -123,13 +137,14 @@ impl Backends {
             tokio::time::timeout(timeout, self.queue.ping()),
             tokio::time::timeout(timeout, self.media.store().ping()),
         );
-        Readiness {
-            checks: vec![
-                ("database", bound(db.ok().map(|r| r.map_err(|e| e.to_string())))),
-                ("cache", bound(cache.ok().map(|r| r.map_err(|e| e.to_string())))),
-                ("queue", bound(queue.ok().map(|r| r.map_err(|e| e.to_string())))),
-                ("media", bound(media.ok().map(|r| r.map_err(|e| e.to_string())))),
-            ],
+        let mut checks = vec![
+            ("database", bound(db.ok().map(|r| r.map_err(|e| e.to_string())))),
+            ("cache", bound(cache.ok().map(|r| r.map_err(|e| e.to_string())))),
+            ("queue", bound(queue.ok().map(|r| r.map_err(|e| e.to_string())))),
+        ];
+        if self.media_opened {
+            checks.push(("media", bound(media.ok().map(|r| r.map_err(|e| e.to_string())))));
         }
+        Readiness { checks }
     }
 }

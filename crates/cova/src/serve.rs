@@ -22,7 +22,7 @@ pub async fn check(config: Config) -> anyhow::Result<()> {
     println!("configuration is valid");
     let backends = cova_runtime::Backends::connect(&config).await.context("connecting")?;
     let readiness = backends.readiness(Duration::from_secs(5)).await;
-    let urls = [&config.database.url, &config.cache.url, &config.queue.url];
+    let urls = [&config.database.url, &config.cache.url, &config.queue.url, &config.media.url];
     for ((name, result), url) in readiness.checks.iter().zip(urls) {
         match result {
             Ok(()) => println!("{name:<9} ok      {}", redact_url(url)),

@@ -373,3 +373,33 @@ async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
     assert!(lines.iter().any(|l| l.contains("\"level\":\"WARN\"") && l.contains("reconnect")), "{lines:#?}");
     db.drop_database().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn a_role_opens_only_the_backends_it_uses() {
+    let queue_url = common_real("COVA_TEST_QUEUE_URL");
+    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let prefix = format!("m{:x}{}", std::process::id(), rand_suffix());
+    let cova = Cova {
+        vars: vec![
+            ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+            ("COVA_QUEUE__URL".into(), queue_url),
+            ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
+            ("COVA_CACHE__PREFIX".into(), prefix),
+            // No media store can be made of this: only the roles that keep images mind.
+            ("COVA_MEDIA__URL".into(), "ftp://not-a-store/media".into()),
+        ],
+    };
+    let migrated = cova.run(&["migrate"]);
+    assert!(migrated.status.success(), "{}", crate::common::stderr(&migrated));
+    let (mut notifier, _) = cova.start_collecting("notifier", "notifier consuming");
+    let (mut ai, _) = cova.start_collecting("ai-worker", "ai-worker consuming");
+    for p in [&mut notifier, &mut ai] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    let out = cova.run(&["scraper"]);
+    assert!(!out.status.success(), "the scraper keeps images: it needs its store");
+    assert!(crate::common::stderr(&out).contains("media.url"), "{}", crate::common::stderr(&out));
+    db.drop_database().await.ok();
+}
