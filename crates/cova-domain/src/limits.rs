@@ -100,7 +100,7 @@ pub fn in_words(d: Duration) -> String {
     let secs = d.as_secs();
     let (n, unit) = [(DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (1, "second")]
         .into_iter()
-        .find(|(size, _)| secs >= *size && secs % size == 0)
+        .find(|(size, _)| secs >= *size && secs.is_multiple_of(*size))
         .map_or((secs, "second"), |(size, unit)| (secs / size, unit));
     match n {
         1 if unit == "hour" => "an hour".to_owned(),
