@@ -8,8 +8,10 @@
 
 use super::Job;
 
-/// What an `Idempotency-Key` answered before.
+/// What an `Idempotency-Key` answered before. Short-lived on the stack, so the size gap is
+/// harmless.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Repeat {
     /// The same request: its job, as it is now.
     Same(Job),
