@@ -85,6 +85,18 @@ pub fn flat_comments(comments: &serde_json::Value) -> Vec<serde_json::Value> {
     out
 }
 
+/// Waits (real time, at most 30 s) until `found` has something, and answers it.
+pub async fn until<T>(what: &str, mut found: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = found().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits (real time, at most 30 s) until `done`.
 pub async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -408,6 +420,43 @@ impl TestApp {
         let TestApp { config, sim, stack, database, backends, .. } = self;
         stack.stop(Duration::from_secs(10)).await;
         Stopped { config, backends, sim, database }
+    }
+
+    /// Waits until the periodic task `task` (e.g. `cova_scheduler::TICK`) has started and
+    /// finished a pass after this call: what it would do now has been done (the positive signal
+    /// a test waits for before asserting that something did not happen).
+    pub async fn next_pass(&self, task: &str) {
+        let seen = self.backends.progress.count(task);
+        eventually(&format!("two passes of {task}"), async || self.backends.progress.count(task) >= seen + 2).await;
+    }
+
+    /// Waits until every event published so far has been handled by the notifier (settled on
+    /// its queue): what the events would raise (alerts, deliveries) has been recorded.
+    pub async fn notifier_caught_up(&self) {
+        use cova_storage::schema::outbox;
+        use diesel::prelude::*;
+        use diesel_async::RunQueryDsl;
+        let settled = format!("settled:{}", cova_messages::event_queues::NOTIFIER.0);
+        eventually("the notifier has handled every event", async || {
+            let mut conn = self.db().conn().await.expect("conn");
+            let (events, unsent): (i64, i64) = cova_storage::with_conn!(&mut conn, |c| {
+                async {
+                    let events: i64 =
+                        outbox::table.filter(outbox::destination.eq("event")).count().get_result(c).await?;
+                    let unsent: i64 = outbox::table
+                        .filter(outbox::destination.eq("event"))
+                        .filter(outbox::sent_at.is_null())
+                        .count()
+                        .get_result(c)
+                        .await?;
+                    Ok::<_, diesel::result::Error>((events, unsent))
+                }
+                .await
+            })
+            .expect("outbox");
+            unsent == 0 && self.backends.progress.count(&settled) >= u64::try_from(events).unwrap_or(0)
+        })
+        .await;
     }
 
     pub async fn stop(self) {

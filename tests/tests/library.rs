@@ -321,7 +321,7 @@ async fn a_watch_runs_at_its_interval_and_catches_up_once() {
     client.put_json(&format!("/api/v1/analyses/{ref}/watch"), json!({"enabled": true, "interval_min": 30})).await.ok();
 
     clock.advance(29 * MINUTE);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.next_pass(cova_scheduler::TICK).await;
     assert_eq!(job_count(&app).await, 1, "not due yet");
 
     // Due (30 minutes plus at most 3 of jitter): the scheduler starts one run.
@@ -336,7 +336,7 @@ async fn a_watch_runs_at_its_interval_and_catches_up_once() {
     // Down for ten hours: one catch-up run, not twenty.
     clock.advance(10 * 60 * MINUTE);
     eventually("the catch-up run is done", async || app.job_progress().await.complete == 3).await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    app.next_pass(cova_scheduler::TICK).await;
     assert_eq!(job_count(&app).await, 3, "one run per due watch");
     let next =
         client.entry(&r#ref, "").await.ok()["watch"]["next_run_at"].as_str().and_then(parse_rfc3339).expect("next");

@@ -10,7 +10,6 @@ use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::receiver::{Receiver, Reply, TestCa};
 use cova_tests::{Client, TestApp, eventually, spawn_app, spawn_app_with, spawn_on_clock, tiktok_url, use_receivers};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const HOST: &str = "hooks.test";
 
@@ -89,7 +88,7 @@ async fn alerts_come_for_new_comments_only_exactly_once_and_in_order() {
     let expected = expected_alerts(&app, id, &keywords, 0);
     assert!(expected.len() >= 5, "the post has matching comments: {expected:?}");
     eventually("every alert is recorded", async || all_alerts(&client, 500).await.len() >= expected.len()).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.notifier_caught_up().await;
     let alerts = all_alerts(&client, 7).await;
     let mut got: Vec<(String, String)> = alerts
         .iter()
@@ -115,7 +114,7 @@ async fn alerts_come_for_new_comments_only_exactly_once_and_in_order() {
     eventually("the new comments' alerts", async || all_alerts(&client, 500).await.len() >= before + fresh.len()).await;
     let again = client.refresh(&format!("tiktok:{id}")).await.ok();
     client.wait_job(again["job_id"].as_str().expect("id")).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.notifier_caught_up().await;
     assert_eq!(all_alerts(&client, 500).await.len(), before + fresh.len(), "known comments never alert again");
     app.stop().await;
 }
@@ -179,7 +178,8 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
     client.put_json("/api/v1/notification-channels", json!({"webhook": {"url": hook, "job_events": false}})).await.ok();
     let count = receiver.received().len();
     client.collect(tiktok_post_id(TikTokScenario::Normal, 5)).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    app.notifier_caught_up().await;
+    app.next_pass(cova_notifier::PASS).await;
     assert_eq!(receiver.received().len(), count, "job_events off: nothing sent");
 
     // The test event: signed, answered with what the receiver said.
@@ -376,8 +376,8 @@ async fn a_redirect_is_never_followed() {
         .await
         .ok();
     let tested = client.post_json("/api/v1/notification-channels/test", json!({})).await.ok();
+    // The test answers once the send is over: had the redirect been followed, it would be now.
     assert_eq!((tested["webhook"]["ok"].as_bool(), tested["webhook"]["status"].as_u64()), (Some(false), Some(302)));
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(elsewhere.received().is_empty(), "the redirect target was never contacted");
     app.stop().await;
 }

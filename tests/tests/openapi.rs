@@ -6,7 +6,7 @@
 
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::receiver::{Received, Receiver, TestCa};
-use cova_tests::{TestApp, spawn_app_with, spawn_app_with_sim, use_receivers};
+use cova_tests::{TestApp, eventually, spawn_app_with, spawn_app_with_sim, until, use_receivers};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -305,16 +305,12 @@ async fn real_answers_match_the_document() {
     let r#ref = created.body["ref"].as_str().expect("ref").to_owned();
     let job_path = format!("/api/v1/analyze/{id}");
     let job_template = "/api/v1/analyze/{job_id}";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    until("the job to finish", async || {
         let job = caller.call(get.clone(), job_template, &job_path, t, None, &[]).await;
-        if job.body["status"] == "complete" {
-            break;
-        }
         assert_ne!(job.body["status"], "failed", "{}", job.body);
-        assert!(std::time::Instant::now() < deadline, "job did not finish");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        (job.body["status"] == "complete").then_some(())
+    })
+    .await;
     let page = caller.call(get.clone(), job_template, &format!("{job_path}?limit=2"), t, None, &[]).await;
     let cursor = page.body["result"]["next_cursor"].as_str().expect("a next page").to_owned();
     caller.call(get.clone(), job_template, &format!("{job_path}?limit=2&cursor={cursor}"), t, None, &[]).await;
@@ -336,11 +332,10 @@ async fn real_answers_match_the_document() {
     let private = format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::PrivatePost, 5));
     let failed = caller.call(post.clone(), analyze, analyze, t, Some(json!({"url": private})), &[]).await;
     let failed_path = format!("/api/v1/analyze/{}", failed.body["job_id"].as_str().expect("job_id"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while caller.call(get.clone(), job_template, &failed_path, t, None, &[]).await.body["status"] != "failed" {
-        assert!(std::time::Instant::now() < deadline, "job did not fail");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually("the job to fail", async || {
+        caller.call(get.clone(), job_template, &failed_path, t, None, &[]).await.body["status"] == "failed"
+    })
+    .await;
     let (_, broke) = app.integrator().await;
     let unpaid = caller.call(post.clone(), analyze, analyze, Some(&broke), Some(json!({"url": other})), &[]).await;
     assert_eq!(unpaid.status, 402);
@@ -415,16 +410,12 @@ async fn media(caller: &Caller<'_>, token: &str, other: &str, r#ref: &str) {
 /// Polls `GET /analyze/{job_id}` (every answer checked) until the job has `status`.
 async fn poll_until(caller: &Caller<'_>, token: &str, job_id: &str, status: &str) -> Answer {
     let path = format!("/api/v1/analyze/{job_id}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    until(&format!("job {job_id} to become {status}"), async || {
         let job = caller.call(Method::GET, "/api/v1/analyze/{job_id}", &path, Some(token), None, &[]).await;
-        if job.body["status"] == status {
-            return job;
-        }
         assert_ne!(job.body["status"], "failed", "{}", job.body);
-        assert!(std::time::Instant::now() < deadline, "job {job_id} did not become {status}: {}", job.body);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        (job.body["status"] == status).then_some(job)
+    })
+    .await
 }
 
 /// Every `/analyses` operation, as a client uses them once `r#ref` was collected with `token`
@@ -639,15 +630,11 @@ async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
 
     // Alerts: polled until there are some, then paged with `since`.
     let alerts = "/api/v1/keyword-alerts";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    eventually("keyword alerts", async || {
         let all = caller.call(get.clone(), alerts, alerts, t, None, &[]).await;
-        if all.body["items"].as_array().is_some_and(|items| items.len() >= 2) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no keyword alerts: {}", all.body);
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        all.body["items"].as_array().is_some_and(|items| items.len() >= 2)
+    })
+    .await;
     let first = caller.call(get.clone(), alerts, &format!("{alerts}?limit=1"), t, None, &[]).await;
     let since = first.body["next_since"].as_str().expect("next_since").to_owned();
     let next = caller.call(get.clone(), alerts, &format!("{alerts}?since={since}&limit=1"), t, None, &[]).await;
@@ -659,29 +646,20 @@ async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     assert_eq!(caller.call(get.clone(), alerts, alerts, Some(narrow), None, &[]).await.status, 403);
 
     // The webhook gets both job events and the alerts; the log shows them delivered.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    eventually("job events and alerts at the webhook", async || {
         let types: BTreeSet<String> =
             receiver.received().iter().filter_map(|r| r.json()["type"].as_str().map(str::to_owned)).collect();
-        if ["job.complete", "job.failed", "keyword.alert"].iter().all(|kind| types.contains(*kind)) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "webhooks received so far: {types:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        ["job.complete", "job.failed", "keyword.alert"].iter().all(|kind| types.contains(*kind))
+    })
+    .await;
     let deliveries = "/api/v1/notification-channels/deliveries";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let delivered = loop {
+    let delivered = until("a delivered webhook in the log", async || {
         let log = caller.call(get.clone(), deliveries, deliveries, t, None, &[]).await;
-        let found = log.body["items"]
+        log.body["items"]
             .as_array()
-            .and_then(|items| items.iter().find(|d| d["channel"] == "webhook" && d["state"] == "delivered").cloned());
-        if let Some(d) = found {
-            break d;
-        }
-        assert!(std::time::Instant::now() < deadline, "nothing delivered: {}", log.body);
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+            .and_then(|items| items.iter().find(|d| d["channel"] == "webhook" && d["state"] == "delivered").cloned())
+    })
+    .await;
     let page = caller.call(get.clone(), deliveries, &format!("{deliveries}?limit=1"), t, None, &[]).await;
     let cursor = page.body["next_cursor"].as_str().expect("a full page has a next cursor").to_owned();
     let rest_path = format!("{deliveries}?limit=1&cursor={cursor}");
@@ -727,16 +705,12 @@ async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
 /// Polls `GET /ai/jobs/{id}` (every answer checked) until the AI job is complete.
 async fn poll_ai(caller: &Caller<'_>, token: &str, id: &str) -> Answer {
     let path = format!("/api/v1/ai/jobs/{id}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    until(&format!("AI job {id} to complete"), async || {
         let job = caller.call(Method::GET, "/api/v1/ai/jobs/{id}", &path, Some(token), None, &[]).await;
-        if job.body["status"] == "complete" {
-            return job;
-        }
         assert_ne!(job.body["status"], "failed", "{}", job.body);
-        assert!(std::time::Instant::now() < deadline, "AI job {id} did not complete: {}", job.body);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        (job.body["status"] == "complete").then_some(job)
+    })
+    .await
 }
 
 /// Every AI operation, as a client uses them, for a new account whose webhook (with job
@@ -842,15 +816,11 @@ async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     assert_eq!(not_ai.status, 404);
 
     // Both AI jobs are announced with `kind: ai`, as the document describes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let announced = loop {
+    let announced = until("both AI jobs' webhooks", async || {
         let received: Vec<Received> = receiver.received().into_iter().filter(|r| r.json()["kind"] == "ai").collect();
-        if received.len() >= 2 {
-            break received;
-        }
-        assert!(std::time::Instant::now() < deadline, "AI job webhooks received: {}", received.len());
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+        (received.len() >= 2).then_some(received)
+    })
+    .await;
     for r in &announced {
         assert_eq!(r.json()["type"], "job.complete", "{}", r.json());
         conforms_webhook(caller.doc, "job", r);

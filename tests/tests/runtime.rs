@@ -8,10 +8,10 @@ use cova_messages::{Command, Outgoing};
 use cova_runtime::{Delivered, Handler, Outcome, Source};
 use cova_sim::SimConfig;
 use cova_storage::repo::outbox;
-use cova_tests::{TestApp, TestDatabase, spawn_stack};
+use cova_tests::{TestApp, TestDatabase, eventually, spawn_stack};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The toy role's command: fail `fail_first` times, then succeed; `poison` never can.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,14 +67,6 @@ async fn send(app: &TestApp, ping: &Ping) {
     app.wake_outbox();
 }
 
-async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_role_is_a_handler_plus_one_line_in_the_builder() {
     let toy = Toy::default();
@@ -94,7 +86,8 @@ async fn a_new_role_is_a_handler_plus_one_line_in_the_builder() {
         app.backends.queue.dead_letter_count("toy").await.expect("count") == 1
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every delivery has been settled (acked, retried or dead-lettered): nothing else comes.
+    eventually("five deliveries settled", async || app.backends.progress.count("settled:toy") >= 5).await;
     let mut seen = seen.lock().expect("lock").clone();
     seen.sort();
     assert_eq!(

@@ -95,7 +95,7 @@ impl StackBuilder {
     /// Runs one more queue-consuming role on the worker runtime.
     pub fn worker<H: Handler>(mut self, handler: H) -> Self {
         self.extra.push(Box::new(move |backends, stop, tasks| {
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(handler), stop));
+            tasks.spawn(worker::run(backends.clone(), Arc::new(handler), stop));
         }));
         self
     }
@@ -153,17 +153,17 @@ impl StackBuilder {
                 &config.media,
                 outbox.clone(),
             );
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(JobStep::new(scraper)), stop.clone()));
+            tasks.spawn(worker::run(backends.clone(), Arc::new(JobStep::new(scraper)), stop.clone()));
         }
         if has(Role::AiWorker) {
             let ai = cova_ai::AiWorker::new(backends.clone(), config.ai.clone(), outbox.clone())
                 .map_err(|e| anyhow::anyhow!("configuring ai.*: {e}"))?;
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(JobStep::new(ai)), stop.clone()));
+            tasks.spawn(worker::run(backends.clone(), Arc::new(JobStep::new(ai)), stop.clone()));
         }
         if has(Role::Notifier) {
             let queued = Arc::new(Notify::new());
             let notifier = cova_notifier::Notifier::new(backends.clone(), 4, outbox.clone(), queued.clone());
-            tasks.spawn(worker::run(backends.queue.clone(), Arc::new(notifier), stop.clone()));
+            tasks.spawn(worker::run(backends.clone(), Arc::new(notifier), stop.clone()));
             let deliverer =
                 cova_notifier::Deliverer::new(backends.clone(), notify.clone(), config.notifier.clone(), queued);
             tasks.spawn(Arc::new(deliverer).run(stop.clone()));

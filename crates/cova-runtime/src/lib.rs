@@ -6,9 +6,11 @@
 pub mod job;
 mod journal;
 pub mod outbox;
+pub mod periodic;
 pub mod worker;
 
 pub use job::{Claimed, JobError, JobRunner, JobSettings, JobStep};
+pub use periodic::{Periodic, Progress};
 pub use worker::{Delivered, Handler, Outcome, Source};
 
 use cova_cache::Cache;
@@ -45,6 +47,8 @@ pub struct Backends {
     pub media: Media,
     /// Whether `media` is the configured store (and readiness probes it).
     media_opened: bool,
+    /// How far the process' loops have got (passes, settled messages).
+    pub progress: Progress,
     /// The copies of account and job state the request path reads, refreshed by every
     /// committed change of `db`.
     pub snapshots: Snapshots,
@@ -104,7 +108,7 @@ impl Backends {
         let media = Media::new(store, fetcher, db.clone(), clock.clone());
         let snapshots = Snapshots::new(cache.clone(), clock.clone());
         db.listen(Arc::new(snapshots.clone()));
-        Ok(Self { db, cache, queue, media, media_opened: open_media, snapshots, clock })
+        Ok(Self { db, cache, queue, media, media_opened: open_media, progress: Progress::default(), snapshots, clock })
     }
 
     /// Makes the committed changes of `db`, opened by a one-shot command such as `cova admin`,

@@ -7,8 +7,8 @@
 //! the rows behind it; a broker that is down stops the batch without counting against rows.
 
 use crate::Backends;
+use crate::periodic::{Pass, Periodic};
 use crate::worker::backoff;
-use cova_domain::time::now_ms;
 use cova_messages::Destination;
 use cova_queue::Message;
 use cova_storage::repo::outbox::{self, OutboxMessage};
@@ -27,38 +27,39 @@ const ROW_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// Runs until `stop` is cancelled. `wake` lets writers skip the poll delay.
 pub async fn relay(backends: Backends, wake: Arc<Notify>, stop: CancellationToken) {
-    let mut backoff_delay = POLL;
-    let mut rounds: u64 = 0;
-    loop {
-        match drain(&backends).await {
-            Ok(()) => backoff_delay = POLL,
-            Err(e) => {
-                tracing::warn!(error = %e, backoff_ms = backoff_delay.as_millis() as u64, "outbox relay: cannot publish now; will retry");
-                backoff_delay = (backoff_delay * 2).min(Duration::from_secs(10));
-            }
+    let pacing =
+        Periodic { name: "outbox relay", period: POLL, wake: Some(wake), max_backoff: Duration::from_secs(10) };
+    pacing.run(backends.progress.clone(), stop, Relay { backends, rounds: 0 }).await;
+}
+
+/// One relay's state between passes.
+struct Relay {
+    backends: Backends,
+    rounds: u64,
+}
+
+impl Pass for Relay {
+    async fn pass(&mut self) -> Result<(), String> {
+        self.rounds += 1;
+        if self.rounds.is_multiple_of(600) {
+            let _ = outbox::prune(&self.backends.db, self.backends.clock.now_ms() - KEEP_SENT_MS).await;
         }
-        rounds += 1;
-        if rounds.is_multiple_of(600) {
-            let _ = outbox::prune(&backends.db, now_ms() - KEEP_SENT_MS).await;
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = wake.notified() => {}
-            _ = tokio::time::sleep(backoff_delay) => {}
-        }
+        drain(&self.backends).await
     }
 }
 
 /// Publishes every due row; `Err` when the broker or the database is unavailable.
 async fn drain(backends: &Backends) -> Result<(), String> {
     loop {
-        let batch = outbox::claim(&backends.db, BATCH, now_ms()).await.map_err(|e| e.to_string())?;
+        let batch = outbox::claim(&backends.db, BATCH, backends.clock.now_ms()).await.map_err(|e| e.to_string())?;
         if batch.is_empty() {
             return Ok(());
         }
         for (i, row) in batch.iter().enumerate() {
             match publish(backends, row).await {
-                Ok(()) => outbox::mark_sent(&backends.db, &row.id, now_ms()).await.map_err(|e| e.to_string())?,
+                Ok(()) => outbox::mark_sent(&backends.db, &row.id, backends.clock.now_ms())
+                    .await
+                    .map_err(|e| e.to_string())?,
                 Err(e) if e.is_unavailable() => {
                     let unsent: Vec<String> = batch[i..].iter().map(|r| r.id.clone()).collect();
                     if let Err(release) = outbox::release(&backends.db, &unsent).await {
@@ -69,9 +70,15 @@ async fn drain(backends: &Backends) -> Result<(), String> {
                 Err(e) => {
                     let attempt = u32::try_from(row.attempts).unwrap_or(0) + 1;
                     let retry_in = backoff(ROW_RETRY_BASE, attempt, ROW_RETRY_MAX).as_millis() as i64;
-                    let parked = outbox::record_failure(&backends.db, &row.id, &e.to_string(), retry_in, now_ms())
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let parked = outbox::record_failure(
+                        &backends.db,
+                        &row.id,
+                        &e.to_string(),
+                        retry_in,
+                        backends.clock.now_ms(),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
                     if parked {
                         tracing::error!(outbox.id = %row.id, routing_key = %row.routing_key, attempt, error = %e, "outbox row parked after repeated failures; the relay goes on without it");
                     } else {

@@ -94,7 +94,8 @@ pub fn backoff(base: Duration, attempt: u32, max: Duration) -> Duration {
 }
 
 /// Consumes the handler's queue until `stop` is cancelled, then drains.
-pub async fn run<H: Handler>(queue: Queue, handler: Arc<H>, stop: CancellationToken) {
+pub async fn run<H: Handler>(backends: crate::Backends, handler: Arc<H>, stop: CancellationToken) {
+    let (queue, progress) = (backends.queue, backends.progress);
     let name = handler.name();
     let source = handler.source();
     // A broker that is down at start only delays consuming.
@@ -124,9 +125,9 @@ pub async fn run<H: Handler>(queue: Queue, handler: Arc<H>, stop: CancellationTo
             _ = stop.cancelled() => break,
             d = consumer.next() => match d { Some(d) => d, None => break },
         };
-        let handler = handler.clone();
+        let (handler, progress) = (handler.clone(), progress.clone());
         tokio::spawn(async move {
-            handle_one(handler.as_ref(), delivery).await;
+            handle_one(handler.as_ref(), delivery, &progress).await;
             drop(permit);
         });
     }
@@ -140,7 +141,7 @@ pub async fn run<H: Handler>(queue: Queue, handler: Arc<H>, stop: CancellationTo
     tracing::info!(role = name, "{name} stopped");
 }
 
-async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
+async fn handle_one<H: Handler>(handler: &H, delivery: Delivery, progress: &crate::Progress) {
     let message = delivery.message();
     let attempt = message.attempt;
     let span = tracing::info_span!("message", role = handler.name(), message.id = %message.id, attempt);
@@ -182,7 +183,10 @@ async fn handle_one<H: Handler>(handler: &H, delivery: Delivery) {
             }
         };
         match settled {
-            Ok(()) => cova_metrics::queue_settled(queue, how),
+            Ok(()) => {
+                cova_metrics::queue_settled(queue, how);
+                progress.note(&format!("settled:{queue}"));
+            }
             // The broker redelivers an unacknowledged message; handlers are idempotent.
             Err(e) => tracing::warn!(error = %e, "settling the delivery failed; it will be redelivered"),
         }

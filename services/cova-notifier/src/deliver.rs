@@ -3,7 +3,8 @@
 use cova_config::NotifierConfig;
 use cova_domain::limits::delivery_retry;
 use cova_notify::{Outcome, Refusal, SendError, Sender};
-use cova_runtime::Backends;
+use cova_runtime::periodic::Pass;
+use cova_runtime::{Backends, Periodic};
 use cova_storage::repo::channels::{self, Channel};
 use cova_storage::repo::deliveries::{self, Attempt, Delivery};
 use std::collections::HashMap;
@@ -12,6 +13,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// The deliverer's periodic task, as [`cova_runtime::Progress`] counts its passes.
+pub const PASS: &str = "deliveries";
 
 pub struct Deliverer {
     backends: Backends,
@@ -32,25 +36,17 @@ impl Deliverer {
     /// receiver timeout).
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
-        let mut sending = JoinSet::new();
+        let sending = JoinSet::new();
         let tick = Duration::from_millis(self.config.tick_ms);
         tracing::info!(
             concurrency = self.config.concurrency,
             per_receiver = self.config.per_receiver,
             "deliveries running"
         );
-        loop {
-            if let Err(e) = self.clone().pass(&slots, &mut sending).await {
-                tracing::warn!(error = %e, "looking for due deliveries failed; trying again");
-            }
-            while sending.try_join_next().is_some() {}
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(tick) => {}
-            }
-        }
-        while sending.join_next().await.is_some() {}
+        let pacing = Periodic { name: PASS, period: tick, wake: Some(self.wake.clone()), max_backoff: tick };
+        let progress = self.backends.progress.clone();
+        let mut rounds = pacing.run(progress, stop, Rounds { deliverer: self, slots, sending }).await;
+        while rounds.sending.join_next().await.is_some() {}
     }
 
     /// Claims as many due deliveries as there are free slots and starts sending them.
@@ -218,6 +214,21 @@ impl Deliverer {
     fn retry_in(&self, attempt: u32) -> i64 {
         let base = delivery_retry(attempt).as_millis() as f64;
         (base * (0.9 + 0.2 * rand::random::<f64>())) as i64
+    }
+}
+
+/// The deliverer between passes: its free slots and the sends in flight.
+struct Rounds {
+    deliverer: Arc<Deliverer>,
+    slots: Arc<Semaphore>,
+    sending: JoinSet<()>,
+}
+
+impl Pass for Rounds {
+    async fn pass(&mut self) -> Result<(), String> {
+        let passed = self.deliverer.clone().pass(&self.slots, &mut self.sending).await;
+        while self.sending.try_join_next().is_some() {}
+        passed.map_err(|e| format!("looking for due deliveries: {e}"))
     }
 }
 

@@ -13,7 +13,7 @@
 mod deliver;
 mod text;
 
-pub use deliver::Deliverer;
+pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
 use cova_domain::text::Matcher;

@@ -13,7 +13,8 @@
 use cova_config::SchedulerConfig;
 use cova_domain::library;
 use cova_domain::limits::{MAX_RUNNING_ANALYSES, WATCH_BUSY_RETRY, in_words, ms};
-use cova_runtime::Backends;
+use cova_runtime::periodic::Pass;
+use cova_runtime::{Backends, Periodic};
 use cova_storage::StorageError;
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use cova_storage::repo::watches::{self, DueWatch};
@@ -21,6 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+/// The scheduler's periodic task, as [`cova_runtime::Progress`] counts its ticks.
+pub const TICK: &str = "scheduler tick";
 
 pub struct Scheduler {
     backends: Backends,
@@ -46,6 +50,24 @@ pub struct Tick {
     pub ended: usize,
 }
 
+impl Pass for Scheduler {
+    async fn pass(&mut self) -> Result<(), String> {
+        let t = self.tick().await.map_err(|e| e.to_string())?;
+        if t != Tick::default() {
+            tracing::info!(
+                started = t.started,
+                joined = t.joined,
+                skipped = t.skipped,
+                expired = t.expired,
+                media_deleted = t.media_deleted,
+                ended = t.ended,
+                "scheduler tick"
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Scheduler {
     pub fn new(backends: Backends, config: SchedulerConfig, outbox: Arc<Notify>) -> Self {
         Self { backends, config, outbox }
@@ -55,27 +77,8 @@ impl Scheduler {
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(tick_ms = self.config.tick_ms, "scheduler running");
         let period = Duration::from_millis(self.config.tick_ms);
-        loop {
-            match self.tick().await {
-                Ok(t) if t != Tick::default() => {
-                    tracing::info!(
-                        started = t.started,
-                        joined = t.joined,
-                        skipped = t.skipped,
-                        expired = t.expired,
-                        media_deleted = t.media_deleted,
-                        ended = t.ended,
-                        "scheduler tick"
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "scheduler tick failed; trying again next tick"),
-            }
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(period) => {}
-            }
-        }
+        let pacing = Periodic { name: TICK, period, wake: None, max_backoff: period };
+        pacing.run(self.backends.progress.clone(), stop, self).await;
         tracing::info!("scheduler stopped");
     }
 
