@@ -54,6 +54,13 @@ impl Browser {
         (status, headers, body)
     }
 
+    /// Sends and returns the status, headers and raw body (downloads).
+    pub async fn raw(&self, req: reqwest::RequestBuilder) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let res = req.send().await.expect("request sent");
+        let (status, headers) = (res.status(), res.headers().clone());
+        (status, headers, res.bytes().await.expect("body").to_vec())
+    }
+
     pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let mut req = self.request(method, path);
         if let Some(body) = body {

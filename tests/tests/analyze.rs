@@ -39,6 +39,7 @@ async fn a_job_collects_every_comment_with_nested_replies_and_charges_exactly() 
     let result = &job["result"];
     assert_eq!(result["analysis_id"], format!("tiktok:{id}"));
     assert_eq!(result["truncated"], false);
+    assert!(result["truncated_reason"].is_null());
     let comments = &result["comments"];
     assert_eq!(count_all(comments), 49);
 
@@ -187,6 +188,7 @@ async fn an_empty_balance_is_402_and_a_small_one_truncates() {
     let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
     assert_eq!(done["status"], "complete");
     assert_eq!(done["result"]["truncated"], true);
+    assert_eq!(done["result"]["truncated_reason"], "balance", "the balance stopped it");
     assert_eq!(count_all(&done["result"]["comments"]), 30);
     assert_eq!(used(&app, &token).await, (30, 0, 0));
     let (status, err) = client.analyze(&tiktok_url(TikTokScenario::Normal, 21), None).await.err();
@@ -204,6 +206,7 @@ async fn a_post_over_5000_comments_is_capped_and_truncated() {
     let done = client.wait_job(job["job_id"].as_str().expect("id")).await;
     assert_eq!(done["status"], "complete", "{}", done["error"]);
     assert_eq!(done["result"]["truncated"], true);
+    assert_eq!(done["result"]["truncated_reason"], "post_cap", "the per-post cap stopped it");
     assert_eq!(count_all(&done["result"]["comments"]), 5_000);
     assert_eq!(used(&app, &token).await, (5_000, 0, 5_000));
     app.stop().await;

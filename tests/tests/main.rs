@@ -5,6 +5,7 @@
 mod ai;
 mod analyze;
 mod bad_input;
+mod batch;
 mod browser;
 mod events;
 mod faults;

@@ -525,7 +525,19 @@ async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#
     let export_path = format!("{entry_path}/export");
     let csv = caller.call(get.clone(), export_template, &export_path, t, None, &[]).await;
     assert_eq!(csv.status, 200);
-    assert!(csv.bytes.starts_with(b"id,parent_id,"), "{}", String::from_utf8_lossy(&csv.bytes));
+    assert!(
+        csv.bytes.starts_with("\u{feff}post_url,post_title,id,parent_id,".as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&csv.bytes)
+    );
+    // The same comments through the job.
+    let job_export = "/api/v1/analyze/{job_id}/export";
+    let by_job =
+        caller.call(get.clone(), job_export, &format!("/api/v1/analyze/{refresh_id}/export"), t, None, &[]).await;
+    assert_eq!((by_job.status, &by_job.bytes), (200, &csv.bytes));
+    let no_job =
+        caller.call(get.clone(), job_export, "/api/v1/analyze/no-such-job/export?format=xlsx", t, None, &[]).await;
+    assert_eq!(no_job.status, 404);
     let jsonl = caller.call(get.clone(), export_template, &format!("{export_path}?format=jsonl"), t, None, &[]).await;
     let text = String::from_utf8_lossy(&jsonl.bytes);
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("a JSON object per line")).collect();
@@ -808,6 +820,43 @@ async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     let fields = partial_done.body["result"].as_object().expect("a result");
     assert!(fields.contains_key("sentiment") && !fields.contains_key("summary"), "{}", partial_done.body);
 
+    // The history of both kinds, filtered and paged.
+    let ai_history = "/api/v1/ai/jobs";
+    let listed = caller.call(get.clone(), ai_history, &format!("{ai_history}?ref={ref}&limit=1"), t, None, &[]).await;
+    assert_eq!((listed.status, listed.body["items"].as_array().map(Vec::len)), (200, Some(1)), "{}", listed.body);
+    let cursor = listed.body["next_cursor"].as_str().expect("a second AI job").to_owned();
+    let next =
+        caller.call(get.clone(), ai_history, &format!("{ai_history}?ref={ref}&cursor={cursor}"), t, None, &[]).await;
+    assert_eq!(next.status, 200);
+    let bad = caller.call(get.clone(), ai_history, &format!("{ai_history}?batch=x"), t, None, &[]).await;
+    assert_eq!(bad.status, 400);
+    let history = "/api/v1/analyze";
+    let analyze_history = caller.call(get.clone(), history, &format!("{history}?status=complete"), t, None, &[]).await;
+    assert_eq!(analyze_history.status, 200);
+    assert_eq!(analyze_history.body["items"][0]["job_id"], analyze_id.as_str(), "{}", analyze_history.body);
+
+    // A batch: created, read, cancelled, repeated under its key; a bad list.
+    let batches = "/api/v1/analyze/batch";
+    let urls = json!({"urls": [tiktok(31), tiktok(32), "https://example.com/v/1", tiktok(33), tiktok(34)]});
+    let key = [("idempotency-key", "batch-1")];
+    let created = caller.call(post.clone(), batches, batches, t, Some(urls.clone()), &key).await;
+    assert_eq!(created.status, 202, "{}", created.body);
+    let batch_id = created.body["batch_id"].as_str().expect("batch_id").to_owned();
+    let again = caller.call(post.clone(), batches, batches, t, Some(urls), &key).await;
+    assert_eq!(again.status, 200);
+    let other_list = caller.call(post.clone(), batches, batches, t, Some(json!({"urls": [tiktok(35)]})), &key).await;
+    assert_eq!(other_list.status, 409);
+    let empty = caller.call(post.clone(), batches, batches, t, Some(json!({"urls": []})), &[]).await;
+    assert_eq!(empty.status, 400);
+    let one = "/api/v1/analyze/batch/{batch_id}";
+    let read = caller.call(get.clone(), one, &format!("{batches}/{batch_id}"), t, None, &[]).await;
+    assert_eq!(read.status, 200);
+    let cancel = "/api/v1/analyze/batch/{batch_id}/cancel";
+    let cancelled = caller.call(post.clone(), cancel, &format!("{batches}/{batch_id}/cancel"), t, None, &[]).await;
+    assert_eq!((cancelled.status, cancelled.body["status"].as_str()), (200, Some("cancelled")));
+    let missing = caller.call(get.clone(), one, &format!("{batches}/no-such-batch"), t, None, &[]).await;
+    assert_eq!(missing.status, 404);
+
     // Unknown jobs: another id, and a comment-collection job.
     let jobs = "/api/v1/ai/jobs/{id}";
     let unknown_job = caller.call(get.clone(), jobs, "/api/v1/ai/jobs/no-such-job", t, None, &[]).await;
@@ -825,6 +874,13 @@ async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
         assert_eq!(r.json()["type"], "job.complete", "{}", r.json());
         conforms_webhook(caller.doc, "job", r);
     }
+    // The cancelled batch ends once its running jobs have: its webhook.
+    let ended = until("the batch's webhook", async || {
+        receiver.received().into_iter().find(|r| r.json()["type"] == "batch.complete")
+    })
+    .await;
+    assert_eq!(ended.json()["batch_id"], batch_id.as_str());
+    conforms_webhook(caller.doc, "batch.complete", &ended);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,16 @@ impl JobStatus {
             .find(|v| v.as_str() == s)
     }
 
+    /// The status as a sentence says it ("still queued").
+    pub const fn in_words(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "still queued",
+            JobStatus::InProgress => "still running",
+            JobStatus::Complete => "complete",
+            JobStatus::Failed => "failed",
+        }
+    }
+
     pub const fn is_running(self) -> bool {
         matches!(self, JobStatus::Queued | JobStatus::InProgress)
     }
@@ -99,6 +109,10 @@ impl Dedup {
         }
     }
 
+    pub fn parse(s: &str) -> Option<Self> {
+        [Dedup::InFlight, Dedup::RecentResult].into_iter().find(|d| d.as_str() == s)
+    }
+
     /// How the account's latest non-failed job of a ref answers a new request for it, if at all.
     pub fn of(status: JobStatus, finished_at_ms: Option<i64>, now_ms: i64) -> Option<Self> {
         if status.is_running() {
@@ -135,5 +149,67 @@ mod tests {
         assert_eq!(Dedup::of(JobStatus::Complete, Some(now - 1000), now), Some(Dedup::RecentResult));
         assert_eq!(Dedup::of(JobStatus::Complete, Some(now - 5 * 60 * 1000), now), None);
         assert_eq!(Dedup::of(JobStatus::Failed, Some(now), now), None);
+    }
+}
+
+/// Why a collection kept fewer comments than the post has (`truncated_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Truncation {
+    /// The per-post cap ([`crate::limits::MAX_COMMENTS_PER_POST`]).
+    PostCap,
+    /// What the balance allowed (the job's hold).
+    Balance,
+}
+
+impl Truncation {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Truncation::PostCap => "post_cap",
+            Truncation::Balance => "balance",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Truncation::PostCap, Truncation::Balance].into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// What a batch's URL has come to (`GET /analyze/batch/{id}`): waiting for a slot, its job
+/// running or ended, refused (an invalid URL, the balance ran out) or cancelled before it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchItemState {
+    Waiting,
+    Running,
+    Complete,
+    Failed,
+    Refused,
+    Cancelled,
+}
+
+impl BatchItemState {
+    pub const ALL: [BatchItemState; 6] = [
+        BatchItemState::Waiting,
+        BatchItemState::Running,
+        BatchItemState::Complete,
+        BatchItemState::Failed,
+        BatchItemState::Refused,
+        BatchItemState::Cancelled,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BatchItemState::Waiting => "waiting",
+            BatchItemState::Running => "running",
+            BatchItemState::Complete => "complete",
+            BatchItemState::Failed => "failed",
+            BatchItemState::Refused => "refused",
+            BatchItemState::Cancelled => "cancelled",
+        }
+    }
+
+    pub const fn is_over(self) -> bool {
+        !matches!(self, BatchItemState::Waiting | BatchItemState::Running)
     }
 }

@@ -15,6 +15,6 @@ mod sql;
 pub mod text;
 pub mod time;
 
-pub use job::{Dedup, JobKind, JobStatus};
+pub use job::{BatchItemState, Dedup, JobKind, JobStatus, Truncation};
 pub use library::AnalysisStatus;
 pub use time::{Clock, ManualClock};

@@ -43,6 +43,8 @@ pub const METADATA_CACHE: Duration = Duration::from_secs(5 * MINUTE);
 
 /// Comments collected per post at most (top-level and replies count one each).
 pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
+/// URLs in one `POST /analyze/batch`.
+pub const MAX_BATCH_URLS: usize = 100;
 /// Analyses queued or in progress at once per account; the next is 429 `concurrency_limit`.
 pub const MAX_RUNNING_ANALYSES: i64 = 3;
 /// AI jobs queued or in progress at once per account (counted apart from the analyses, so

@@ -20,8 +20,10 @@ pub mod roles {
 /// Every process declares them at connect, so that events published before their consumer
 /// first starts wait for it.
 pub mod event_queues {
-    /// The notifier's: job ends (job webhooks, keyword matching) and keyword alerts.
-    pub const NOTIFIER: (&str, &[&str]) = ("notifier.events", &["job.complete", "job.failed", "keyword.alert"]);
+    /// The notifier's: job ends (job webhooks, keyword matching), batch ends (batch webhooks)
+    /// and keyword alerts.
+    pub const NOTIFIER: (&str, &[&str]) =
+        ("notifier.events", &["job.complete", "job.failed", "batch.complete", "keyword.alert"]);
     pub const ALL: &[(&str, &[&str])] = &[NOTIFIER];
 }
 
@@ -194,6 +196,36 @@ pub struct AlertAuthor {
 impl Event for KeywordAlertEvent {
     fn routing_key(&self) -> &'static str {
         "keyword.alert"
+    }
+}
+
+/// The type of [`BatchEvent`] (its routing key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BatchEventType {
+    #[serde(rename = "batch.complete")]
+    Complete,
+}
+
+/// Every URL of a batch has ended: its job completed or failed, or it was refused or cancelled
+/// (`proto-schemas/batch-event.schema.json`). Sent as a webhook when `job_events` is on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchEvent {
+    #[serde(rename = "type")]
+    pub event_type: BatchEventType,
+    pub batch_id: String,
+    pub account_id: String,
+    /// URLs in the batch, and how each ended.
+    pub total: u32,
+    pub complete: u32,
+    pub failed: u32,
+    pub refused: u32,
+    pub cancelled: u32,
+}
+
+impl Event for BatchEvent {
+    fn routing_key(&self) -> &'static str {
+        "batch.complete"
     }
 }
 

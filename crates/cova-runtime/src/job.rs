@@ -127,6 +127,12 @@ pub trait JobRunner: Send + Sync + 'static {
 
     /// Logs (inside the job's span) and counts a completion this attempt stored.
     fn completed(&self, output: &Self::Output, took: Duration);
+
+    /// After this attempt stored the job's end (complete or failed): what the freed slot lets
+    /// happen next. Best effort: the scheduler's tick does it should this fail.
+    fn after_end(&self, _claimed: &Claimed, _now: i64) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A [`JobRunner`] as a handler of the worker runtime.
@@ -219,7 +225,9 @@ impl<R: JobRunner> JobStep<R> {
         let (code, detail, then) = match ran {
             Ok(output) => {
                 let stored = runner.complete(claimed, &output, &trace, backends.clock.now_ms()).await;
-                return self.ended(claimed, stored, Outcome::Done, || runner.completed(&output, started.elapsed()));
+                return self
+                    .ended(claimed, stored, Outcome::Done, || runner.completed(&output, started.elapsed()))
+                    .await;
             }
             Err(JobError::LeaseLost) => return Outcome::Done,
             Err(JobError::Backend(reason)) => {
@@ -248,13 +256,14 @@ impl<R: JobRunner> JobStep<R> {
             tracing::warn!(code = code.as_str(), detail, duration_ms = took.as_millis() as u64, "job failed");
             cova_metrics::job_finished(metric(R::KIND), "failed", took, 0);
         })
+        .await
     }
 
     /// The outcome of storing a job's end: `stored` says whether this attempt ended the job
-    /// (false: another attempt already had), and then `announce` logs and counts it. The
-    /// outbox relay is nudged either way; a database failure defers the message, and the lease
-    /// is given up as soon as the database answers.
-    fn ended(
+    /// (false: another attempt already had), and then `announce` logs and counts it and the
+    /// runner's [`JobRunner::after_end`] runs. The outbox relay is nudged either way; a database
+    /// failure defers the message, and the lease is given up as soon as the database answers.
+    async fn ended(
         &self,
         claimed: &Claimed,
         stored: Result<bool, StorageError>,
@@ -265,6 +274,7 @@ impl<R: JobRunner> JobStep<R> {
             Ok(ended) => {
                 if ended {
                     announce();
+                    self.0.after_end(claimed, self.0.backends().clock.now_ms()).await;
                 }
                 self.0.outbox().notify_one();
                 then

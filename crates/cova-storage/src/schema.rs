@@ -83,6 +83,40 @@ diesel::table! {
         error_code -> Nullable<Text>,
         error_detail -> Nullable<Text>,
         session_id -> Nullable<Text>,
+        batch_id -> Nullable<Text>,
+        comments_new -> Nullable<BigInt>,
+        truncated_reason -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    batches (id) {
+        id -> Text,
+        account_id -> Text,
+        token_id -> Nullable<Text>,
+        session_id -> Nullable<Text>,
+        idempotency_key -> Nullable<Text>,
+        request_digest -> Text,
+        created_at -> BigInt,
+        cancelled_at -> Nullable<BigInt>,
+        finished_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    batch_items (batch_id, position) {
+        batch_id -> Text,
+        position -> Integer,
+        account_id -> Text,
+        url -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Nullable<Text>,
+        state -> Text,
+        job_id -> Nullable<Text>,
+        deduplicated -> Nullable<Text>,
+        error_code -> Nullable<Text>,
+        error_detail -> Nullable<Text>,
+        queued_at -> BigInt,
     }
 }
 
@@ -356,6 +390,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     email_links,
     purchases,
     queue_journal,
+    batches,
+    batch_items,
     accounts,
     api_tokens,
     balances,

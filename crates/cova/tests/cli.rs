@@ -242,6 +242,7 @@ async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
             idempotency_key: None,
             known_comments: None,
             refresh: false,
+            batch_id: None,
         },
         "{}",
         now - 600_000,

@@ -55,6 +55,7 @@ fn comment_ids(post: &SimPost) -> BTreeSet<String> {
 
 /// The header and the records of a CSV text.
 fn records(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = text.strip_prefix('\u{feff}').expect("a CSV export starts with a byte order mark");
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let header = reader.headers().expect("a header row").iter().map(str::to_owned).collect();
     let rows = reader.records().map(|r| r.expect("a CSV record").iter().map(str::to_owned).collect()).collect();
@@ -146,10 +147,10 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert!(stderr(&out).is_empty(), "no progress bar when stderr is not a terminal: {}", stderr(&out));
     assert!(!home.join("out.csv.tmp").exists(), "the temporary file was renamed");
     let (header, rows) = records(&std::fs::read_to_string(file.as_path()).expect("the CSV file"));
-    assert_eq!(header.first().map(String::as_str), Some("id"));
-    assert_eq!(header.len(), 14, "{header:?}");
+    assert_eq!(header[..3], ["post_url", "post_title", "id"]);
+    assert_eq!(header.len(), 16, "{header:?}");
     assert_eq!(rows.len(), post.total_comments(), "one data row per comment");
-    let ids: BTreeSet<String> = rows.iter().map(|r| r[0].clone()).collect();
+    let ids: BTreeSet<String> = rows.iter().map(|r| r[2].clone()).collect();
     assert_eq!(ids, comment_ids(&post));
 
     // `analyze --wait --format jsonl` to stdout: one JSON object per line.
@@ -182,19 +183,17 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_eq!(job["result"]["comments"].as_array().map(Vec::len), Some(post2.comments.len()));
     assert_eq!(job["result"]["next_cursor"], Value::Null);
 
-    // A token without library:write cannot export: the client renders the job's comments
-    // itself, with the same rows as the service's export.
+    // A token without library:write exports the job itself: the same rows as the library's
+    // export of the post.
     let out = caller.run(&analyze_only, &["job", &job_id, "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut rendered = records(&stdout(&out));
     let out = caller.run(&full, &["library", "export", &format!("tiktok:{id2}"), "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut exported = records(&stdout(&out));
-    // The same rows; the export lists them in collection order (replies may come later than
-    // right after their parent), the client each top-level comment followed by its replies.
     rendered.1.sort();
     exported.1.sort();
-    assert_eq!(rendered, exported, "the client's CSV rows are the service's");
+    assert_eq!(rendered, exported, "the job's rows are the breakdown's");
     assert_eq!(rendered.1.len(), post2.total_comments());
 
     // `library list`, `library get`.
@@ -221,6 +220,53 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_eq!(ai["status"], "complete", "{ai}");
     assert_eq!(ai["result"]["comments"], post2.total_comments());
     assert!(ai["result"]["summary"].is_string(), "{ai}");
+
+    // Several posts: batches, one line per post; with --wait, one combined file (one header,
+    // the post's URL on every row) or one file per post. A URL that is refused is named on
+    // stderr, the others are still written, and the exit code says why it was refused.
+    let (a, b) = (tiktok_post_id(TikTokScenario::Normal, 7), tiktok_post_id(TikTokScenario::Normal, 9));
+    let (url_a, url_b) =
+        (format!("https://www.tiktok.com/@someone/video/{a}"), format!("https://www.tiktok.com/@someone/video/{b}"));
+    let list = home.join("urls.txt");
+    std::fs::write(&list, format!("# the week's posts\n{url_a}\n\n{url_b}\nhttps://example.com/not-a-post\n"))
+        .expect("URL list");
+    let combined = home.join("all.csv");
+    let out = caller.run(
+        &full,
+        &[
+            "analyze",
+            "--from-file",
+            list.to_str().expect("path"),
+            "--wait",
+            "--format",
+            "csv",
+            "-o",
+            combined.to_str().expect("path"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("refused https://example.com/not-a-post validation_error"), "{}", stderr(&out));
+    let (header, rows) = records(&std::fs::read_to_string(&combined).expect("the combined CSV"));
+    assert_eq!(header.len(), 16);
+    assert_eq!(rows.len(), 7 + 9, "both posts, one header");
+    let posts: BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    let dir = home.join("per-post");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let out = caller.run(
+        &full,
+        &["analyze", &url_a, &url_b, "--wait", "--format", "jsonl", "--output-dir", dir.to_str().expect("path")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for (id, n) in [(a, 7), (b, 9)] {
+        let text = std::fs::read_to_string(dir.join(format!("tiktok-{id}.jsonl"))).expect("one file per post");
+        assert_eq!(text.lines().count(), n);
+    }
+    let out = caller.run(&full, &["analyze", &url_a, &url_b]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 2, "one line per post: {lines:?}");
+    assert!(lines[0].ends_with(&format!("{url_a} recent_result")), "{lines:?}");
 
     // Bad input and not found: exit 4.
     let out = caller.run(&full, &["analyze", "https://example.com/not-a-post"]);

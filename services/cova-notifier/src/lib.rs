@@ -4,7 +4,7 @@
 //!   `notifier.events`. A completed analyze job's new comments are matched against the
 //!   account's keywords (alerts, each announced as a `keyword.alert` event); an alert becomes a
 //!   delivery per enabled channel; a finished job becomes a job webhook delivery when the
-//!   webhook has `job_events` on. Deliveries are rows of the delivery log, written before the
+//!   webhook has `job_events` on, and so does a finished batch. Deliveries are rows of the delivery log, written before the
 //!   event is acknowledged, so nothing is lost while a receiver (or the notifier) is away.
 //! - [`Deliverer`] sends due deliveries: at least once, with backoff over about a day, with a
 //!   bound on deliveries in flight per process and per receiver; a receiver that answers 410,
@@ -17,7 +17,7 @@ pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
 use cova_domain::text::Matcher;
-use cova_messages::{AlertAuthor, AlertComment, JobEvent, JobEventType, KeywordAlertEvent};
+use cova_messages::{AlertAuthor, AlertComment, BatchEvent, JobEvent, JobEventType, KeywordAlertEvent};
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
 use cova_storage::StorageError;
@@ -36,6 +36,7 @@ use tokio::sync::Notify;
 pub enum Incoming {
     Job(JobEvent),
     Alert(KeywordAlertEvent),
+    Batch(BatchEvent),
 }
 
 pub struct Notifier {
@@ -70,6 +71,7 @@ impl Handler for Notifier {
         let done = match &event {
             Incoming::Job(job) => self.job_ended(job, &delivery.message_id).await,
             Incoming::Alert(alert) => self.alerted(alert).await,
+            Incoming::Batch(batch) => self.batch_ended(batch, &delivery.message_id).await,
         };
         match done {
             Ok(()) => {
@@ -106,6 +108,24 @@ impl Notifier {
                 account_id: &job.account_id,
                 event_id,
                 event_type: event.event_type.as_str(),
+                channel: Channel::Webhook,
+                payload: &body,
+            };
+            deliveries::enqueue(db, delivery, self.now()).await?;
+        }
+        Ok(())
+    }
+
+    /// A batch ended: its webhook, on the same switch as the job webhooks.
+    async fn batch_ended(&self, event: &BatchEvent, event_id: &str) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        let channels = channels::get(db, &event.account_id).await?;
+        if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
+            let body = text::batch_webhook_body(event);
+            let delivery = NewDelivery {
+                account_id: &event.account_id,
+                event_id,
+                event_type: "batch.complete",
                 channel: Channel::Webhook,
                 payload: &body,
             };

@@ -1,6 +1,6 @@
 //! What customers receive.
 
-use cova_messages::KeywordAlertEvent;
+use cova_messages::{BatchEvent, KeywordAlertEvent};
 use serde_json::json;
 
 /// The webhook body of a keyword alert: `{type, id, keyword, ref, comment {id, text, author},
@@ -13,6 +13,21 @@ pub fn alert_webhook_body(alert: &KeywordAlertEvent) -> String {
         "ref": alert.r#ref,
         "comment": alert.comment,
         "created_at": alert.created_at,
+    })
+    .to_string()
+}
+
+/// The webhook body of a finished batch: `{type, batch_id, total, complete, failed, refused,
+/// cancelled}` (the account is the receiver's own); `GET /analyze/batch/{batch_id}` has the rest.
+pub fn batch_webhook_body(batch: &BatchEvent) -> String {
+    json!({
+        "type": "batch.complete",
+        "batch_id": batch.batch_id,
+        "total": batch.total,
+        "complete": batch.complete,
+        "failed": batch.failed,
+        "refused": batch.refused,
+        "cancelled": batch.cancelled,
     })
     .to_string()
 }

@@ -97,6 +97,12 @@ impl Scheduler {
                 break;
             }
         }
+        // Batch URLs waiting for a slot start when a job of their account ends; should that
+        // have failed, they start here.
+        for account_id in cova_storage::repo::batches::accounts_waiting(db, batch).await? {
+            tick.started += cova_storage::repo::batches::start_waiting(db, &account_id, "{}", now).await?;
+        }
+        cova_storage::repo::batches::settle_open(db, now, batch).await?;
         if tick.started > 0 {
             self.outbox.notify_one();
         }
@@ -152,6 +158,7 @@ impl Scheduler {
                 idempotency_key: None,
                 known_comments: None,
                 refresh: true,
+                batch_id: None,
             },
             "{}",
             now,

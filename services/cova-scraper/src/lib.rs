@@ -14,6 +14,7 @@ use cova_messages::AnalyzeCommand;
 use cova_metrics::JobKind as JobMetric;
 use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
 use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings};
+use cova_storage::repo::batches;
 use cova_storage::repo::jobs::{self, Job, Scraped, StoredComment};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,10 +83,22 @@ impl JobRunner for Scraper {
             comments = output.comments,
             pages = output.pages,
             duration_ms = took.as_millis() as u64,
-            truncated = output.scraped.truncated,
+            truncated = output.scraped.truncated.map(|t| t.as_str()),
             "job complete"
         );
         cova_metrics::job_finished(JobMetric::Analyze, "complete", took, output.comments);
+    }
+
+    /// A slot of the account is free: its waiting batch URLs start, and the batches this job
+    /// answered may be over.
+    async fn after_end(&self, claimed: &Claimed, now: i64) {
+        let db = &self.backends.db;
+        if let Err(e) = batches::start_waiting(db, &claimed.job.account_id, "{}", now).await {
+            tracing::warn!(error = %e, "starting the account's waiting batch URLs failed; the scheduler will");
+        }
+        if let Err(e) = batches::settle_for_job(db, &claimed.job.id, now).await {
+            tracing::warn!(error = %e, "ending a batch failed; the scheduler will");
+        }
     }
 }
 
@@ -154,8 +167,11 @@ impl Scraper {
         match collected {
             Ok(outcome) => {
                 prefetcher.finish(self.prefetch.1).await;
+                // The cap when the post reached it; else what the hold allowed.
+                let cap = i64::from(limit) >= MAX_COMMENTS_PER_POST;
+                let reason = if cap { cova_domain::Truncation::PostCap } else { cova_domain::Truncation::Balance };
                 let scraped = Scraped {
-                    truncated: outcome.truncated,
+                    truncated: outcome.truncated.then_some(reason),
                     metadata: Some(shown.to_string()),
                     search: metadata.search_text(),
                 };

@@ -101,6 +101,43 @@ pub async fn get_job(db: &Db, job_id: &str) -> Result<Option<AiJob>> {
     Ok(with_conn!(&mut conn, |c| ai_jobs::table.find(job_id).select(AiJob::as_select()).first(c).await.optional())?)
 }
 
+/// What a list of AI jobs shows of each: its quote, tasks, comments and charge (not the result).
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
+#[diesel(table_name = ai_jobs)]
+pub struct AiJobHead {
+    pub job_id: String,
+    pub quote_id: String,
+    pub tasks: String,
+    pub comments: i64,
+    pub charge: i64,
+}
+
+impl AiJobHead {
+    pub fn task_list(&self) -> Vec<&str> {
+        self.tasks.split(',').filter(|t| !t.is_empty()).collect()
+    }
+}
+
+impl From<&AiJob> for AiJobHead {
+    fn from(j: &AiJob) -> Self {
+        Self {
+            job_id: j.job_id.clone(),
+            quote_id: j.quote_id.clone(),
+            tasks: j.tasks.clone(),
+            comments: j.comments,
+            charge: j.charge,
+        }
+    }
+}
+
+/// The heads of these AI jobs, in one read.
+pub async fn heads(db: &Db, job_ids: &[&str]) -> Result<Vec<AiJobHead>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        ai_jobs::table.filter(ai_jobs::job_id.eq_any(job_ids)).select(AiJobHead::as_select()).load(c).await
+    })?)
+}
+
 /// The consents of an account, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
 #[diesel(table_name = ai_consents)]

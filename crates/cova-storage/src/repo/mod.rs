@@ -5,6 +5,7 @@ pub mod ai;
 pub mod alerts;
 pub mod analyses;
 pub mod balances;
+pub mod batches;
 pub mod breakdown;
 pub mod channels;
 pub mod deliveries;

@@ -24,8 +24,9 @@ pub struct ClientArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Starts collecting the comments of a post and prints `<job_id> <status>`; with --wait,
-    /// waits for the job and writes every comment.
+    /// Starts collecting the comments of a post and prints `<job_id> <status>`; with several
+    /// posts (or --from-file), starts them as batches and prints one line per post. With
+    /// --wait, waits for the jobs and writes every comment.
     Analyze(AnalyzeArgs),
     /// Waits for an analyze job started earlier and writes every comment.
     Job(JobArgs),
@@ -47,15 +48,24 @@ pub enum ClientCommand {
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// A TikTok or YouTube post URL.
+    /// TikTok or YouTube post URLs.
     #[arg(value_name = "POST_URL")]
-    pub post_url: String,
-    /// Wait until the job ends (polling every 1.5 s; a progress bar on stderr when it is a
+    pub post_urls: Vec<String>,
+    /// Read post URLs from FILE as well, one per line (`-` for stdin); blank lines and lines
+    /// starting with `#` are skipped.
+    #[arg(long, value_name = "FILE")]
+    pub from_file: Option<PathBuf>,
+    /// Wait until the jobs end (polling every 1.5 s; a progress bar on stderr when it is a
     /// terminal), then write the result.
     #[arg(long)]
     pub wait: bool,
     #[command(flatten)]
     pub output: ResultOutput,
+    /// With --wait and several posts: one file per post in DIR, named `<platform>-<id>.<ext>`,
+    /// instead of one combined file (csv and jsonl: one header, rows of every post; json: an
+    /// array of jobs).
+    #[arg(long, value_name = "DIR", conflicts_with = "output")]
+    pub output_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -41,6 +41,16 @@ impl Api {
         self.post(&["analyze"], &json!({ "url": post_url })).await
     }
 
+    /// `POST /api/v1/analyze/batch`: the batch with one item per URL.
+    pub async fn batch(&self, post_urls: &[String]) -> Result<Value, ClientError> {
+        self.post(&["analyze", "batch"], &json!({ "urls": post_urls })).await
+    }
+
+    /// `GET /api/v1/analyze/batch/{id}`.
+    pub async fn batch_state(&self, id: &str) -> Result<Value, ClientError> {
+        self.get(&["analyze", "batch", id], &[]).await
+    }
+
     /// `GET /api/v1/analyze/{job_id}`, one page of the result (`limit` top-level comments).
     pub async fn job(&self, id: &str, limit: Option<u32>, cursor: Option<&str>) -> Result<Value, ClientError> {
         let limit = limit.map(|l| l.to_string());
@@ -133,10 +143,39 @@ impl Api {
 
     /// `GET /api/v1/analyses/{ref}/export?format=…`, streamed into `sink` as it arrives.
     pub async fn export(&self, reference: &str, format: &str, sink: &mut Sink) -> Result<(), ClientError> {
-        let url = self.endpoint(&["analyses", reference, "export"], &[("format", format)]);
+        self.download(&["analyses", reference, "export"], format, sink, false).await
+    }
+
+    /// `GET /api/v1/analyze/{job_id}/export?format=…`, streamed into `sink`; `continued` drops
+    /// what a file already written starts with (a CSV's byte order mark and header), so that
+    /// several jobs make one file.
+    pub async fn export_job(
+        &self,
+        id: &str,
+        format: &str,
+        sink: &mut Sink,
+        continued: bool,
+    ) -> Result<(), ClientError> {
+        self.download(&["analyze", id, "export"], format, sink, continued).await
+    }
+
+    async fn download(&self, at: &[&str], format: &str, sink: &mut Sink, continued: bool) -> Result<(), ClientError> {
+        let url = self.endpoint(at, &[("format", format)]);
         let mut res = self.send(self.http.get(url)).await?;
+        // The first line of a CSV is its header; nothing to skip in JSON Lines.
+        let mut skipping = continued && format == "csv";
         while let Some(chunk) = res.chunk().await.map_err(|e| self.body_error(&e))? {
-            sink.write_all(&chunk).map_err(|e| sink.write_error(&e))?;
+            let mut bytes = &chunk[..];
+            if skipping {
+                match bytes.iter().position(|b| *b == b'\n') {
+                    Some(end) => {
+                        bytes = &bytes[end + 1..];
+                        skipping = false;
+                    }
+                    None => continue,
+                }
+            }
+            sink.write_all(bytes).map_err(|e| sink.write_error(&e))?;
         }
         Ok(())
     }
@@ -312,6 +351,25 @@ pub struct ResultView {
     pub analysis_id: String,
     #[serde(default)]
     pub released: bool,
+}
+
+/// A batch (`POST /analyze/batch`, `GET /analyze/batch/{id}`).
+#[derive(Debug, Deserialize)]
+pub struct BatchView {
+    pub batch_id: String,
+    /// `running`, `complete` or `cancelled`.
+    pub status: String,
+    pub items: Vec<BatchItemView>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct BatchItemView {
+    pub url: String,
+    /// `waiting`, `running`, `complete`, `failed`, `refused` or `cancelled`.
+    pub state: String,
+    pub r#ref: Option<String>,
+    pub job: Option<JobView>,
+    pub error: Option<ErrorView>,
 }
 
 /// An AI quote (`POST /ai/quote`).

@@ -3,6 +3,7 @@
 //! `config.rs`). Errors end the process with the exit code of their class (see `exit.rs`).
 
 mod args;
+mod batch;
 mod config;
 pub mod exit;
 mod http;
@@ -16,7 +17,7 @@ use self::args::{
 };
 use self::exit::Exit;
 use self::http::{AiJobView, Api, JobView, QuoteView, view};
-use self::output::{Rows, Sink};
+use self::output::Sink;
 use self::progress::Progress;
 use serde_json::Value;
 use std::io::IsTerminal;
@@ -68,22 +69,20 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
     let api = Api::new(settings.base, settings.token, Duration::from_secs(args.timeout))?;
     match args.command {
         ClientCommand::Analyze(a) => {
+            let urls = post_urls(&a)?;
             if a.wait {
-                // Before the job is started and paid for.
+                // Before anything is started and paid for.
                 output::check_destination(a.output.output.as_deref())?;
-            }
-            let job = api.analyze(&a.post_url).await?;
-            let state: JobView = view(&job)?;
-            if a.wait {
-                deliver(&api, &state.job_id, &a.output).await
-            } else {
-                let mut line = format!("{} {}", state.job_id, state.status);
-                if let Some(dedup) = &state.deduplicated {
-                    line.push(' ');
-                    line.push_str(dedup);
+                if let Some(dir) = &a.output_dir {
+                    output::check_directory(dir)?;
                 }
-                output::print_line(&line)
             }
+            if let [url] = urls.as_slice()
+                && a.output_dir.is_none()
+            {
+                return analyze_one(&api, url, &a).await;
+            }
+            batch::run(&api, &urls, &a).await
         }
         ClientCommand::Job(j) => deliver(&api, &j.job_id, &j.output).await,
         ClientCommand::Metadata { post_url } => output::print_json(&api.metadata(&post_url).await?),
@@ -115,12 +114,50 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
     }
 }
 
+/// One post: its job, and with --wait its comments.
+async fn analyze_one(api: &Api, url: &str, a: &args::AnalyzeArgs) -> Result<(), ClientError> {
+    let job = api.analyze(url).await?;
+    let state: JobView = view(&job)?;
+    if a.wait {
+        return deliver(api, &state.job_id, &a.output).await;
+    }
+    let mut line = format!("{} {}", state.job_id, state.status);
+    if let Some(dedup) = &state.deduplicated {
+        line.push(' ');
+        line.push_str(dedup);
+    }
+    output::print_line(&line)
+}
+
+/// The post URLs of `analyze`: the arguments, then the lines of --from-file.
+fn post_urls(a: &args::AnalyzeArgs) -> Result<Vec<String>, ClientError> {
+    let mut urls = a.post_urls.clone();
+    if let Some(path) = &a.from_file {
+        let text = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(path)
+        }
+        .map_err(|e| ClientError::new(Exit::Other, format!("cannot read {}: {e}", path.display())))?;
+        urls.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned));
+    }
+    if urls.is_empty() {
+        return Err(ClientError::new(Exit::Usage, "no post URL: give one or more, or --from-file FILE"));
+    }
+    Ok(urls)
+}
+
 /// Argument combinations clap cannot check, refused before anything is sent (exit 2).
 fn check_usage(command: &ClientCommand) -> Result<(), ClientError> {
     match command {
-        ClientCommand::Analyze(a) if !a.wait && (a.output.format.is_some() || a.output.output.is_some()) => Err(
-            ClientError::new(Exit::Usage, "--format and --output need --wait (without it only the job id is printed)"),
-        ),
+        ClientCommand::Analyze(a)
+            if !a.wait && (a.output.format.is_some() || a.output.output.is_some() || a.output_dir.is_some()) =>
+        {
+            Err(ClientError::new(
+                Exit::Usage,
+                "--format, --output and --output-dir need --wait (without it only the job ids are printed)",
+            ))
+        }
         ClientCommand::Library(LibraryCommand::Export(e))
             if e.format == ExportFormat::Xlsx
                 && e.output.as_deref().is_none_or(|p| p.as_os_str() == "-")
@@ -138,52 +175,49 @@ fn check_usage(command: &ClientCommand) -> Result<(), ClientError> {
 /// Waits for an analyze job, then writes its comments in the format asked.
 ///
 /// JSON is the job as `GET /analyze/{job_id}` returns it, every page joined. CSV and JSON Lines
-/// come from the service's export of the post's breakdown, which a completed job's comments
-/// are until a later scrape replaces them; when the export is refused (a token without
-/// `library:write`, or the post removed from the library), the client renders the job's own
-/// comments with the export's columns.
+/// are the service's export of the job (`GET /analyze/{job_id}/export`); should a later scrape
+/// have replaced its comments meanwhile, the post's current breakdown is written instead.
 async fn deliver(api: &Api, job_id: &str, out: &ResultOutput) -> Result<(), ClientError> {
     let dest = out.output.as_deref();
     output::check_destination(dest)?;
     let done = wait_job(api, job_id).await?;
-    let result = view::<JobView>(&done)?
+    let mut sink = Sink::open(dest)?;
+    write_job(api, job_id, &done, out.format.unwrap_or(ResultFormat::Json), &mut sink, false).await?;
+    sink.finish()
+}
+
+/// Writes a complete job's comments into `sink`; `continued` when the sink already holds
+/// another job's (a combined file: no second CSV header).
+pub(super) async fn write_job(
+    api: &Api,
+    job_id: &str,
+    done: &Value,
+    format: ResultFormat,
+    sink: &mut Sink,
+    continued: bool,
+) -> Result<(), ClientError> {
+    let result = view::<JobView>(done)?
         .result
         .ok_or_else(|| ClientError::new(Exit::Other, format!("job {job_id} is complete but has no result")))?;
     if result.released {
         eprintln!(
             "cova: note: a later scrape of {} replaced the comments of job {job_id}; {}",
             result.analysis_id,
-            match out.format {
-                Some(ResultFormat::Csv | ResultFormat::Jsonl) => "writing the post's current breakdown",
-                _ => "its result has no comments any more",
+            match format {
+                ResultFormat::Csv | ResultFormat::Jsonl => "writing the post's current breakdown",
+                ResultFormat::Json => "its result has no comments any more",
             }
         );
     }
-    let rows = match out.format.unwrap_or(ResultFormat::Json) {
-        ResultFormat::Json => {
-            let whole = api.whole_job(job_id).await?;
-            let mut sink = Sink::open(dest)?;
-            output::write_json(&mut sink, &whole)?;
-            return sink.finish();
-        }
-        ResultFormat::Csv => Rows::Csv,
-        ResultFormat::Jsonl => Rows::Jsonl,
+    let rows = match format {
+        ResultFormat::Json => return output::write_json(sink, &api.whole_job(job_id).await?),
+        ResultFormat::Csv => "csv",
+        ResultFormat::Jsonl => "jsonl",
     };
-    let format = match rows {
-        Rows::Csv => "csv",
-        Rows::Jsonl => "jsonl",
-    };
-    let mut sink = Sink::open(dest)?;
-    match api.export(&result.analysis_id, format, &mut sink).await {
-        Ok(()) => sink.finish(),
-        // Refused before any byte was written: the sink is still empty.
-        Err(e) if !result.released && matches!(e.code.as_deref(), Some("forbidden_scope" | "not_found")) => {
-            let whole = api.whole_job(job_id).await?;
-            let comments = whole["result"]["comments"].as_array().map(Vec::as_slice).unwrap_or_default();
-            output::write_rows(&mut sink, comments, rows)?;
-            sink.finish()
-        }
-        Err(e) => Err(e),
+    if result.released {
+        api.export(&result.analysis_id, rows, sink).await
+    } else {
+        api.export_job(job_id, rows, sink, continued).await
     }
 }
 
@@ -209,15 +243,15 @@ async fn wait_ai(api: &Api, id: &str) -> Result<Value, ClientError> {
 }
 
 /// What one poll tells: the job's status and, once it failed, why.
-struct Polled {
-    status: String,
-    error: Option<http::ErrorView>,
+pub(super) struct Polled {
+    pub(super) status: String,
+    pub(super) error: Option<http::ErrorView>,
 }
 
 /// The one polling loop: every [`POLL`], a transient failure (unreachable, 503, 429) tolerated
 /// [`POLL_RETRIES`] times in a row after its `Retry-After`, until the job is `complete` (its
 /// JSON) or `failed` (exit 6).
-async fn poll_until_done<Fut>(
+pub(super) async fn poll_until_done<Fut>(
     what: &str,
     id: &str,
     mut fetch: impl FnMut() -> Fut,

@@ -4,6 +4,7 @@
 //! records that consent.
 
 use super::analyze::idempotency_key;
+use super::views;
 use crate::error::HttpResult;
 use crate::input::{self, read_body};
 use crate::metering::authorized;
@@ -179,23 +180,7 @@ async fn ai_job_view(state: &AppState, job: &jobs::Job) -> Result<Value, ApiErro
         }
         Some(full)
     });
-    let mut v = json!({
-        "id": job.id,
-        "status": job.status.as_str(),
-        "ref": job.r#ref,
-        "quote_id": spec.as_ref().map(|s| &s.quote_id),
-        "tasks": spec.as_ref().map(|s| s.task_list()),
-        "comments": spec.as_ref().map(|s| s.comments),
-        "charge": spec.as_ref().map(|s| s.charge),
-        "created_at": rfc3339(job.created_at),
-        "started_at": job.started_at.map(rfc3339),
-        "finished_at": job.finished_at.map(rfc3339),
-        "result": result,
-    });
-    if let (Some(code), Some(obj)) = (&job.error_code, v.as_object_mut()) {
-        obj.insert("error".into(), json!({"code": code, "detail": job.error_detail.clone().unwrap_or_default()}));
-    }
-    Ok(v)
+    Ok(views::ai_job(job, spec.as_ref().map(ai::AiJobHead::from).as_ref(), result))
 }
 
 /// `GET /ai/jobs/{id}`: the AI job's state, and its result once complete.

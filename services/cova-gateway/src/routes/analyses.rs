@@ -329,6 +329,7 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
             idempotency_key: key.as_deref(),
             known_comments: None,
             refresh: true,
+            batch_id: None,
         },
         &trace,
         state.now(),

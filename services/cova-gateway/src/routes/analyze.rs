@@ -61,6 +61,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
             idempotency_key: key.as_deref(),
             known_comments,
             refresh: false,
+            batch_id: None,
         },
         &trace,
         state.now(),
@@ -177,7 +178,9 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     let head = json!({
         "analysis_id": job.r#ref,
         "truncated": job.truncated,
+        "truncated_reason": job.truncated_reason,
         "comments_total": job.comments_collected,
+        "comments_new": job.comments_new,
         "released": !current,
     });
     let prefix = format!("{},\"result\":{},\"comments\":[", stream::open_object(&body), stream::open_object(&head));

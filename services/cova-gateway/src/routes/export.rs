@@ -1,5 +1,5 @@
-//! `GET /api/v1/analyses/{ref}/export?format=csv|jsonl|xlsx`: the breakdown as a download, one
-//! row per comment (replies after their parent, with its id), for spreadsheets and pipelines.
+//! `GET /api/v1/analyses/{ref}/export?format=csv|jsonl|xlsx` and
+//! `GET /api/v1/analyze/{job_id}/export`: comments as a download, one row per comment (replies after their parent, with its id), for spreadsheets and pipelines.
 //! CSV and JSON Lines are streamed in chunks straight from the database; an XLSX workbook is a
 //! zip archive that can only be sent once complete, so it is written row by row to a temporary
 //! file in constant memory and then streamed from there.
@@ -11,13 +11,14 @@ use crate::{AppState, backend_errors};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
-use cova_domain::export::{self, COLUMNS, inert};
+use cova_domain::export::{self, COLUMNS, Cell, Post, inert};
 use cova_domain::time::rfc3339;
+use cova_domain::{JobKind, JobStatus};
 use cova_errors::ApiError;
 use cova_platforms::PostRef;
 use cova_storage::Db;
-use cova_storage::repo::analyses;
 use cova_storage::repo::breakdown::{self, Row};
+use cova_storage::repo::{analyses, jobs};
 use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
@@ -56,20 +57,60 @@ struct Params {
     format: Option<String>,
 }
 
+fn format_of(req: &HttpRequest) -> Result<Format, ApiError> {
+    let params = web::Query::<Params>::from_query(req.query_string()).map_err(backend_errors::query)?;
+    match params.format.as_deref() {
+        None | Some("csv") => Ok(Format::Csv),
+        Some("jsonl") => Ok(Format::Jsonl),
+        Some("xlsx") => Ok(Format::Xlsx),
+        Some(_) => Err(ApiError::validation("`format` must be csv, jsonl or xlsx.")),
+    }
+}
+
+/// What one export reads and the post columns it writes.
+#[derive(Clone)]
+struct Source {
+    account: String,
+    r#ref: String,
+    job: String,
+    post_url: String,
+    post_title: String,
+    /// Where media paths point: the configured public URL, else the address this request used.
+    origin: String,
+}
+
+impl Source {
+    fn new(req: &HttpRequest, state: &AppState, entry: &analyses::Analysis, job: String) -> Self {
+        let metadata: Value = entry.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+        let origin = if state.config.workspace.public_url.is_empty() {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        } else {
+            state.config.workspace.base_url(&state.config.http.addr)
+        };
+        Source {
+            account: entry.account_id.clone(),
+            r#ref: entry.r#ref.clone(),
+            job,
+            post_url: entry.url.clone(),
+            post_title: export::post_title(&metadata),
+            origin,
+        }
+    }
+
+    fn post(&self) -> Post<'_> {
+        Post { url: &self.post_url, title: &self.post_title, origin: &self.origin }
+    }
+}
+
+/// `GET /analyses/{ref}/export`: the breakdown of a library entry.
 pub async fn export(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
     let (r#ref, format) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
         principal.require(Scope::LibraryWrite)?;
         crate::input::text("ref", &path)?;
         let r#ref = path.parse::<PostRef>().map_err(|e| ApiError::validation(e.detail().to_owned()))?;
-        let params = web::Query::<Params>::from_query(req.query_string()).map_err(backend_errors::query)?;
-        let format = match params.format.as_deref() {
-            None | Some("csv") => Format::Csv,
-            Some("jsonl") => Format::Jsonl,
-            Some("xlsx") => Format::Xlsx,
-            Some(_) => return Err(ApiError::validation("`format` must be csv, jsonl or xlsx.")),
-        };
-        Ok((r#ref, format))
+        Ok((r#ref, format_of(&req)?))
     })
     .await?;
     let (meter, _) = Meter::api(&state, &principal).await?;
@@ -85,18 +126,69 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>, path: web::Pat
             )))
             .into());
     };
+    let source = Source::new(&req, &state, &entry, job);
+    send(&state, meter, source, format).await
+}
+
+/// `GET /analyze/{job_id}/export`: the comments of any finished analyze job of the account
+/// while they are kept, whether or not its post is in the library (a cookie session's
+/// analyses are not).
+pub async fn export_job(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
+    let principal = authenticate(&req, &state).await?;
+    let format = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
+        principal.require(Scope::AnalyzeWrite)?;
+        format_of(&req)
+    })
+    .await?;
+    let (meter, _) = Meter::api(&state, &principal).await?;
+    let db = &state.backends.db;
+    let no_job = || ApiError::not_found("No such job.");
+    let job = match uuid::Uuid::parse_str(&path) {
+        Ok(_) => jobs::get_for_account(db, &path, &principal.account_id)
+            .await
+            .map_err(|e| meter.fail(backend_errors::storage(e)))?
+            .filter(|j| j.kind == JobKind::Analyze),
+        Err(_) => None,
+    };
+    let job = job.ok_or_else(|| meter.fail(no_job()))?;
+    if job.status != JobStatus::Complete {
+        return Err(meter
+            .fail(ApiError::not_found(format!(
+                "Job {} has no comments to export: it is {}. Export it once it is complete.",
+                job.id,
+                job.status.in_words()
+            )))
+            .into());
+    }
+    let entry = analyses::get(db, &principal.account_id, &job.r#ref)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .filter(|a| a.breakdown_job() == Some(job.id.as_str()))
+        .ok_or_else(|| {
+            meter.fail(ApiError::not_found(format!(
+                "The comments of job {} are no longer kept: a newer scrape of the post replaced them, or {} \
+                 passed. Export the newer job, or collect the post again.",
+                job.id,
+                cova_domain::limits::in_words(cova_domain::limits::LIBRARY_LIFETIME)
+            )))
+        })?;
+    let source = Source::new(&req, &state, &entry, job.id.clone());
+    send(&state, meter, source, format).await
+}
+
+async fn send(state: &AppState, meter: Meter, source: Source, format: Format) -> HttpResult {
+    let r#ref = source.r#ref.parse::<PostRef>().map_err(|_| meter.fail(ApiError::internal()))?;
     let filename = format!("{}-{}.{}", r#ref.platform.as_str(), r#ref.id, format.extension());
     let mut res = HttpResponse::Ok();
     res.content_type(format.content_type())
         .insert_header(("content-disposition", format!("attachment; filename=\"{filename}\"")));
     let db = state.backends.db.clone();
-    let source = (principal.account_id.clone(), r#ref.to_string(), job.clone());
     match format {
         Format::Csv => Ok(meter.stream(res, rows(db, source, encode_csv))),
         Format::Jsonl => Ok(meter.stream(res, rows(db, source, encode_jsonl))),
         Format::Xlsx => {
-            let file = write_xlsx(&db, &job).await.map_err(|e| meter.fail(e))?;
-            if !still_breakdown(&db, &principal.account_id, &r#ref.to_string(), &job).await {
+            let file = write_xlsx(&db, &source).await.map_err(|e| meter.fail(e))?;
+            if !still_breakdown(&db, &source).await {
                 return Err(meter
                     .fail(ApiError::new(
                         cova_errors::ErrorCode::Unavailable,
@@ -113,14 +205,14 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>, path: web::Pat
 /// first chunk, so a header can lead).
 fn rows(
     db: Db,
-    (account, r#ref, job): (String, String, String),
-    encode: fn(&[Row], bool) -> Bytes,
+    source: Source,
+    encode: fn(&[Row], bool, &Post<'_>) -> Bytes,
 ) -> impl Stream<Item = Result<Bytes, actix_web::Error>> {
     futures::stream::unfold(Some(-1_i64), move |after| {
-        let (db, account, r#ref, job) = (db.clone(), account.clone(), r#ref.clone(), job.clone());
+        let (db, source) = (db.clone(), source.clone());
         async move {
             let after = after?;
-            match breakdown::chunk(&db, &job, after, CHUNK).await {
+            match breakdown::chunk(&db, &source.job, after, CHUNK).await {
                 Ok(chunk) => {
                     let first = after < 0;
                     if chunk.is_empty() && !first {
@@ -129,14 +221,14 @@ fn rows(
                     let next = (chunk.len() as i64 == CHUNK).then(|| chunk.last().map_or(after, |r| r.position));
                     // The last chunk: if a new scrape or a purge released these comments while
                     // they were read, the download must not look complete.
-                    if next.is_none() && !still_breakdown(&db, &account, &r#ref, &job).await {
-                        tracing::warn!(job.id = %job, "export stopped: the breakdown changed while it was read");
+                    if next.is_none() && !still_breakdown(&db, &source).await {
+                        tracing::warn!(job.id = %source.job, "export stopped: the breakdown changed while it was read");
                         return Some((
                             Err(actix_web::error::ErrorConflict("the breakdown changed; export again")),
                             None,
                         ));
                     }
-                    Some((Ok(encode(&chunk, first)), next))
+                    Some((Ok(encode(&chunk, first, &source.post())), next))
                 }
                 Err(e) => {
                     // Headers are out: the download ends short, and the log says why.
@@ -148,31 +240,36 @@ fn rows(
     })
 }
 
-/// True while `job`'s comments are still the account's breakdown of `ref`.
-async fn still_breakdown(db: &Db, account: &str, r#ref: &str, job: &str) -> bool {
-    matches!(analyses::get(db, account, r#ref).await, Ok(Some(a)) if a.breakdown_job() == Some(job))
+/// True while the source's comments are still the account's breakdown of its post.
+async fn still_breakdown(db: &Db, source: &Source) -> bool {
+    matches!(analyses::get(db, &source.account, &source.r#ref).await,
+             Ok(Some(a)) if a.breakdown_job() == Some(source.job.as_str()))
 }
 
 /// The cells of one comment, in [`COLUMNS`] order.
-fn cells(row: &Row) -> [String; 14] {
+fn cells(row: &Row, post: &Post<'_>) -> [String; 16] {
     let v: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
     let first_seen = row.first_seen_at.map(rfc3339).unwrap_or_default();
-    export::cells(&v, &row.comment_id, row.parent_id.as_deref().unwrap_or_default(), &first_seen)
+    export::cells(&v, &row.comment_id, row.parent_id.as_deref().unwrap_or_default(), &first_seen, post)
 }
 
-fn encode_csv(chunk: &[Row], first: bool) -> Bytes {
-    let mut out = csv::Writer::from_writer(Vec::with_capacity(chunk.len() * 256));
+fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
+    let mut buf = Vec::with_capacity(chunk.len() * 256 + 3);
+    if first {
+        buf.extend_from_slice(export::BOM.as_bytes());
+    }
+    let mut out = csv::Writer::from_writer(buf);
     if first {
         let _ = out.write_record(COLUMNS);
     }
     for row in chunk {
-        let _ = out.write_record(cells(row).into_iter().map(inert));
+        let _ = out.write_record(cells(row, post).into_iter().map(inert));
     }
     Bytes::from(out.into_inner().unwrap_or_default())
 }
 
 /// One comment per line: its stored body with `first_seen_at`, written as it is stored.
-fn encode_jsonl(chunk: &[Row], _first: bool) -> Bytes {
+fn encode_jsonl(chunk: &[Row], _first: bool, _post: &Post<'_>) -> Bytes {
     let mut out = Vec::with_capacity(chunk.len() * 512);
     for row in chunk {
         if super::stream::write_comment(&mut out, row, None) {
@@ -183,34 +280,50 @@ fn encode_jsonl(chunk: &[Row], _first: bool) -> Bytes {
 }
 
 /// Writes the workbook to a temporary file: comments are read in chunks and handed to a
-/// blocking writer thread, which keeps only the current row in memory.
-async fn write_xlsx(db: &Db, job: &str) -> Result<tempfile::NamedTempFile, ApiError> {
+/// blocking writer thread, which keeps only the current row in memory. One sheet named
+/// "Comments", its header row frozen, numbers, booleans and times as typed cells.
+async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile, ApiError> {
     let file = tempfile::NamedTempFile::new().map_err(|e| {
         tracing::error!(error = %e, "no temporary file for an export");
         ApiError::internal()
     })?;
     let path = file.path().to_owned();
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Row>>(2);
+    let owned = source.clone();
     let writer = tokio::task::spawn_blocking(move || -> Result<(), rust_xlsxwriter::XlsxError> {
-        let mut workbook = rust_xlsxwriter::Workbook::new();
+        use rust_xlsxwriter::{ExcelDateTime, Format as Style, Workbook};
+        let post = owned.post();
+        let mut workbook = Workbook::new();
+        let (bold, time) = (Style::new().set_bold(), Style::new().set_num_format("yyyy-mm-dd hh:mm:ss"));
         let sheet = workbook.add_worksheet_with_constant_memory()?;
+        sheet.set_name("Comments")?;
+        sheet.set_freeze_panes(1, 0)?;
         for (col, name) in COLUMNS.iter().enumerate() {
-            sheet.write_string(0, col as u16, *name)?;
+            sheet.write_string_with_format(0, col as u16, *name, &bold)?;
         }
         let mut line: u32 = 1;
         while let Ok(chunk) = rx.recv() {
             for row in &chunk {
-                for (col, cell) in cells(row).into_iter().enumerate() {
-                    let col = col as u16;
-                    match COLUMNS[col as usize] {
-                        "likes" | "reply_count" => {
+                for (col, cell) in cells(row, &post).into_iter().enumerate() {
+                    let (col, column) = (col as u16, COLUMNS[col]);
+                    match export::kind(column) {
+                        Cell::Number => {
                             sheet.write_number(line, col, cell.parse::<f64>().unwrap_or(0.0))?;
                         }
-                        "pinned" | "liked_by_author" => {
+                        Cell::Boolean => {
                             sheet.write_boolean(line, col, cell == "true")?;
                         }
-                        _ => {
-                            sheet.write_string(line, col, cell)?;
+                        Cell::Time if !cell.is_empty() => match ExcelDateTime::parse_from_str(&cell) {
+                            Ok(at) => {
+                                sheet.write_datetime_with_format(line, col, &at, &time)?;
+                            }
+                            Err(_) => {
+                                sheet.write_string(line, col, inert(cell))?;
+                            }
+                        },
+                        Cell::Time => {}
+                        Cell::Text => {
+                            sheet.write_string(line, col, inert(cell))?;
                         }
                     }
                 }
@@ -221,7 +334,7 @@ async fn write_xlsx(db: &Db, job: &str) -> Result<tempfile::NamedTempFile, ApiEr
     });
     let mut after = -1;
     loop {
-        let chunk = breakdown::chunk(db, job, after, CHUNK).await.map_err(backend_errors::storage)?;
+        let chunk = breakdown::chunk(db, &source.job, after, CHUNK).await.map_err(backend_errors::storage)?;
         let last = chunk.last().map(|r| r.position);
         let done = (chunk.len() as i64) < CHUNK;
         if !chunk.is_empty() && tx.send(chunk).is_err() {
@@ -291,11 +404,16 @@ mod tests {
 
     #[test]
     fn csv_rows_carry_the_parent_and_neutralise_formulas() {
-        let out = encode_csv(&[row("1", None, "=HYPERLINK(\"x\")"), row("2", Some("1"), "a, \"b\"")], true);
-        let mut reader = csv::Reader::from_reader(&out[..]);
+        let post = Post { url: "https://www.tiktok.com/@a/video/7", title: "Title", origin: "http://h" };
+        let out = encode_csv(&[row("1", None, "=HYPERLINK(\"x\")"), row("2", Some("1"), "a, \"b\"")], true, &post);
+        let body = out.strip_prefix(export::BOM.as_bytes()).expect("a byte order mark first");
+        let mut reader = csv::Reader::from_reader(body);
         assert_eq!(reader.headers().expect("header").iter().collect::<Vec<_>>(), COLUMNS);
         let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
-        assert_eq!(&records[0][2], "'=HYPERLINK(\"x\")");
-        assert_eq!((&records[1][0], &records[1][1], &records[1][2]), ("2", "1", "a, \"b\""));
+        assert_eq!((&records[0][0], &records[0][1]), (post.url, "Title"));
+        assert_eq!(&records[0][4], "'=HYPERLINK(\"x\")");
+        assert_eq!((&records[1][2], &records[1][3], &records[1][4]), ("2", "1", "a, \"b\""));
+        // Only the first chunk carries the mark and the header.
+        assert!(!encode_csv(&[row("3", None, "x")], false, &post).starts_with(export::BOM.as_bytes()));
     }
 }

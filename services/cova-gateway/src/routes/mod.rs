@@ -4,9 +4,11 @@ mod account;
 mod ai;
 mod analyses;
 mod analyze;
+mod batch;
 mod billing;
 mod export;
 mod health;
+mod history;
 mod media;
 mod metadata;
 mod notifications;
@@ -55,8 +57,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/openapi.json", web::get().to(reference::openapi)))
                 .service(resource("/usage", web::get().to(usage::get_usage)))
                 .service(resource("/metadata", web::post().to(metadata::post_metadata)))
-                .service(resource("/analyze", web::post().to(analyze::post_analyze)))
+                .service(
+                    web::resource("/analyze")
+                        .route(web::post().to(analyze::post_analyze))
+                        .route(web::get().to(history::analyze_jobs))
+                        .default_service(web::to(method_not_allowed)),
+                )
+                .service(resource("/analyze/batch", web::post().to(batch::create)))
+                .service(resource("/analyze/batch/{id}", web::get().to(batch::get)))
+                .service(resource("/analyze/batch/{id}/cancel", web::post().to(batch::cancel)))
                 .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job)))
+                .service(resource("/analyze/{job_id}/export", web::get().to(export::export_job)))
                 .service(resource("/analyses/saved", web::get().to(analyses::list)))
                 .service(resource("/analyses/session", web::get().to(analyses::session)))
                 .service(resource("/analyses/save-metadata", web::post().to(analyses::save_metadata)))
@@ -95,6 +106,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 ))
                 .service(resource("/ai/quote", web::post().to(ai::quote)))
                 .service(resource("/ai/run", web::post().to(ai::run)))
+                .service(resource("/ai/jobs", web::get().to(history::ai_jobs)))
                 .service(resource("/ai/jobs/{id}", web::get().to(ai::get_job)))
                 .service(resource("/ai/{ref}/queries", web::put().to(ai::put_queries)))
                 .service(resource("/media/file", web::get().to(media::file)))

@@ -128,6 +128,9 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
         comments_collected: total as i64,
         comments_expected: Some(total as i64),
         truncated: false,
+        truncated_reason: None,
+        comments_new: Some(total as i64),
+        batch_id: None,
         error_code: None,
         error_detail: None,
     };
@@ -147,7 +150,9 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
             json!({
                 "analysis_id": r#ref,
                 "truncated": false,
+                "truncated_reason": null,
                 "comments_total": total,
+                "comments_new": total,
                 "comments": comments,
                 "next_cursor": null,
                 "released": false,

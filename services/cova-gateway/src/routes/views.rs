@@ -2,6 +2,7 @@
 
 use cova_domain::Dedup;
 use cova_domain::time::rfc3339;
+use cova_storage::repo::ai::AiJobHead;
 use cova_storage::repo::analyses::Analysis;
 use cova_storage::repo::deliveries::{Delivery, State};
 use cova_storage::repo::jobs::Job;
@@ -56,6 +57,27 @@ struct JobError<'a> {
 struct Progress {
     comments_collected: i64,
     comments_expected: Option<i64>,
+}
+
+/// An AI job as `GET /ai/jobs/{id}` shows it; `result` once complete.
+pub fn ai_job(job: &Job, head: Option<&AiJobHead>, result: Option<Value>) -> Value {
+    let mut v = json!({
+        "id": job.id,
+        "status": job.status.as_str(),
+        "ref": job.r#ref,
+        "quote_id": head.map(|h| &h.quote_id),
+        "tasks": head.map(AiJobHead::task_list),
+        "comments": head.map(|h| h.comments),
+        "charge": head.map(|h| h.charge),
+        "created_at": rfc3339(job.created_at),
+        "started_at": job.started_at.map(rfc3339),
+        "finished_at": job.finished_at.map(rfc3339),
+        "result": result,
+    });
+    if let (Some(code), Some(obj)) = (&job.error_code, v.as_object_mut()) {
+        obj.insert("error".into(), json!({"code": code, "detail": job.error_detail.clone().unwrap_or_default()}));
+    }
+    v
 }
 
 /// A library entry (without its comments).

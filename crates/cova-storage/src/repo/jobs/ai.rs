@@ -113,6 +113,7 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
             r#ref: &quote.r#ref,
             url: &url,
             comments_expected: Some(quote.comments),
+            batch_id: None,
         };
         let command = Outgoing::command(&AiCommand { job_id: job_id.clone() });
         let job = insert_job!(c, &row, new.idempotency_key, &key_ref, &command, trace_headers, now)?;

@@ -30,6 +30,8 @@ pub struct NewAnalyze<'a> {
     /// A re-scrape of an analysis (on demand or by its watch): never answered with a recent
     /// result, and a paid feature (needs a pack this month).
     pub refresh: bool,
+    /// The batch the job is started for.
+    pub batch_id: Option<&'a str>,
 }
 
 #[derive(Debug)]
@@ -127,6 +129,7 @@ pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, n
             r#ref: new.r#ref,
             url: new.url,
             comments_expected: None,
+            batch_id: new.batch_id,
         };
         let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() });
         let job = insert_job!(c, &row, new.idempotency_key, new.r#ref, &command, trace_headers, now)?;
@@ -208,8 +211,8 @@ pub async fn append_comments(
 /// What the scraper learnt about the post besides its comments.
 #[derive(Debug, Clone, Default)]
 pub struct Scraped {
-    /// The post had more comments than were collected (the per-post cap or the hold).
-    pub truncated: bool,
+    /// The post had more comments than were collected: why (the per-post cap or the hold).
+    pub truncated: Option<cova_domain::Truncation>,
     /// The post's metadata (JSON) as read by this scrape.
     pub metadata: Option<String>,
     /// Lower-cased title and author, for searching the library.
@@ -304,13 +307,16 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .count()
             .get_result::<i64>(c)
             .await?;
-        let truncated = scraped.truncated || !dropped.is_empty();
+        // New comments beyond the hold: the balance stopped them.
+        let truncation = if dropped.is_empty() { scraped.truncated } else { Some(cova_domain::Truncation::Balance) };
         diesel::update(jobs::table.find(job_id))
             .set((
                 jobs::status.eq(JobStatus::Complete.as_str()),
                 jobs::finished_at.eq(now),
                 jobs::comments_collected.eq(collected),
-                jobs::truncated.eq(truncated),
+                jobs::comments_new.eq(new_count),
+                jobs::truncated.eq(truncation.is_some()),
+                jobs::truncated_reason.eq(truncation.map(|t| t.as_str())),
             ))
             .execute(c)
             .await?;

@@ -40,6 +40,12 @@ pub struct Job {
     pub truncated: bool,
     pub error_code: Option<String>,
     pub error_detail: Option<String>,
+    /// The batch it was started for, if any.
+    pub batch_id: Option<String>,
+    /// Comments new to the account's analysis of the post (a completed analyze job).
+    pub comments_new: Option<i64>,
+    /// Why fewer comments were kept than the post has, when `truncated` (`post_cap`, `balance`).
+    pub truncated_reason: Option<String>,
 }
 
 /// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.
@@ -364,4 +370,71 @@ pub async fn latest_started_by(db: &Db, account_id: &str, by: StartedBy<'_>) -> 
             .await
             .optional()
     })?)
+}
+
+/// What a listing of an account's jobs keeps.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter<'a> {
+    pub status: Option<JobStatus>,
+    pub r#ref: Option<&'a str>,
+    /// Created at or after / before (unix ms).
+    pub created_after: Option<i64>,
+    pub created_before: Option<i64>,
+    pub batch_id: Option<&'a str>,
+}
+
+/// The account's jobs of `kind`, newest first, after `before` (the `(created_at, id)` of the
+/// last job of the previous page); each with whether its comments are still its analysis'
+/// breakdown (its result can be read).
+pub async fn list(
+    db: &Db,
+    account_id: &str,
+    kind: JobKind,
+    filter: &JobFilter<'_>,
+    before: Option<(i64, String)>,
+    limit: i64,
+) -> Result<Vec<(Job, bool)>> {
+    let mut conn = db.conn().await?;
+    type Row = (Job, Option<AnalysisStatus>, Option<String>);
+    let rows: Vec<Row> = with_conn!(&mut conn, |c| {
+        let mut q = jobs::table
+            .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
+            .filter(jobs::account_id.eq(account_id))
+            .filter(jobs::kind.eq(kind))
+            .select((Job::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
+            .into_boxed();
+        if let Some(status) = filter.status {
+            q = q.filter(jobs::status.eq(status));
+        }
+        if let Some(r#ref) = filter.r#ref {
+            q = q.filter(jobs::ref_.eq(r#ref));
+        }
+        if let Some(after) = filter.created_after {
+            q = q.filter(jobs::created_at.ge(after));
+        }
+        if let Some(before) = filter.created_before {
+            q = q.filter(jobs::created_at.lt(before));
+        }
+        if let Some(batch_id) = filter.batch_id {
+            q = q.filter(jobs::batch_id.eq(batch_id));
+        }
+        if let Some((at, id)) = &before {
+            q = q.filter(jobs::created_at.lt(*at).or(jobs::created_at.eq(*at).and(jobs::id.lt(id.clone()))));
+        }
+        q.order((jobs::created_at.desc(), jobs::id.desc())).limit(limit).load(c).await
+    })?;
+    Ok(rows
+        .into_iter()
+        .map(|(job, status, last_job_id)| {
+            let current = match job.kind {
+                JobKind::Analyze => {
+                    status.and_then(|s| super::analyses::breakdown_job(s, last_job_id.as_deref()))
+                        == Some(job.id.as_str())
+                }
+                // An AI job's result is its own, kept with it.
+                JobKind::Ai => job.status == JobStatus::Complete,
+            };
+            (job, current)
+        })
+        .collect())
 }

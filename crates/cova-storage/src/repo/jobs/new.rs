@@ -29,6 +29,7 @@ pub(crate) struct NewJob<'a> {
     pub r#ref: &'a str,
     pub url: &'a str,
     pub comments_expected: Option<i64>,
+    pub batch_id: Option<&'a str>,
 }
 
 /// Inside a transaction: takes the account's row lock with a no-op update (PostgreSQL; SQLite
@@ -140,6 +141,7 @@ macro_rules! insert_job {
                 jobs::comments_collected.eq(0),
                 jobs::comments_expected.eq(new.comments_expected),
                 jobs::truncated.eq(false),
+                jobs::batch_id.eq(new.batch_id),
             ))
             .execute($c)
             .await?;

@@ -1,0 +1,177 @@
+//! `GET /api/v1/analyze` and `GET /api/v1/ai/jobs`: the history of the account's jobs, newest
+//! first, paged with a cursor; each job links its result while the result lives.
+
+use super::views;
+use crate::error::HttpResult;
+use crate::metering::authorized;
+use crate::{AppState, backend_errors};
+use actix_web::{HttpRequest, HttpResponse, web};
+use cova_auth::Scope;
+use cova_domain::time::parse_rfc3339;
+use cova_domain::{JobKind, JobStatus};
+use cova_errors::ApiError;
+use cova_storage::repo::ai;
+use cova_storage::repo::jobs::{self, Job, JobFilter};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Jobs in one page, by default and at most.
+const PAGE: i64 = 50;
+const MAX_PAGE: i64 = 500;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+    status: Option<String>,
+    r#ref: Option<String>,
+    created_after: Option<String>,
+    created_before: Option<String>,
+    batch: Option<String>,
+}
+
+/// The checked query: filters, the page's start and its size.
+struct Checked {
+    status: Option<JobStatus>,
+    r#ref: Option<String>,
+    created_after: Option<i64>,
+    created_before: Option<i64>,
+    batch: Option<String>,
+    before: Option<(i64, String)>,
+    limit: i64,
+}
+
+fn check(req: &HttpRequest, kind: JobKind) -> Result<Checked, ApiError> {
+    let q = web::Query::<HistoryQuery>::from_query(req.query_string()).map_err(backend_errors::query)?.into_inner();
+    let limit = q.limit.unwrap_or(PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::validation(format!("`limit` must be between 1 and {MAX_PAGE}.")));
+    }
+    let time = |field: &str, v: Option<String>| -> Result<Option<i64>, ApiError> {
+        v.map(|t| {
+            parse_rfc3339(&t).ok_or_else(|| {
+                ApiError::validation(format!("`{field}` must be an RFC 3339 time such as 2026-11-01T00:00:00Z."))
+            })
+        })
+        .transpose()
+    };
+    let status = q
+        .status
+        .map(|s| {
+            JobStatus::parse(&s)
+                .ok_or_else(|| ApiError::validation("`status` must be one of queued, in_progress, complete, failed."))
+        })
+        .transpose()?;
+    if kind == JobKind::Ai && q.batch.is_some() {
+        return Err(ApiError::validation("`batch` filters analyze jobs only."));
+    }
+    let before = q
+        .cursor
+        .map(|c| {
+            c.split_once('.')
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())))
+                .filter(|(_, id)| uuid::Uuid::parse_str(id).is_ok())
+                .ok_or_else(|| ApiError::validation("`cursor` is not one this API returned."))
+        })
+        .transpose()?;
+    Ok(Checked {
+        status,
+        r#ref: q.r#ref,
+        created_after: time("created_after", q.created_after)?,
+        created_before: time("created_before", q.created_before)?,
+        batch: q.batch,
+        before,
+        limit,
+    })
+}
+
+pub async fn analyze_jobs(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    list(req, state, JobKind::Analyze, Scope::AnalyzeWrite).await
+}
+
+pub async fn ai_jobs(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    list(req, state, JobKind::Ai, Scope::AiWrite).await
+}
+
+async fn list(req: HttpRequest, state: web::Data<AppState>, kind: JobKind, scope: Scope) -> HttpResult {
+    let (principal, meter, query) = authorized(&req, &state, scope, async |_| check(&req, kind)).await?;
+    let filter = JobFilter {
+        status: query.status,
+        r#ref: query.r#ref.as_deref(),
+        created_after: query.created_after,
+        created_before: query.created_before,
+        batch_id: query.batch.as_deref(),
+    };
+    // One more than asked: whether there is a next page.
+    let mut found = jobs::list(&state.backends.db, &principal.account_id, kind, &filter, query.before, query.limit + 1)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let more = found.len() as i64 > query.limit;
+    found.truncate(usize::try_from(query.limit).unwrap_or(0));
+    let next_cursor = found.last().filter(|_| more).map(|(j, _)| format!("{}.{}", j.created_at, j.id));
+    let items: Vec<Value> = match kind {
+        JobKind::Analyze => found.iter().map(|(job, current)| analyze_item(job, *current)).collect(),
+        JobKind::Ai => {
+            let ids: Vec<&str> = found.iter().map(|(j, _)| j.id.as_str()).collect();
+            let heads =
+                ai::heads(&state.backends.db, &ids).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
+            found
+                .iter()
+                .map(|(job, current)| {
+                    let head = heads.iter().find(|h| h.job_id == job.id);
+                    let mut v = views::ai_job(job, head, None);
+                    if let Some(obj) = v.as_object_mut() {
+                        obj.remove("result");
+                        obj.insert(
+                            "links".into(),
+                            json!(current.then(|| json!({"result": format!("/api/v1/ai/jobs/{}", job.id)}))),
+                        );
+                    }
+                    v
+                })
+                .collect()
+        }
+    };
+    Ok(meter.json(HttpResponse::Ok(), &Page { items, next_cursor }))
+}
+
+/// An analyze job of the history, with the links to its result while it lives.
+fn analyze_item(job: &Job, current: bool) -> Value {
+    let links = current.then(|| Links {
+        result: format!("/api/v1/analyze/{}", job.id),
+        export: format!("/api/v1/analyze/{}/export?format=csv", job.id),
+    });
+    json!(Item {
+        batch_id: job.batch_id.as_deref(),
+        comments_new: job.comments_new,
+        job: views::job(job, None),
+        links,
+        truncated: job.truncated,
+        truncated_reason: job.truncated_reason.as_deref(),
+    })
+}
+
+#[derive(Serialize)]
+struct Page {
+    items: Vec<Value>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Item<'a> {
+    batch_id: Option<&'a str>,
+    comments_new: Option<i64>,
+    #[serde(flatten)]
+    job: views::JobView<'a>,
+    /// While the result lives (14 days after its scrape, or until a newer scrape replaces it).
+    links: Option<Links>,
+    truncated: bool,
+    truncated_reason: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Links {
+    result: String,
+    export: String,
+}
