@@ -12,7 +12,7 @@ pub mod receiver;
 pub mod workspace;
 
 pub use client::{ApiError, Client, Reply, Usage};
-pub use cova_storage::testing::TestDatabase;
+pub use cova_testdb::TestDatabase;
 
 use cova_app::{Role, Stack};
 use cova_auth::ScopeSet;

@@ -169,7 +169,7 @@ async fn a_redis_outage_keeps_polls_and_usage_answering_and_no_limit_is_exceeded
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with make test-real"]
 async fn a_postgres_outage_keeps_polls_and_usage_answering_and_loses_no_job() {
-    let admin_url = real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig { latency_ms: 200, ..SimConfig::default() }, |c| {
@@ -235,7 +235,7 @@ async fn job_states(db: &cova_storage::Db, ids: &[String]) -> Vec<(String, Optio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with make test-real"]
 async fn jobs_cut_off_by_a_ten_second_database_outage_finish_within_a_lease_of_its_end() {
-    let admin_url = real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
     let upstream = upstream_of(&admin_url);
     let proxy = Proxy::spawn(upstream).await;
     let sim = SimConfig { latency_ms: 80, ..SimConfig::default() };
@@ -311,7 +311,7 @@ async fn jobs_cut_off_by_a_ten_second_database_outage_finish_within_a_lease_of_i
 async fn a_webhook_sent_again_after_its_outcome_was_lost_counts_two_attempts() {
     use cova_tests::receiver::{Receiver, TestCa};
     const HOST: &str = "hooks.test";
-    let admin_url = real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
     let upstream = upstream_of(&admin_url);
     let proxy = Proxy::spawn(upstream).await;
     let ca = TestCa::new();

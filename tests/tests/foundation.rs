@@ -225,7 +225,7 @@ async fn health_readiness_and_request_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_that_is_down_costs_only_what_needs_it_and_readiness_says_so() {
     // Nothing listens on port 9 of loopback: the cache is "down" on every machine.
-    let database = cova_storage::testing::TestDatabase::create().await;
+    let database = cova_testdb::TestDatabase::create().await;
     let mut config = cova_tests::test_config(&database).await;
     config.cache.url = "redis://127.0.0.1:9".into();
     config.cache.timeout_ms = 500;

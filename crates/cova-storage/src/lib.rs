@@ -10,8 +10,6 @@ mod error;
 pub mod pool;
 pub mod repo;
 pub mod schema;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use changes::{Change, Changes};
 pub use error::StorageError;

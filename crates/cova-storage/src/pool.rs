@@ -436,30 +436,3 @@ pub fn bind_params(postgres: bool, sql: &str) -> String {
     }
     out
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn placeholders_are_numbered_for_postgres() {
-        assert_eq!(super::bind_params(true, "a = ? AND b = ?"), "a = $1 AND b = $2");
-        assert_eq!(super::bind_params(false, "a = ?"), "a = ?");
-    }
-
-    /// The build sets `SQLITE_ENABLE_QPSG` and `SQLITE_DEFAULT_MEMSTATUS=0` (`.cargo/config.toml`):
-    /// without the first, every query with a bound LIMIT is compiled again on each run; without
-    /// the second, every allocation takes one process-wide mutex.
-    #[test]
-    fn sqlite_is_built_with_the_planner_guarantee_and_without_memory_statistics() {
-        use diesel::Connection;
-        use diesel::RunQueryDsl;
-        let mut conn = diesel::sqlite::SqliteConnection::establish(":memory:").expect("in-memory SQLite");
-        for option in ["ENABLE_QPSG", "DEFAULT_MEMSTATUS=0"] {
-            let used: i32 = diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>(&format!(
-                "sqlite_compileoption_used('{option}')"
-            )))
-            .get_result(&mut conn)
-            .expect("compile options");
-            assert_eq!(used, 1, "LIBSQLITE3_FLAGS: SQLITE_{option} did not reach the SQLite build");
-        }
-    }
-}

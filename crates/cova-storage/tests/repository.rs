@@ -6,7 +6,7 @@ use cova_auth::ScopeSet;
 use cova_storage::StorageError;
 use cova_storage::repo::tokens::{MAX_ACTIVE_TOKENS, NewToken, TokenRefusal};
 use cova_storage::repo::{accounts, balances, tokens};
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use std::sync::Arc;
 
 fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
@@ -456,4 +456,65 @@ async fn webhook_secrets_and_chat_ids_are_sealed_at_rest_and_reseal_after_a_key_
         (Some("-1001234567"), Some("whsec_the_secret"))
     );
     t.drop_database().await.expect("drop");
+}
+
+// ---- the crate's pure helpers (no database)
+
+#[test]
+fn placeholders_are_numbered_for_postgres() {
+    use cova_storage::pool::bind_params;
+    assert_eq!(bind_params(true, "a = ? AND b = ?"), "a = $1 AND b = $2");
+    assert_eq!(bind_params(false, "a = ?"), "a = ?");
+}
+
+/// The build sets `SQLITE_ENABLE_QPSG` and `SQLITE_DEFAULT_MEMSTATUS=0` (`.cargo/config.toml`):
+/// without the first, every query with a bound LIMIT is compiled again on each run; without the
+/// second, every allocation takes one process-wide mutex.
+#[test]
+fn sqlite_is_built_with_the_planner_guarantee_and_without_memory_statistics() {
+    use diesel::{Connection, RunQueryDsl};
+    let mut conn = diesel::sqlite::SqliteConnection::establish(":memory:").expect("in-memory SQLite");
+    for option in ["ENABLE_QPSG", "DEFAULT_MEMSTATUS=0"] {
+        let used: i32 = diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>(&format!(
+            "sqlite_compileoption_used('{option}')"
+        )))
+        .get_result(&mut conn)
+        .expect("compile options");
+        assert_eq!(used, 1, "LIBSQLITE3_FLAGS: SQLITE_{option} did not reach the SQLite build");
+    }
+}
+
+#[test]
+fn like_patterns_escape_wildcards() {
+    assert_eq!(cova_storage::repo::breakdown::like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+}
+
+#[test]
+fn only_the_exact_amount_in_the_checkouts_currency_pays() {
+    use cova_storage::repo::purchases::{Payment, Purchase, mismatch};
+    let p = Purchase {
+        checkout_id: "cs_1".into(),
+        account_id: "a".into(),
+        pack: "50k".into(),
+        comments: 50_000,
+        amount: 9_900,
+        currency: "usd".into(),
+        created_at: 0,
+        paid_at: None,
+        event_id: None,
+        mismatch: None,
+        mismatch_event_id: None,
+    };
+    assert_eq!(mismatch(&p, Payment { amount: Some(9_900), currency: Some("USD") }), None);
+    for (amount, currency) in
+        [(Some(1), Some("usd")), (Some(9_900), Some("jpy")), (None, Some("usd")), (Some(9_900), None)]
+    {
+        let reason = mismatch(&p, Payment { amount, currency }).expect("refused");
+        assert!(reason.contains("for a checkout of 9900 usd"), "{reason}");
+    }
+    assert_eq!(
+        mismatch(&p, Payment { amount: Some(99_000), currency: Some("usd") }).as_deref(),
+        Some("paid 99000 usd for a checkout of 9900 usd"),
+        "overpaying is a mismatch too: the operator refunds it"
+    );
 }

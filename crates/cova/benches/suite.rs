@@ -66,7 +66,7 @@ impl RealBackends {
         let prefix = format!("bench{}x{}", std::process::id(), chrono::Utc::now().timestamp_micros());
         let vars = [
             ("COVA_DATABASE__URL", database.config.url.clone()),
-            ("COVA_DATABASE__ENCRYPTION_KEYS", cova_storage::testing::TEST_ENCRYPTION_KEY.to_owned()),
+            ("COVA_DATABASE__ENCRYPTION_KEYS", cova_testdb::TEST_ENCRYPTION_KEY.to_owned()),
             ("COVA_CACHE__URL", self.cache.clone()),
             ("COVA_CACHE__PREFIX", prefix.clone()),
             ("COVA_QUEUE__URL", self.queue.clone()),

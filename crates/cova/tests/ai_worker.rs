@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_killed_ai_worker_completes_the_job_once_and_charges_once() {
-    real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    real_backend(cova_testdb::DATABASE_URL_VAR);
     real_backend("COVA_TEST_QUEUE_URL");
     // Every role but the ai-worker runs here; the ai-worker is the process killed below.
     let app = spawn_stack(

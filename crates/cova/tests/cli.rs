@@ -1,7 +1,7 @@
 //! The real `cova` binary, as a new user and an operator drive it: admin commands with the
 //! operator contract's exit codes, then `cova serve` answering `/api/v1/usage`.
 
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -225,7 +225,7 @@ async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
     let db_handle = TestDatabase::create().await;
     let env = env(&db_handle).await;
     let mut config = db_handle.config.clone();
-    config.encryption_keys = Some(cova_storage::testing::TEST_ENCRYPTION_KEY.to_owned().into());
+    config.encryption_keys = Some(cova_testdb::TEST_ENCRYPTION_KEY.to_owned().into());
     let db = cova_storage::Db::connect(&config).expect("pool");
     db.migrate().await.expect("migrate");
     let now = cova_domain::time::now_ms();

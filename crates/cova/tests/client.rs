@@ -5,7 +5,7 @@
 //! developer's own ~/.config is never read).
 
 use cova_sim::{SimConfig, SimPost, TikTokScenario, tiktok_post_id};
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! networked queue the gateway keeps running and only `cova scraper` is killed.
 
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use serde_json::{Value, json};
 use std::process::Child;
 use std::time::{Duration, Instant};

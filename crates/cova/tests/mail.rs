@@ -2,7 +2,7 @@
 //! the file, never the link in it (a link acts for its account).
 
 use crate::common::Cova;
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

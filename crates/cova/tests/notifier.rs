@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_killed_notifier_loses_no_delivery() {
-    real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    real_backend(cova_testdb::DATABASE_URL_VAR);
     real_backend("COVA_TEST_QUEUE_URL");
     let ca = TestCa::new();
     // A host name without dots: it is also a key of COVA_NOTIFIER__HOSTS__<name>.

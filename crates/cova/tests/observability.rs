@@ -4,7 +4,7 @@
 //! the queue to the scraper's platform calls, across processes.
 
 use cova_sim::{ExportedSpan, SimConfig, TikTokScenario, tiktok_post_id};
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::Child;
@@ -149,7 +149,7 @@ async fn metrics_once(http: &reqwest::Client, ops: &str, ready: impl Fn(&str) ->
 
 async fn metrics_count_a_job(split: bool) {
     let db = if split {
-        TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await
+        TestDatabase::postgres(&common_real(cova_testdb::DATABASE_URL_VAR)).await
     } else {
         TestDatabase::create().await
     };
@@ -245,7 +245,7 @@ async fn metrics_count_a_job_across_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn one_trace_runs_from_the_request_to_the_platform_calls() {
-    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let db = TestDatabase::postgres(&common_real(cova_testdb::DATABASE_URL_VAR)).await;
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
     let run = start(&db, &sim, true).await;
     let http = reqwest::Client::new();
@@ -335,7 +335,7 @@ async fn a_worker_without_its_broker_is_not_ready() {
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
     let queue_url = common_real("COVA_TEST_QUEUE_URL");
-    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let db = TestDatabase::postgres(&common_real(cova_testdb::DATABASE_URL_VAR)).await;
     let proxy = cova_tests::proxy::Proxy::spawn(cova_tests::proxy::upstream_of(&queue_url)).await;
     let prefix = format!("r{:x}{}", std::process::id(), rand_suffix());
     let cova = Cova {
@@ -378,7 +378,7 @@ async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn a_role_opens_only_the_backends_it_uses() {
     let queue_url = common_real("COVA_TEST_QUEUE_URL");
-    let db = TestDatabase::postgres(&common_real(cova_storage::testing::DATABASE_URL_VAR)).await;
+    let db = TestDatabase::postgres(&common_real(cova_testdb::DATABASE_URL_VAR)).await;
     let prefix = format!("m{:x}{}", std::process::id(), rand_suffix());
     let cova = Cova {
         vars: vec![

@@ -2,7 +2,7 @@
 //! twice: 1,000 due watches give exactly 1,000 runs. Needs PostgreSQL and RabbitMQ (split
 //! roles need a shared queue), so it runs with `make test-real`.
 
-use cova_storage::testing::TestDatabase;
+use cova_testdb::TestDatabase;
 use cova_tests::real_backend;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ async fn count(url: &str, sql: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
 async fn two_schedulers_start_each_due_watch_exactly_once() {
-    let admin = real_backend(cova_storage::testing::DATABASE_URL_VAR);
+    let admin = real_backend(cova_testdb::DATABASE_URL_VAR);
     let queue_url = real_backend("COVA_TEST_QUEUE_URL");
     let db = TestDatabase::postgres(&admin).await;
     db.db().await;

@@ -87,7 +87,8 @@ pub struct Page {
     pub replies: Vec<Row>,
 }
 
-fn like_pattern(text: &str) -> String {
+/// A `LIKE` pattern matching `text` anywhere, its wildcards (`%`, `_`) and the escape taken literally.
+pub fn like_pattern(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
     format!("%{escaped}%")
 }
@@ -242,12 +243,4 @@ pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
             .await
     })?;
     Ok(rows.into_iter().map(row).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn like_patterns_escape_wildcards() {
-        assert_eq!(super::like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
-    }
 }

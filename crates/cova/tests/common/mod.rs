@@ -50,7 +50,7 @@ impl Cova {
             cmd.env("COVA_MEDIA__URL", dir);
         }
         // Test databases on PostgreSQL share one sealing key (an embedded one keeps its own file).
-        cmd.env("COVA_DATABASE__ENCRYPTION_KEYS", cova_storage::testing::TEST_ENCRYPTION_KEY);
+        cmd.env("COVA_DATABASE__ENCRYPTION_KEYS", cova_testdb::TEST_ENCRYPTION_KEY);
         // Tests run side by side: a port of their own (read from the log when needed).
         cmd.env("COVA_METRICS__ADDR", "127.0.0.1:0");
         for (k, v) in &self.vars {

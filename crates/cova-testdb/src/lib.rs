@@ -1,8 +1,9 @@
 //! Isolated databases for tests: a fresh SQLite file, or a fresh PostgreSQL database when
-//! `COVA_TEST_DATABASE_URL` names a server. Used by this crate's tests and by `tests/`.
+//! `COVA_TEST_DATABASE_URL` names a server. Used by every test that needs a database; a crate
+//! of its own so that `cova-storage` carries no test code and no test-only dependency.
 
-use crate::{Db, Result, StorageError};
 use cova_config::DatabaseConfig;
+use cova_storage::{Db, Result, StorageError};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use rand::Rng;
 use tokio::sync::OnceCell;
