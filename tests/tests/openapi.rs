@@ -207,6 +207,11 @@ async fn the_document_is_openapi_3_1_with_unique_operation_ids() {
         for (method, op) in item.as_object().expect("path item") {
             let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path}: no operationId"));
             assert!(ids.insert(id.to_owned()), "operationId {id} twice");
+            // Every URL is refused with 400 when its path or query carries a control character,
+            // so an operation with a path parameter must document that answer.
+            if path.contains('{') {
+                assert!(op["responses"].get("400").is_some(), "{method} {path}: 400 not documented");
+            }
             for (status, response) in op["responses"].as_object().expect("responses") {
                 let content = resolve(&doc, response).get("content").and_then(Value::as_object);
                 match content.and_then(|c| c.get("application/json")) {
