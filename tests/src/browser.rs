@@ -222,6 +222,31 @@ impl Driver {
         }
     }
 
+    /// Answers the page's open `confirm()` dialog (waiting for it): OK when `accept`, else Cancel.
+    pub async fn answer_dialog(&self, accept: bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(text) = self.try_call("GET", "/alert/text", None).await {
+                let action = if accept { "/alert/accept" } else { "/alert/dismiss" };
+                self.raw("POST", action, Some(json!({}))).await;
+                return text.as_str().unwrap_or_default().to_owned();
+            }
+            assert!(Instant::now() < deadline, "no dialog opened on {}", self.current_url().await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Sets a form control's value as a paste would, and tells the page it changed.
+    pub async fn set_value(&self, css: &str, value: &str) {
+        self.find(css).await;
+        self.execute(
+            "const el = document.querySelector(arguments[0]); el.value = arguments[1]; \
+             el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true}));",
+            json!([css, value]),
+        )
+        .await;
+    }
+
     pub async fn resize(&self, width: u32, height: u32) {
         self.raw("POST", "/window/rect", Some(json!({"width": width, "height": height}))).await;
     }

@@ -95,6 +95,8 @@ async fn the_workspace_in_a_browser() {
     driver.click("#pay").await;
     driver.wait_url("the return to billing", |u| u.starts_with(&format!("{base}/#/billing?checkout="))).await;
     driver.wait_text("#checkout-status", "paid", |t| t == "paid").await;
+    let notice = driver.property("#checkout-notice", "className").await;
+    assert_eq!(notice, "card success", "the payment's success is styled as one");
     let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
     assert_eq!(balances::current(app.db(), &account.id, app.now()).await.expect("balance").granted, 2_000);
     driver.goto(&format!("{base}/#/dashboard")).await;
@@ -211,6 +213,259 @@ async fn the_workspace_in_a_browser() {
     ])
     .await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "the token outlives the browser session");
+    driver.quit().await;
+    app.stop().await;
+}
+
+/// Logs `email` in through the login form (the account exists and is confirmed).
+async fn log_in(driver: &Driver, base: &str, email: &str) {
+    driver.goto(&format!("{base}/#/login")).await;
+    driver.fill("#login-email", email).await;
+    driver.fill("#login-password", PASSWORD).await;
+    driver.click("#login-submit").await;
+    driver.wait_url("the dashboard", |u| u.ends_with("#/dashboard")).await;
+}
+
+/// The number of points the page's comments-over-time chart has for these times (unix
+/// seconds): spans of whole hours or days, at most 30, from the first comment to the last.
+fn time_buckets(times: &[i64]) -> usize {
+    let ms: Vec<i64> = times.iter().map(|t| t * 1_000).collect();
+    let (t0, t1) = (*ms.iter().min().expect("times"), *ms.iter().max().expect("times"));
+    let (hour, day) = (3_600_000_i64, 86_400_000_i64);
+    let units = [hour, 3 * hour, 6 * hour, 12 * hour, day, 7 * day, 30 * day, 365 * day];
+    let unit = units.into_iter().find(|u| t1 / u - t0 / u < 30).unwrap_or(365 * day);
+    usize::try_from(t1 / unit - t0 / unit + 1).expect("a count")
+}
+
+/// The numbers drawn as a chart's points, in drawing order.
+async fn points(driver: &Driver, chart: &str) -> Vec<f64> {
+    let ys = driver
+        .execute(
+            "return [...document.querySelectorAll(arguments[0] + ' circle.chart-point')].map(c => Number(c.dataset.y));",
+            serde_json::json!([chart]),
+        )
+        .await;
+    ys.as_array().expect("points").iter().map(|y| y.as_f64().expect("a number")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn the_daily_path_in_a_browser() {
+    let app = spawn_app_with_sim(SimConfig { latency_ms: 20, ..SimConfig::default() }, |c| {
+        c.auth.token_cache_ms = 0;
+        c.billing.free_allowance = 300;
+    })
+    .await;
+    let shots = Shots::from_env();
+    let driver = Driver::start().await;
+    let base = app.base_url.clone();
+    let email = "daily@example.com";
+    cova_tests::workspace::signed_up(&app, email).await;
+    log_in(&driver, &base, email).await;
+
+    // The headline counts the free allowance the session can spend, then the packs too.
+    let digits = |t: &str| t.chars().filter(char::is_ascii_digit).collect::<String>();
+    driver.wait_text("#balance-available", "the allowance", |t| digits(t) == "300").await;
+    let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 5_000).await;
+    driver.goto(&format!("{base}/#/library")).await;
+    driver.goto(&format!("{base}/#/dashboard")).await;
+    driver.wait_text("#balance-available", "packs and allowance", |t| digits(t) == "5300").await;
+    driver.find("#balance-split").await;
+
+    // Preview: the post's size against what can be spent.
+    let id = tiktok_post_id(TikTokScenario::Normal, 240);
+    let url = format!("https://www.tiktok.com/@someone/video/{id}");
+    driver.goto(&format!("{base}/#/analyze")).await;
+    driver.fill("#analyze-url", &url).await;
+    driver.click("#preview-submit").await;
+    let cost = driver.wait_text("#cost-preview", "the cost", |t| !t.is_empty()).await;
+    assert!(cost.contains("240 comments") && cost.contains("5,300") && cost.contains("enough"), "{cost}");
+
+    // Enter in the field collects (it does not preview again).
+    driver.fill("#analyze-url", &format!("{url}\u{E007}")).await;
+    driver.wait_text("#analyze-status", "complete", |t| t == "complete").await;
+    let truth = app.sim.expected_post(&id.to_string());
+    let all = truth.total_comments();
+    driver.wait_text("#comments-count", "the count", |t| t.contains(&format!("of {all} comments"))).await;
+    assert!(driver.count("#save-analysis").await == 1, "a session's analysis offers to be saved");
+    shots.take(&driver, "analyze").await;
+
+    // The chart of when the comments were written: a point per span, every comment counted.
+    let times: Vec<i64> =
+        truth.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).map(|c| c.create_time).collect();
+    let drawn = points(&driver, "#chart-comments-time").await;
+    assert_eq!(drawn.len(), time_buckets(&times), "{drawn:?}");
+    assert_eq!(drawn.iter().sum::<f64>() as usize, all, "every comment is in the chart");
+
+    // The table: a filter and its count, the search marked.
+    driver.set_value("#comments-view", "table").await;
+    driver.wait_text("#comments-count", "every comment", |t| t.starts_with(&format!("Showing {all} of {all}"))).await;
+    assert_eq!(driver.count("#comments-table tbody tr.comment-row").await, all);
+    let pinned = truth.comments.iter().filter(|c| c.pinned).count();
+    driver.click("#filter-pinned").await;
+    driver.wait_text("#comments-count", "the pinned", |t| t.starts_with(&format!("Showing {pinned} of {all}"))).await;
+    assert_eq!(driver.count("#comments-table tbody tr.comment-row").await, pinned);
+    driver.click("#filter-pinned").await;
+    let word = truth.comments[0].text.split_whitespace().max_by_key(|w| w.len()).expect("a word").to_lowercase();
+    driver.fill("#comments-search", &word).await;
+    driver.wait_text("#comments-count", "the matches", |t| !t.starts_with(&format!("Showing {all} "))).await;
+    assert!(driver.count("#comments-table mark").await >= 1, "the matches are marked");
+    driver.click("#comments-table button[data-sort=likes]").await;
+    let likes = driver
+        .execute("return [...document.querySelectorAll('#comments-table tbody tr')].map(r => Number(r.children[3].textContent.replace(/\\D/g, '')));", serde_json::json!([]))
+        .await;
+    let likes: Vec<i64> = likes.as_array().expect("likes").iter().filter_map(serde_json::Value::as_i64).collect();
+    assert!(likes.windows(2).all(|w| w[0] >= w[1]), "sorted by likes: {likes:?}");
+    shots.take(&driver, "comments-table").await;
+
+    // An unsupported URL: its error, and nothing of the previous post under it.
+    driver.fill("#analyze-url", "https://example.com/video/1").await;
+    driver.click("#analyze-submit").await;
+    driver.wait_text(".alert", "the refusal", |t| t.contains("TikTok")).await;
+    assert_eq!(driver.count("#comments li.comment").await + driver.count("#comments-table tbody tr").await, 0);
+
+    // Save it, refresh it from the library: the row follows the job, and the job's page knows
+    // the post is saved.
+    app.client(Some(&app.token(&account, "library:write").await))
+        .post_json(&format!("/api/v1/analyses/tiktok:{id}/save"), serde_json::json!({}))
+        .await
+        .ok();
+    driver.goto(&format!("{base}/#/library")).await;
+    driver.click(&format!("tr[data-ref=\"tiktok:{id}\"] .library-refresh")).await;
+    driver
+        .wait_text(&format!("tr[data-ref=\"tiktok:{id}\"] .status"), "the job's end", |t| t.starts_with("complete"))
+        .await;
+    driver.click(&format!("tr[data-ref=\"tiktok:{id}\"] .status a")).await;
+    driver.wait_text("#save-status", "saved", |t| t == "In your library.").await;
+    assert_eq!(driver.count("#save-analysis").await + driver.count("#save-hint").await, 0, "no \"save it first\"");
+
+    // Its page: two collections, the second with nothing new.
+    driver.goto(&format!("{base}/#/analyze?ref=tiktok:{id}")).await;
+    driver.find("#chart-refreshes").await;
+    let refreshes = points(&driver, "#chart-refreshes").await;
+    assert_eq!(refreshes, vec![all as f64, 0.0], "new comments per collection");
+
+    // A list of posts: three at a time, one refused, each finished post linked.
+    let list: Vec<String> = [30_u64, 31, 32, 33]
+        .iter()
+        .map(|n| format!("https://www.tiktok.com/@someone/video/{}", tiktok_post_id(TikTokScenario::Normal, *n)))
+        .chain(["https://example.com/not-a-post".to_owned()])
+        .collect();
+    driver.goto(&format!("{base}/#/analyze")).await;
+    driver.set_value("#analyze-url", &list.join("\n")).await;
+    driver.click("#analyze-submit").await;
+    driver.wait_text("#batch-summary", "the list's end", |t| t.contains("The list is done")).await;
+    assert_eq!(driver.count("#batch tbody tr").await, 5);
+    assert_eq!(driver.count("#batch [data-state=complete]").await, 4);
+    assert_eq!(driver.count("#batch [data-state=refused]").await, 1);
+    let page = driver.text("#batch").await;
+    assert!(!page.contains("in_progress") && !page.contains('`'), "states and reasons in words: {page}");
+    shots.take(&driver, "batch").await;
+    driver.click("#batch a.batch-open").await;
+    driver.wait_text("#analyze-status", "the post", |t| t == "complete").await;
+
+    // The jobs page: every collection, newest first, each with its result.
+    driver.goto(&format!("{base}/#/jobs")).await;
+    driver.find("#jobs tbody tr[data-id]").await;
+    assert_eq!(driver.count("#jobs tbody tr[data-id]").await, 6, "the post, its refresh and the list's four");
+    assert!(driver.count("#jobs a.job-open").await >= 5);
+    shots.take(&driver, "jobs").await;
+    driver.click("#jobs a.job-open").await;
+    driver.wait_text("#analyze-status", "the job", |t| t == "complete").await;
+
+    driver.quit().await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn rough_edges_found_in_the_walk_through() {
+    // A server without a Telegram bot.
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        c.auth.token_cache_ms = 0;
+        c.notifier.telegram_bot_token = None;
+    })
+    .await;
+    let shots = Shots::from_env();
+    let driver = Driver::start().await;
+    let base = app.base_url.clone();
+    let email = "edges@example.com";
+    cova_tests::workspace::signed_up(&app, email).await;
+    let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 5_000).await;
+    log_in(&driver, &base, email).await;
+
+    // 1. Channels: a new channel is on by default; Telegram is refused with the reason; the
+    // test's answer is a sentence.
+    driver.goto(&format!("{base}/#/alerts")).await;
+    driver.find("#telegram-chat-id").await;
+    assert_eq!(driver.property("#telegram-enabled", "checked").await, true);
+    assert_eq!(driver.property("#webhook-enabled", "checked").await, true);
+    driver.fill("#telegram-chat-id", "-1001234567890").await;
+    driver.click("#channels-save").await;
+    let refused = driver.wait_text(".alert", "the refusal", |t| !t.is_empty()).await;
+    assert!(refused.contains("no Telegram bot"), "{refused}");
+    driver.fill("#telegram-chat-id", "").await;
+    driver.fill("#webhook-url", "http://hooks.example.com/cova").await;
+    driver.click("#channels-save").await;
+    let refused = driver.wait_text(".alert", "the refusal", |t| t.contains("webhook")).await;
+    assert!(refused.contains("the webhook URL") && !refused.contains('`'), "field names in words: {refused}");
+    driver.fill("#webhook-url", "").await;
+    driver.click("#channels-test").await;
+    let tested = driver.wait_text("#channels-test-result", "the test", |t| !t.is_empty()).await;
+    assert!(tested.contains("Telegram: not set or turned off, nothing sent"), "{tested}");
+
+    // 6. Revoking a token asks first; Cancel keeps it.
+    driver.goto(&format!("{base}/#/tokens")).await;
+    driver.fill("#token-name", "to revoke").await;
+    driver.click("input[name=scope][value=\"analyze:write\"]").await;
+    driver.click("#token-create").await;
+    driver.wait_text("#token-value", "the token", |t| t.starts_with("cova_")).await;
+    driver.click(".token-revoke").await;
+    let asked = driver.answer_dialog(false).await;
+    assert!(asked.contains("to revoke"), "{asked}");
+    assert_eq!(driver.count(".token-revoke").await, 1, "cancelled: the token stays");
+    driver.click(".token-revoke").await;
+    driver.answer_dialog(true).await;
+    driver.wait_text("#tokens-list", "no token", |t| t.contains("No active tokens")).await;
+
+    // 8. AI: watch phrases listed with their comments, topics by count, the runs kept on the
+    // post's page and on the jobs page.
+    let id = tiktok_post_id(TikTokScenario::Normal, 120);
+    let token = app.token(&account, "analyze:write,library:write,ai:write").await;
+    let client = app.client(Some(&token));
+    client.collect(id).await;
+    client.put_json(&format!("/api/v1/ai/tiktok:{id}/queries"), serde_json::json!({"queries": ["price"]})).await.ok();
+    driver.goto(&format!("{base}/#/ai?ref=tiktok:{id}")).await;
+    driver.click("#ai-quote").await;
+    driver.click("#ai-consent").await;
+    driver.click("#ai-run").await;
+    driver.wait_text("#ai-status", "complete", |t| t.contains("complete")).await;
+    driver.wait_text("#ai-phrases .phrase-comments li", "a comment", |t| t.contains(':')).await;
+    let counts = driver
+        .execute("return [...document.querySelectorAll('#chart-topics .chart-value')].map(t => Number(t.textContent.replace(/\\D/g, '')));", serde_json::json!([]))
+        .await;
+    let counts: Vec<i64> = counts.as_array().expect("counts").iter().filter_map(serde_json::Value::as_i64).collect();
+    assert!(!counts.is_empty() && counts.windows(2).all(|w| w[0] >= w[1]), "topics by count: {counts:?}");
+    shots.take(&driver, "ai").await;
+    driver.goto(&format!("{base}/#/analyze?ref=tiktok:{id}")).await;
+    driver.find("#ai-runs tbody tr[data-id]").await;
+    assert_eq!(driver.count("#ai-runs tbody tr[data-id]").await, 1);
+    assert_eq!(points(&driver, "#chart-sentiment-time").await.len(), 2, "positive and negative of the run");
+    driver.goto(&format!("{base}/#/jobs")).await;
+    driver.find("#ai-jobs tbody tr[data-id] a.ai-open").await;
+    driver.click("#ai-jobs a.ai-open").await;
+    driver.wait_text("#ai-status", "the result", |t| t.contains("complete")).await;
+
+    // 4. The library row follows its job without a reload.
+    client.post_json(&format!("/api/v1/analyses/tiktok:{id}/save"), serde_json::json!({})).await.ok();
+    driver.goto(&format!("{base}/#/library")).await;
+    let row = format!("tr[data-ref=\"tiktok:{id}\"]");
+    driver.click(&format!("{row} .library-refresh")).await;
+    driver.wait_text(&format!("{row} .status"), "the end of the refresh", |t| t.starts_with("complete")).await;
+    driver.wait_text(&format!("{row} .entry-status"), "ready", |t| t == "ready").await;
+
     driver.quit().await;
     app.stop().await;
 }

@@ -176,6 +176,28 @@ async fn every_answer_says_nosniff_and_the_reference_page_runs_only_its_own_scri
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_workspace_page_answers_head_like_get_without_a_body() {
+    let app = app().await;
+    let http = reqwest::Client::new();
+    let get = http.get(format!("{}/", app.base_url)).send().await.expect("GET /");
+    let get_type = get.headers().get("content-type").cloned();
+    assert_eq!(get.status(), StatusCode::OK);
+    assert!(get.text().await.expect("page").contains("<html"), "GET / is the workspace page");
+
+    let head = http.head(format!("{}/", app.base_url)).send().await.expect("HEAD /");
+    assert_eq!(head.status(), StatusCode::OK);
+    assert_eq!(head.headers().get("content-type").cloned(), get_type);
+    assert!(head.text().await.expect("no body").is_empty(), "HEAD / carries no body");
+
+    // Other methods are still refused with the catalogue's answer.
+    let post = http.post(format!("{}/", app.base_url)).send().await.expect("POST /");
+    assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = post.json().await.expect("error body");
+    assert!(body["code"].is_string() && body["detail"].is_string(), "{body}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_janitor_purges_quotes_links_and_sessions_a_day_after_they_ended() {
     use cova_storage::repo::{email_links, sessions};

@@ -391,8 +391,34 @@ fn content(token: &Token, langs: &[Lang]) -> bool {
     }
 }
 
+/// Words that name the same thing in the languages cova reads, so that a topic asked about in
+/// several of them is one topic: shown under its first name, counted once per comment.
+const CONCEPTS: &[&[&str]] = &[
+    &[
+        "price", "prices", "precio", "precios", "preço", "preços", "preco", "precos", "preis", "preise", "prix",
+        "harga", "cost",
+    ],
+    &["shipping", "envío", "envio", "frete", "versand", "livraison", "ongkir"],
+    &["size", "sizes", "talla", "tallas", "tamanho", "tamanhos", "größe", "grösse", "taille", "ukuran"],
+    &["link", "enlace", "lien", "tautan"],
+    &["color", "colour", "colors", "colours", "cor", "cores", "farbe", "couleur", "warna"],
+];
+
+/// The concept a lone word names, if any (by its plain, lower-cased form).
+fn concept(plain: &str) -> Option<&'static str> {
+    CONCEPTS.iter().find(|words| words.contains(&plain)).map(|words| words[0])
+}
+
+/// Whether a word is written in Latin letters (digits and marks aside).
+fn latin(word: &str) -> bool {
+    word.chars().filter(|c| c.is_alphabetic()).all(|c| (c as u32) < 0x0250 || ('\u{1E00}'..='\u{1EFF}').contains(&c))
+}
+
 /// Candidate keyphrases of one comment: runs of content words (one to three words), keyed
-/// by their stems; with the words as written.
+/// by their stems; with the words as written. A lone word that names a [`CONCEPTS`] entry is
+/// keyed and shown by the concept. A lone word of a language cova has no lexicon for, in a
+/// script other than Latin, is no candidate: without its function words, a common verb ending
+/// ("있어요") cannot be told from a topic.
 fn candidates(read: &Read) -> Vec<(Vec<String>, String)> {
     let langs = lexicons(read.lang);
     let mut out: Vec<(Vec<String>, String)> = Vec::new();
@@ -400,6 +426,18 @@ fn candidates(read: &Read) -> Vec<(Vec<String>, String)> {
     let mut flush = |run: &mut Vec<&Token>| {
         for n in 1..=3.min(run.len()) {
             for window in run.windows(n) {
+                if n == 1 && window[0].kind != Kind::Hashtag {
+                    if let Some(name) = concept(&window[0].plain) {
+                        let key = vec![format!("={name}")];
+                        if !out.iter().any(|(k, _)| *k == key) {
+                            out.push((key, name.to_owned()));
+                        }
+                        continue;
+                    }
+                    if read.lang.is_none() && !latin(&window[0].plain) {
+                        continue;
+                    }
+                }
                 let key: Vec<String> = window.iter().map(|t| stem(read.lang, &t.plain)).collect();
                 let surface: Vec<&str> = window.iter().map(|t| t.norm.as_str()).collect();
                 let surface = if window[0].kind == Kind::Hashtag && n == 1 {
@@ -705,6 +743,28 @@ mod tests {
         assert_eq!(label("c'est quoi la marque de ce rouge à lèvres").language, "fr");
         assert_eq!(label("kak ini beli di mana ya").language, "id");
         assert_eq!(label("🔥🔥").language, "und");
+    }
+
+    #[test]
+    fn a_topic_asked_in_several_languages_is_one_and_lone_foreign_fragments_are_none() {
+        let comments: Vec<Comment> = [
+            "what's the price?",
+            "¿cuál es el precio?",
+            "qual o preço?",
+            "Preis bitte",
+            "어디서 살 수 있어요?",
+            "사고 싶어요 있어요",
+            "그거 있어요",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Comment { id: i.to_string(), text: (*t).into(), author: format!("a{i}") })
+        .collect();
+        let a = analyze(&comments, &[]);
+        let price = a.topics.iter().find(|t| t.phrase == "price").expect("price is a topic");
+        assert_eq!(price.count, 4, "{:?}", a.topics);
+        assert!(!a.topics.iter().any(|t| ["precio", "preço", "preis"].contains(&t.phrase.as_str())), "{:?}", a.topics);
+        assert!(!a.topics.iter().any(|t| t.phrase == "있어요"), "{:?}", a.topics);
     }
 
     #[test]

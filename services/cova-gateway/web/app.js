@@ -9,7 +9,6 @@ const CHECKOUT_POLL_MS = 1000;
 const CHECKOUT_WAIT_MS = 30000;
 const COMMENTS_PAGE = 300; // comments drawn at once; long posts stay fast, more on demand
 const NEXT_KEY = "cova.next";
-const SVG_NS = "http://www.w3.org/2000/svg";
 // RULES (scopes, limits, error codes) is declared by the server above this script, from the
 // same constants that enforce them.
 const SCOPES = RULES.scopes;
@@ -20,7 +19,7 @@ function code(name) {
   if (!RULES.codes.includes(name)) throw new Error(`unknown error code ${name}`);
   return name;
 }
-const PRIVATE = new Set(["dashboard", "analyze", "library", "ai", "alerts", "tokens", "billing"]);
+const PRIVATE = new Set(["dashboard", "analyze", "jobs", "library", "ai", "alerts", "tokens", "billing"]);
 
 let session = null; // the /auth/session body, or null while signed out
 let csrfToken = "";
@@ -37,13 +36,6 @@ function h(tag, props = {}, ...kids) {
     else if (key === "value" || key === "checked") el[key] = val;
     else el.setAttribute(key, val === true ? "" : String(val));
   }
-  appendKids(el, kids);
-  return el;
-}
-
-function svg(tag, attrs = {}, ...kids) {
-  const el = document.createElementNS(SVG_NS, tag);
-  for (const [key, val] of Object.entries(attrs)) if (val != null) el.setAttribute(key, String(val));
   appendKids(el, kids);
   return el;
 }
@@ -133,6 +125,37 @@ function safeHttpUrl(u) {
   } catch {
     return null;
   }
+}
+
+// The API's states, as a sentence says them.
+const STATE_WORDS = {
+  queued: "waiting to start", in_progress: "collecting", complete: "complete", failed: "failed",
+  waiting: "waiting for a free slot", running: "collecting", refused: "not started", cancelled: "cancelled",
+  ready: "ready", expired: "expired", metadata_only: "details only", pending: "pending", paid: "paid",
+  review: "under review", delivered: "delivered", given_up: "given up", post_cap: "the 5,000-comment limit per post",
+  balance: "your comment balance",
+};
+const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
+
+// The API's details name fields the way a program does (`webhook.url`); the page says them.
+const FIELD_WORDS = {
+  "webhook.url": "the webhook URL", "telegram.chat_id": "the Telegram chat id", url: "the post URL",
+  urls: "the list of post URLs", keywords: "the keywords", queries: "the watch phrases",
+  interval_min: "the watch interval", enabled: "the on/off switch", name: "the name", scopes: "the scopes",
+  email: "the e-mail address", password: "the password", pack: "the pack", ref: "the post",
+  limit: "the page size", cursor: "the page", format: "the format", quote_id: "the quote", token: "the link",
+};
+function plainWords(detail) {
+  return String(detail).replace(/`([^`]+)`/g, (_, term) => FIELD_WORDS[term]
+    ?? FIELD_WORDS[term.replace(/\[\d+\]$/, "")] ?? term.replaceAll("_", " ").replaceAll(".", " "));
+}
+
+// An avatar or a comment image: cova's own copy, or nothing (the platforms' links expire).
+function thumb(m, alt, cls) {
+  if (!m || !isOwnMedia(m.url)) return null;
+  const img = h("img", { class: cls, src: m.url, alt, loading: "lazy", width: m.width, height: m.height });
+  img.addEventListener("error", () => img.remove());
+  return img;
 }
 
 const isOwnMedia = (u) => typeof u === "string" && u.startsWith("/api/v1/media/");
@@ -278,7 +301,7 @@ function makeView(title) {
 
 function showError(v, err) {
   if (isAbort(err)) return;
-  const detail = err?.detail ?? err?.message ?? String(err);
+  const detail = plainWords(err?.detail ?? err?.message ?? String(err));
   v.alert.replaceChildren(h("span", { text: detail }));
   if (err?.code === code("quota_exceeded") || err?.code === code("payment_required")) {
     v.alert.append(" ", h("a", { href: "#/billing", text: "Buy a comment pack" }));
@@ -320,7 +343,8 @@ const ROUTES = {
   login: ["Log in", viewLogin],
   reset: ["Reset your password", viewReset],
   dashboard: ["Dashboard", viewDashboard],
-  analyze: ["Analyze a post", viewAnalyze],
+  analyze: ["Analyze posts", viewAnalyze],
+  jobs: ["Jobs", viewJobs],
   library: ["Library", viewLibrary],
   ai: ["AI analysis", viewAi],
   alerts: ["Keywords and alerts", viewAlerts],
@@ -524,12 +548,20 @@ async function viewDashboard(v) {
   ]);
 }
 
+// What the session can spend: this month's packs, then the free allowance (session jobs only).
+function spendable(c) {
+  return c.remaining + (session?.account?.free_comments_left ?? 0);
+}
+
 async function fillUsage(v, balance, limits) {
   const u = await api("GET", "/usage");
   const c = u.comments;
-  const available = h("span", { id: "balance-available", "data-value": c.remaining, text: fmtNum(c.remaining) });
+  const free = session?.account?.free_comments_left ?? 0;
+  const total = spendable(c);
+  const available = h("span", { id: "balance-available", "data-value": total, text: fmtNum(total) });
   balance.append(
     h("p", { class: "big" }, available, h("span", { class: "unit", text: " comments available" })),
+    free > 0 && h("p", { class: "muted", id: "balance-split", text: `${fmtNum(c.remaining)} from this month's packs and ${fmtNum(free)} from your free allowance (the allowance pays for collections started here, not with API tokens).` }),
     h("dl", { class: "facts" },
       h("dt", { text: "Granted (packs bought this month)" }), h("dd", { id: "balance-granted", text: fmtNum(c.limit) }),
       h("dt", { text: "Used" }), h("dd", { text: fmtNum(c.used) }),
@@ -564,7 +596,7 @@ async function fillLatest(box) {
     h("p", { class: "latest-title", text: postTitle(s.metadata, s.ref) }),
     h("dl", { class: "facts" },
       h("dt", { text: "Post" }), h("dd", {}, h("code", { text: s.ref })),
-      h("dt", { text: "Job" }), h("dd", { text: job.status ?? "—" }),
+      h("dt", { text: "Job" }), h("dd", { text: inWords(job.status) }),
       h("dt", { text: "Started" }), h("dd", {}, timeEl(job.created_at)),
       h("dt", { text: "In the library" }), h("dd", { text: s.saved_at ? "yes" : "no" })),
     h("p", { class: "buttons" },
@@ -608,32 +640,83 @@ function previewCard(md, { anonymous = false } = {}) {
 
 // ---------------------------------------------------------------- analyze
 
+// The URLs of the field: one per line, or pasted as a list (spaces or commas between them).
+function urlsOf(text) {
+  return text.split(/[\s,]+/).map((u) => u.trim()).filter(Boolean);
+}
+
 async function viewAnalyze(v, route) {
-  const url = h("input", { id: "analyze-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://www.tiktok.com/@…/video/…" });
+  const url = h("textarea", { id: "analyze-url", rows: 2, inputmode: "url", autocomplete: "off", spellcheck: "false", placeholder: "https://www.tiktok.com/@…/video/…" });
   const previewBox = h("div", { id: "preview-box", "aria-live": "polite" });
   const job = jobPanel();
+  const batchBox = h("div", { id: "batch-box" });
   const results = h("div", { id: "results" });
+  const collect = h("button", { id: "analyze-submit", type: "submit", class: "primary", text: "Collect comments" });
 
-  // Enter previews (free); collecting is an explicit click, since it spends comments.
+  // A new request starts from a clean page: nothing of the previous post stays under it.
+  const clearPage = () => {
+    previewBox.replaceChildren();
+    batchBox.replaceChildren();
+    results.replaceChildren();
+    job.el.hidden = true;
+    ++job.gen; // a job still being followed stops drawing
+  };
   const f = form("analyze-form", [
-    fieldRow("Post URL", url, "A TikTok or YouTube post. Collecting spends one comment of your balance per comment."),
+    fieldRow("Post URLs", url, `One TikTok or YouTube post, or up to ${fmtNum(LIMITS.batch_urls)} (one per line). Collecting spends one comment of your balance per comment. Enter collects; Shift+Enter starts a new line.`),
     h("div", { class: "buttons" },
-      h("button", { id: "preview-submit", type: "submit", text: "Preview" }),
-      h("button", { id: "analyze-submit", type: "submit", class: "primary", text: "Collect comments" })),
+      h("button", { id: "preview-submit", type: "submit", text: "Preview" }), collect),
   ], (btn) => {
-    if (btn?.id === "analyze-submit") return startAnalysis(v, btn, url.value.trim(), job, results);
-    return busy(v, btn, async () => {
-      previewBox.replaceChildren();
-      const md = await api("POST", "/metadata", { url: url.value.trim() });
-      previewBox.append(h("div", { id: "preview" }, previewCard(md)));
-    });
+    const urls = urlsOf(url.value);
+    clearPage();
+    if (btn?.id === "preview-submit") return preview(v, btn, urls, previewBox);
+    if (urls.length > 1) return startBatch(v, btn, urls, batchBox);
+    return startAnalysis(v, btn, urls[0] ?? "", job, results);
   });
-  v.add(card(null, f), previewBox, job.el, results);
+  // Enter runs the highlighted action, Collect; a list is pasted or typed with Shift+Enter.
+  url.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      f.requestSubmit(collect);
+    }
+  });
+  v.add(card(null, f), previewBox, job.el, batchBox, results);
 
   const jobId = route.query.get("job");
   const ref = route.query.get("ref");
+  const batchId = route.query.get("batch");
   if (jobId) await followJob(v, jobId, job, results);
+  else if (batchId) await followBatch(v, batchId, batchBox);
   else if (ref) await showSavedBreakdown(v, ref, results);
+}
+
+// The post's card, and what collecting it would cost against what can be spent.
+async function preview(v, btn, urls, box) {
+  if (urls.length > 1) {
+    showError(v, { detail: "Preview shows one post: keep one URL in the field, or collect the list." });
+    return;
+  }
+  await busy(v, btn, async () => {
+    const [md, usage] = await Promise.all([api("POST", "/metadata", { url: urls[0] ?? "" }), api("GET", "/usage").catch(() => null)]);
+    box.append(h("div", { id: "preview" }, previewCard(md), usage && costLine(md, usage.comments)));
+  });
+}
+
+function costLine(md, c) {
+  const have = spendable(c);
+  const reported = md.metrics?.comments;
+  const cap = c.per_post_limit;
+  let text;
+  if (reported == null) {
+    text = `The platform does not say how many comments this post has. You have ${fmtNum(have)}: collection stops at ${fmtNum(Math.min(have, cap))}.`;
+  } else {
+    const wanted = Math.min(reported, cap);
+    const about = `About ${plural(reported, "comment")}${reported > cap ? ` (at most ${fmtNum(cap)} are collected per post)` : ""}`;
+    text = have >= wanted
+      ? `${about}; you have ${fmtNum(have)}: enough to collect ${reported > cap ? "the first " + fmtNum(cap) : "them all"}.`
+      : `${about}; you have ${fmtNum(have)}: collection stops at ${fmtNum(have)}.`;
+  }
+  return h("p", { id: "cost-preview", class: have > 0 ? "notice" : "notice warning" }, text,
+    have <= 0 ? h("a", { href: "#/billing", text: " Buy a comment pack" }) : null);
 }
 
 function jobPanel() {
@@ -655,7 +738,9 @@ function supersededCheck(holder) {
 
 function drawProgress(ui, job) {
   ui.el.hidden = false;
-  ui.status.textContent = job.status;
+  // The final states read as themselves; the others as what is happening.
+  ui.status.textContent = inWords(job.status);
+  ui.status.dataset.status = job.status;
   const got = job.progress?.comments_collected ?? 0;
   const expected = job.progress?.comments_expected;
   if (job.status === "complete") {
@@ -698,16 +783,33 @@ async function followJob(v, jobId, ui, results, first) {
       showError(v, job.error ?? { detail: "The job failed." });
       return;
     }
-    const full = await api("GET", path);
+    const [full, entry] = await Promise.all([api("GET", path), savedEntry(job.ref)]);
     live();
     drawProgress(ui, full);
-    renderJobResult(v, full, results);
+    renderJobResult(v, full, results, entry);
   } catch (err) {
     showError(v, err);
   }
 }
 
-function renderJobResult(v, job, results) {
+// The library entry of a post, or null when it is not in the library.
+async function savedEntry(ref) {
+  try {
+    return await api("GET", `/analyses/${refPath(ref)}?limit=1`);
+  } catch (err) {
+    if (err.status === 404) return null;
+    throw err;
+  }
+}
+
+function truncationWords(r) {
+  if (!r.truncated) return "";
+  return r.truncated_reason === "post_cap"
+    ? ` — stopped at ${inWords("post_cap")}: the post has more`
+    : ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
+}
+
+function renderJobResult(v, job, results, entry) {
   const r = job.result;
   results.replaceChildren();
   if (r.released) {
@@ -716,16 +818,27 @@ function renderJobResult(v, job, results) {
     return;
   }
   const saveStatus = statusEl("save-status", "span");
-  const save = h("button", { id: "save-analysis", type: "button", text: "Save to library" });
-  save.addEventListener("click", () => busy(v, save, async () => {
-    await api("POST", `/analyses/${refPath(r.analysis_id)}/save`);
-    saveStatus.textContent = "Saved to your library.";
-  }));
-  const note = `${plural(r.comments_total, "comment")} collected` + (r.truncated ? " (truncated: the post has more than this job could keep)" : "");
+  const extra = [];
+  if (entry?.saved_at) {
+    saveStatus.textContent = "In your library.";
+    extra.push(saveStatus);
+  } else {
+    const save = h("button", { id: "save-analysis", type: "button", text: "Save to library" });
+    save.addEventListener("click", () => busy(v, save, async () => {
+      await api("POST", `/analyses/${refPath(r.analysis_id)}/save`);
+      saveStatus.textContent = "Saved to your library.";
+      save.remove();
+      hint.remove();
+    }));
+    extra.push(save, saveStatus);
+  }
+  const hint = h("p", { class: "hint", id: "save-hint", text: "AI analysis and watching need the post in your library: save it first." });
+  const note = h("p", { class: "muted", id: "result-note" },
+    `${plural(r.comments_total, "comment")} collected`,
+    r.comments_new != null ? `, ${fmtNum(r.comments_new)} new (charged)` : "",
+    h("span", { id: "truncation", text: truncationWords(r) }), ".");
   results.append(commentsPanel(r.analysis_id, r.comments, {
-    note,
-    extra: [save, saveStatus],
-    exportHint: "Exports and AI need the analysis in your library: save it first.",
+    note, extra, jobId: job.job_id, exportHint: entry?.saved_at ? null : hint,
   }));
 }
 
@@ -734,107 +847,374 @@ async function showSavedBreakdown(v, ref, results) {
   results.replaceChildren();
   if (entry.metadata) results.append(previewCard({ ...entry.metadata, ref: entry.ref }));
   if (entry.status !== "ready") {
-    results.append(card(null, h("p", {}, `This entry has no comments kept (${entry.status}). Refresh it from the `,
+    results.append(card(null, h("p", {}, `This entry has no comments kept (${inWords(entry.status)}). Refresh it from the `,
       h("a", { href: "#/library", text: "library" }), " to collect them again.")));
     return;
   }
   const c = entry.counts;
+  const history = card("Collections and AI runs", h("p", { class: "muted", text: "Loading…" }));
+  history.id = "entry-history";
   results.append(commentsPanel(entry.ref, entry.comments, {
     note: `${plural(c.comments, "comment")}: ${fmtNum(c.top_level)} top-level, ${fmtNum(c.replies)} replies, ${fmtNum(c.new)} new in the last scrape. Kept until ${fmtDate(entry.expires_at)}.`,
-  }));
+    newSince: entry.last_scraped_at,
+  }), history);
+  fillEntryHistory(history, entry).catch((err) => showError(v, err));
 }
 
-// The comment browser: client-side search and sort over the loaded comments, exports, actions.
-function commentsPanel(ref, comments, { note, extra = [], exportHint } = {}) {
+// A library entry's scrapes (new comments per refresh) and AI runs (with sentiment over time).
+async function fillEntryHistory(box, entry) {
+  const ref = entry.ref;
+  const [scrapes, runs] = await Promise.all([
+    api("GET", `/analyze?ref=${encodeURIComponent(ref)}&status=complete&limit=100`),
+    api("GET", `/ai/jobs?ref=${encodeURIComponent(ref)}&limit=100`),
+  ]);
+  box.replaceChildren(h("h2", { text: "Collections and AI runs" }));
+  const points = scrapes.items.filter((j) => j.finished_at && j.comments_new != null)
+    .map((j) => ({ x: Date.parse(j.finished_at), y: j.comments_new }));
+  if (points.length > 1 || entry.watch?.enabled) {
+    box.append(CovaChart.series("New comments per collection", [{ name: "New comments", cls: "new", points }], { id: "chart-refreshes" }));
+  }
+  const t = table("ai-runs", ["Started", "Tasks", "Charge", "Status", ""], "AI runs of this post");
+  for (const run of runs.items) {
+    t.tbody.append(row(t.headers, [timeEl(run.created_at), (run.tasks ?? []).join(", "), plural(run.charge ?? 0, "comment"), inWords(run.status),
+      run.links ? h("a", { href: hashFor("ai", { ref, job: run.id }), text: "Open the result" }) : "—"], { "data-id": run.id }));
+  }
+  if (!runs.items.length) t.tbody.append(emptyRow(t.headers, "No AI run yet."));
+  box.append(h("h3", { text: "AI runs" }), h("div", { class: "table-wrap" }, t.el),
+    h("p", { class: "buttons" }, h("a", { href: hashFor("ai", { ref }), class: "button", text: "Run an AI analysis" })));
+  // Sentiment over time, from the runs that measured it (the latest ten).
+  const measured = runs.items.filter((r) => r.status === "complete" && (r.tasks ?? []).includes("sentiment")).slice(0, 10);
+  if (measured.length) {
+    const full = await Promise.all(measured.map((r) => api("GET", `/ai/jobs/${encodeURIComponent(r.id)}`)));
+    const at = (key) => full.filter((x) => x.result?.sentiment).map((x) => ({ x: Date.parse(x.finished_at), y: x.result.sentiment[key] }));
+    box.append(CovaChart.series("Sentiment over time", [
+      { name: "Positive", cls: "positive", points: at("positive") },
+      { name: "Negative", cls: "negative", points: at("negative") },
+    ], { id: "chart-sentiment-time", format: fmtPct, yMax: 1 }));
+  }
+}
+
+// ---------------------------------------------------------------- batches
+
+async function startBatch(v, btn, urls, box) {
+  if (urls.length > LIMITS.batch_urls) {
+    showError(v, { detail: `A list holds at most ${fmtNum(LIMITS.batch_urls)} post URLs; this one has ${fmtNum(urls.length)}. Split it.` });
+    return;
+  }
+  const batch = await busy(v, btn, () => api("POST", "/analyze/batch", { urls }));
+  if (!batch) return;
+  history.replaceState(null, "", hashFor("analyze", { batch: batch.batch_id }));
+  await followBatch(v, batch.batch_id, box, batch);
+}
+
+async function followBatch(v, id, box, first) {
+  const t = table("batch", ["Post", "State", "Comments", ""], "The list's posts");
+  const summary = h("p", { id: "batch-summary", class: "status", role: "status", "aria-live": "polite" });
+  const cancel = h("button", { id: "batch-cancel", type: "button", class: "danger", text: "Stop the list" });
+  cancel.addEventListener("click", () => busy(v, cancel, async () => {
+    draw(await api("POST", `/analyze/batch/${encodeURIComponent(id)}/cancel`));
+  }));
+  box.replaceChildren(card("Your list", summary, h("div", { class: "table-wrap" }, t.el),
+    h("p", { class: "hint", text: `Three of your collections run at a time; the others wait and start as those finish. Each is paid when it starts. Stopping the list starts nothing more (nothing is charged for what did not start).` }),
+    h("p", { class: "buttons" }, cancel)));
+  const draw = (b) => {
+    const n = b.counts;
+    summary.textContent = `${fmtNum(n.complete)} complete, ${fmtNum(n.running)} collecting, ${fmtNum(n.waiting)} waiting` +
+      (n.failed ? `, ${fmtNum(n.failed)} failed` : "") + (n.refused ? `, ${fmtNum(n.refused)} not started` : "") +
+      (n.cancelled ? `, ${fmtNum(n.cancelled)} cancelled` : "") + (b.finished_at ? ". The list is done." : ".");
+    cancel.hidden = b.status !== "running";
+    t.tbody.replaceChildren(...b.items.map((item) => {
+      const j = item.job;
+      const why = item.error ?? j?.error;
+      const state = h("span", { class: `state state-${item.state}`, "data-state": item.state, text: inWords(item.state) });
+      return row(t.headers, [
+        h("div", {}, h("span", { class: "batch-url", text: truncate(item.url, 70) }), item.ref && h("br"), item.ref && h("code", { class: "ref", text: item.ref })),
+        h("div", {}, state, why && h("small", { class: "muted batch-why", text: ` ${plainWords(why.detail)}` })),
+        j ? fmtNum(j.progress?.comments_collected ?? 0) : "—",
+        j && item.state === "complete" ? h("a", { class: "batch-open", href: hashFor("analyze", { job: j.job_id }), text: "Open" }) : "",
+      ], { "data-position": item.position });
+    }));
+  };
+  try {
+    if (first) draw(first);
+    await poll(`/analyze/batch/${encodeURIComponent(id)}`, (b) => b.finished_at != null, draw);
+  } catch (err) {
+    showError(v, err);
+  }
+}
+
+// ---------------------------------------------------------------- comments
+
+// The comment browser: threads or a table, search with the matches marked, filters, sorting,
+// a chart of when the comments were written, exports. `jobId` exports the job's own comments;
+// without it, the library entry's. `newSince`: comments first seen at or after it are new.
+function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, newSince } = {}) {
+  const flat = comments.flatMap((c) => [c, ...(c.replies ?? [])]);
   const search = h("input", { id: "comments-search", type: "search", placeholder: "Text or author", autocomplete: "off" });
   const sort = h("select", { id: "comments-sort" },
     h("option", { value: "platform", text: "Platform order" }),
     h("option", { value: "likes", text: "Most liked" }),
-    h("option", { value: "newest", text: "Newest" }));
+    h("option", { value: "replies", text: "Most replies" }),
+    h("option", { value: "newest", text: "Newest" }),
+    h("option", { value: "oldest", text: "Oldest" }),
+    h("option", { value: "language", text: "Language" }),
+    h("option", { value: "author", text: "Author" }));
+  const languages = [...new Set(flat.map((c) => c.language).filter(Boolean))].sort();
+  const lang = h("select", { id: "filter-language" }, h("option", { value: "", text: "Any language" }),
+    languages.map((l) => h("option", { value: l, text: l })));
+  const latestSeen = newSince ?? flat.map((c) => c.first_seen_at).filter(Boolean).sort().at(-1);
+  const flags = {
+    new: ["New since the last collection", (c) => latestSeen && c.first_seen_at && c.first_seen_at >= latestSeen],
+    pinned: ["Pinned", (c) => c.pinned],
+    liked: ["Liked by the author", (c) => c.liked_by_author],
+    replies: ["Has replies", (c) => (c.reply_count ?? 0) > 0],
+    media: ["Has images", (c) => (c.media ?? []).length > 0],
+  };
+  const boxes = Object.fromEntries(Object.keys(flags).map((k) => [k, h("input", { id: `filter-${k}`, type: "checkbox" })]));
+  const mode = h("select", { id: "comments-view" },
+    h("option", { value: "threads", text: "Threads" }), h("option", { value: "table", text: "Table" }));
   const count = statusEl("comments-count");
   const list = h("ul", { id: "comments", class: "comments" });
+  const grid = table("comments-table", ["Time", "Author", "Comment", "Likes", "Replies", "Language"], "Comments");
+  const gridWrap = h("div", { class: "table-wrap", hidden: true }, grid.el);
+  // Sortable headers: a click sorts by the column (again: the other way).
+  const sortKeys = ["newest", "author", null, "likes", "replies", "language"];
+  let descending = true;
+  grid.el.querySelectorAll("th").forEach((th, i) => {
+    const key = sortKeys[i];
+    if (!key) return;
+    const b = h("button", { type: "button", class: "link sort-by", "data-sort": key, text: th.textContent });
+    b.addEventListener("click", () => {
+      if (sort.value === key || (key === "newest" && sort.value === "oldest")) descending = !descending;
+      else descending = true;
+      sort.value = key === "newest" && !descending ? "oldest" : key;
+      redraw();
+    });
+    th.replaceChildren(b);
+  });
   const more = h("button", { id: "comments-more", type: "button", hidden: true, text: "Show more" });
+  const base = jobId ? `${API}/analyze/${encodeURIComponent(jobId)}/export` : `${API}/analyses/${refPath(ref)}/export`;
   const exports = ["csv", "jsonl", "xlsx"].map((fmt) => h("a", {
     id: `export-${fmt}`, class: "button small", download: "",
-    href: `${API}/analyses/${refPath(ref)}/export?format=${fmt}`, text: fmt === "jsonl" ? "JSON Lines" : fmt.toUpperCase(),
+    href: `${base}?format=${fmt}`, text: fmt === "jsonl" ? "JSON Lines" : fmt.toUpperCase(),
   }));
 
   let shown = [];
   let drawn = 0;
+  let q = "";
   const drawMore = () => {
     const next = shown.slice(drawn, drawn + COMMENTS_PAGE);
-    list.append(...next.map(({ c, replies }) => commentItem(c, replies)));
+    if (mode.value === "table") grid.tbody.append(...next.map((c) => commentRow(c, q, grid.headers)));
+    else list.append(...next.map(({ c, replies }) => commentItem(c, replies, q)));
     drawn += next.length;
     more.hidden = drawn >= shown.length;
   };
   const redraw = () => {
-    shown = filterComments(sortComments(comments, sort.value), search.value.trim().toLowerCase());
-    drawn = 0;
+    q = search.value.trim().toLowerCase();
+    const wanted = Object.entries(flags).filter(([k]) => boxes[k].checked).map(([, [, test]]) => test);
+    const keep = (c) => (!q || [c.text, c.author?.handle, c.author?.name].some((x) => x?.toLowerCase().includes(q)))
+      && (!lang.value || c.language === lang.value) && wanted.every((test) => test(c));
+    const table = mode.value === "table";
+    list.hidden = table;
+    gridWrap.hidden = !table;
     list.replaceChildren();
+    grid.tbody.replaceChildren();
+    if (table) {
+      shown = sortComments(flat, sort.value).filter(keep);
+      count.textContent = `Showing ${fmtNum(shown.length)} of ${plural(flat.length, "comment")}.`;
+    } else {
+      shown = filterThreads(sortComments(comments, sort.value), keep);
+      const n = shown.reduce((sum, t) => sum + (keep(t.c) ? 1 : 0) + t.replies.filter(keep).length, 0);
+      count.textContent = `Showing ${fmtNum(n)} of ${plural(flat.length, "comment")} (${plural(shown.length, "thread")}).`;
+    }
+    drawn = 0;
     drawMore();
-    count.textContent = `Showing ${plural(shown.length, "thread")} of ${fmtNum(comments.length)}.`;
+    if (table && !shown.length) grid.tbody.append(emptyRow(grid.headers, "No comment matches."));
   };
   let timer;
   search.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(redraw, 150); // typing should not redraw thousands of comments per key
   });
-  sort.addEventListener("change", redraw);
+  for (const control of [sort, lang, mode, ...Object.values(boxes)]) control.addEventListener("change", redraw);
   more.addEventListener("click", drawMore);
 
+  const times = flat.map((c) => Date.parse(c.created_at)).filter((t) => !Number.isNaN(t));
+  const overTime = times.length
+    ? CovaChart.series("Comments over time", [{ name: "Comments", cls: "comments", points: CovaChart.histogram(times) }],
+      { id: "chart-comments-time", note: "By when each comment was written, replies included." })
+    : null;
+
   const el = card("Comments",
-    note && h("p", { class: "muted", text: note }),
+    note && (typeof note === "string" ? h("p", { class: "muted", text: note }) : note),
     h("div", { class: "toolbar" },
       fieldRow("Search", search),
+      fieldRow("Show as", mode),
       fieldRow("Sort", sort),
+      fieldRow("Language", lang),
       h("div", { class: "field" }, h("span", { class: "label", text: "Export" }), h("div", { class: "buttons" }, exports))),
-    exportHint && h("p", { class: "hint", text: exportHint }),
+    h("fieldset", { class: "filters" }, h("legend", { text: "Only comments that are" }),
+      Object.entries(flags).map(([k, [label]]) => checkRow(label, boxes[k]))),
+    exportHint && (typeof exportHint === "string" ? h("p", { class: "hint", text: exportHint }) : exportHint),
     h("p", { class: "buttons" }, extra, h("a", { href: hashFor("ai", { ref }), class: "button", text: "AI analysis" })),
-    count, list, more);
+    overTime, count, list, gridWrap, more);
   redraw();
   return el;
 }
 
 function sortComments(comments, how) {
   const list = [...comments]; // Array#sort is stable: ties keep the platform's order
-  if (how === "likes") list.sort((a, b) => (b.likes ?? 0) - (a.likes ?? 0));
-  if (how === "newest") list.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+  const author = (c) => (c.author?.handle ?? c.author?.name ?? "").toLowerCase();
+  const by = {
+    likes: (a, b) => (b.likes ?? 0) - (a.likes ?? 0),
+    replies: (a, b) => (b.reply_count ?? 0) - (a.reply_count ?? 0),
+    newest: (a, b) => Date.parse(b.created_at) - Date.parse(a.created_at),
+    oldest: (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at),
+    language: (a, b) => (a.language ?? "~").localeCompare(b.language ?? "~"),
+    author: (a, b) => author(a).localeCompare(author(b)),
+  }[how];
+  if (by) list.sort(by);
   return list;
 }
 
-// A thread is listed when its comment or one of its replies matches; then only matching replies.
-function filterComments(comments, q) {
-  const hit = (c) => !q || [c.text, c.author?.handle, c.author?.name].some((s) => s?.toLowerCase().includes(q));
+// A thread is listed when its comment is kept (with all its replies) or one of its replies is
+// (with the kept replies only).
+function filterThreads(comments, keep) {
   const out = [];
   for (const c of comments) {
     const replies = c.replies ?? [];
-    if (hit(c)) out.push({ c, replies });
+    if (keep(c)) out.push({ c, replies });
     else {
-      const matching = replies.filter(hit);
-      if (matching.length) out.push({ c, replies: matching });
+      const kept = replies.filter(keep);
+      if (kept.length) out.push({ c, replies: kept });
     }
   }
   return out;
 }
 
-function commentItem(c, replies) {
+// Text with every match of q marked (<mark>), built from text nodes: nothing is parsed as HTML.
+function marked(text, q) {
+  const out = h("span", { class: "comment-body" });
+  if (!q) {
+    out.textContent = text;
+    return out;
+  }
+  const lower = text.toLowerCase();
+  let at = 0;
+  for (let i = lower.indexOf(q); i >= 0; i = lower.indexOf(q, i + q.length)) {
+    out.append(text.slice(at, i), h("mark", { text: text.slice(i, i + q.length) }));
+    at = i + q.length;
+  }
+  out.append(text.slice(at));
+  return out;
+}
+
+function authorName(a) {
+  return a.handle ? `@${a.handle}` : (a.name ?? "unknown");
+}
+
+function commentImages(c) {
+  const imgs = (c.media ?? []).map((m, i) => thumb(m, `Image ${i + 1} of the comment`, "comment-image")).filter(Boolean);
+  return imgs.length ? h("div", { class: "comment-images" }, imgs.map((img) => h("a", { href: img.getAttribute("src"), target: "_blank", rel: "noopener" }, img))) : null;
+}
+
+function commentItem(c, replies, q = "") {
   const isReply = replies === null;
   const a = c.author ?? {};
-  const li = h("li", { class: isReply ? "comment reply" : "comment" },
+  const li = h("li", { class: isReply ? "comment reply" : "comment", "data-id": c.id },
     h("div", { class: "comment-head" },
-      h("span", { class: "comment-author", text: a.handle ? `@${a.handle}` : (a.name ?? "unknown") }),
+      thumb(a.avatar, "", "avatar"),
+      h("span", { class: "comment-author" }, marked(authorName(a), q)),
       a.handle && a.name ? h("span", { class: "muted", text: a.name }) : null,
       timeEl(c.created_at)),
-    h("p", { class: "comment-text", text: c.text }),
+    h("p", { class: "comment-text" }, marked(c.text ?? "", q)),
+    commentImages(c),
     h("div", { class: "comment-meta" },
       h("span", { class: "likes", text: plural(c.likes ?? 0, "like") }),
+      !isReply && (c.reply_count ?? 0) > 0 && h("span", { class: "muted", text: plural(c.reply_count, "reply", "replies") }),
       c.pinned && h("span", { class: "badge", text: "pinned" }),
       c.liked_by_author && h("span", { class: "badge", text: "liked by the author" }),
-      c.language && h("span", { class: "muted", text: c.language }),
-      (c.media ?? []).filter((m) => isOwnMedia(m.url)).map((m, i) =>
-        h("a", { href: m.url, target: "_blank", rel: "noopener", text: `image ${i + 1}` }))));
-  if (!isReply) li.append(h("ul", { class: "replies" }, replies.map((r) => commentItem(r, null))));
+      c.language && h("span", { class: "muted", text: c.language })));
+  if (!isReply) li.append(h("ul", { class: "replies" }, replies.map((r) => commentItem(r, null, q))));
   return li;
+}
+
+function commentRow(c, q, headers) {
+  const a = c.author ?? {};
+  return row(headers, [
+    timeEl(c.created_at),
+    h("span", { class: "comment-author" }, thumb(a.avatar, "", "avatar"), marked(authorName(a), q)),
+    h("div", {}, c.parent_id && h("span", { class: "muted", text: "↳ " }), marked(c.text ?? "", q), commentImages(c),
+      c.pinned && h("span", { class: "badge", text: "pinned" }), c.liked_by_author && h("span", { class: "badge", text: "liked by the author" })),
+    fmtNum(c.likes ?? 0),
+    c.parent_id ? "—" : fmtNum(c.reply_count ?? 0),
+    c.language ?? "—",
+  ], { class: "comment-row", "data-id": c.id });
+}
+
+// ---------------------------------------------------------------- jobs
+
+// Every collection and AI run of the account, newest first, with their results while they
+// are kept: a paid result is never lost because its page was closed.
+async function viewJobs(v, route) {
+  const status = h("select", { id: "jobs-status" }, h("option", { value: "", text: "Any state" }),
+    ["queued", "in_progress", "complete", "failed"].map((s) => h("option", { value: s, text: inWords(s) })));
+  status.value = route.query.get("status") ?? "";
+  const batch = route.query.get("batch");
+  const jobs = table("jobs", ["Started", "Post", "State", "Comments", "Result"], "Collections");
+  const more = h("button", { id: "jobs-more", type: "button", hidden: true, text: "Load more" });
+  const ai = table("ai-jobs", ["Started", "Post", "Tasks", "Charge", "State", "Result"], "AI runs");
+  const aiMore = h("button", { id: "ai-jobs-more", type: "button", hidden: true, text: "Load more" });
+
+  const pager = (t, button, path, drawRow, empty) => {
+    let cursor = null;
+    const load = async (reset) => {
+      const params = new URLSearchParams({ limit: "25" });
+      if (status.value) params.set("status", status.value);
+      if (batch && path === "/analyze") params.set("batch", batch);
+      if (!reset && cursor) params.set("cursor", cursor);
+      const page = await api("GET", `${path}?${params}`);
+      if (reset) t.tbody.replaceChildren();
+      for (const item of page.items) t.tbody.append(drawRow(item));
+      if (!t.tbody.children.length) t.tbody.append(emptyRow(t.headers, empty));
+      cursor = page.next_cursor;
+      button.hidden = !cursor;
+    };
+    button.addEventListener("click", () => busy(v, button, () => load(false)));
+    return load;
+  };
+  const loadJobs = pager(jobs, more, "/analyze", (j) => {
+    const links = j.links;
+    const result = links
+      ? h("div", { class: "buttons" },
+        h("a", { class: "button small job-open", href: hashFor("analyze", { job: j.job_id }), text: "Open" }),
+        ["csv", "xlsx"].map((fmt) => h("a", { class: "button small", download: "", href: `${API}/analyze/${encodeURIComponent(j.job_id)}/export?format=${fmt}`, text: fmt.toUpperCase() })))
+      : h("span", { class: "muted", text: j.status === "complete" ? "replaced by a later collection" : j.status === "failed" ? plainWords(j.error?.detail ?? "failed") : "not finished" });
+    const got = j.progress?.comments_collected ?? 0;
+    return row(jobs.headers, [
+      timeEl(j.created_at),
+      h("div", {}, h("code", { class: "ref", text: j.ref }), j.batch_id && h("small", { class: "muted" }, " · ", h("a", { href: hashFor("jobs", { batch: j.batch_id }), text: "from a list" }))),
+      h("span", { class: `state state-${j.status}`, text: inWords(j.status) }),
+      j.status === "complete" ? `${fmtNum(got)} (${fmtNum(j.comments_new ?? 0)} new)${j.truncated ? `, stopped by ${inWords(j.truncated_reason ?? "balance")}` : ""}` : fmtNum(got),
+      result,
+    ], { "data-id": j.job_id });
+  }, batch ? "No collection of this list." : "No collection yet.");
+  const loadAi = pager(ai, aiMore, "/ai/jobs", (j) => row(ai.headers, [
+    timeEl(j.created_at),
+    h("a", { href: hashFor("analyze", { ref: j.ref }) }, h("code", { class: "ref", text: j.ref })),
+    (j.tasks ?? []).join(", "),
+    plural(j.charge ?? 0, "comment"),
+    h("span", { class: `state state-${j.status}`, text: inWords(j.status) }),
+    j.links ? h("a", { class: "button small ai-open", href: hashFor("ai", { ref: j.ref, job: j.id }), text: "Open" }) : "—",
+  ], { "data-id": j.id }), "No AI run yet.");
+
+  const filter = form("jobs-filter", [
+    h("div", { class: "inline" }, fieldRow("State", status), h("button", { id: "jobs-filter-submit", type: "submit", text: "Show" })),
+  ], (btn) => busy(v, btn, () => Promise.all([loadJobs(true), loadAi(true)])));
+  v.add(card(null, filter, batch && h("p", { class: "muted" }, "Only the collections of one list. ", h("a", { href: "#/jobs", text: "Show all" }))),
+    card("Collections", h("div", { class: "table-wrap" }, jobs.el), more),
+    card("AI runs", h("div", { class: "table-wrap" }, ai.el), aiMore));
+  await Promise.all([loadJobs(true), loadAi(true)]);
 }
 
 // ---------------------------------------------------------------- library
@@ -888,18 +1268,36 @@ function libraryRow(v, entry, i, headers) {
   interval.addEventListener("change", saveWatch);
 
   const refresh = h("button", { type: "button", class: "small library-refresh", text: "Refresh" });
+  const statusCell = h("span", { class: "entry-status", text: inWords(entry.status) });
+  const countCell = h("span", { class: "entry-count", text: fmtNum(entry.comment_count) });
+  const expiresCell = h("span", {}, timeEl(entry.expires_at));
+  // The row follows its job: state and count as it collects, the entry's figures once done.
+  const follow = async (job) => {
+    refresh.disabled = true;
+    const say = (j) => note.replaceChildren(`${inWords(j.status)}: ${plural(j.progress?.comments_collected ?? 0, "comment")}. `,
+      h("a", { href: hashFor("analyze", { job: j.job_id }), text: "Open" }));
+    try {
+      const done = await poll(`/analyze/${encodeURIComponent(job.job_id)}?limit=1`, (j) => ["complete", "failed"].includes(j.status), say);
+      const fresh = await api("GET", `/analyses/${refPath(entry.ref)}?limit=1`);
+      statusCell.textContent = inWords(fresh.status);
+      countCell.textContent = fmtNum(fresh.counts?.comments ?? fresh.comment_count);
+      expiresCell.replaceChildren(timeEl(fresh.expires_at));
+      if (done.status === "failed") note.replaceChildren(`The collection failed: ${plainWords(done.error?.detail ?? "")}`);
+    } finally {
+      refresh.disabled = false;
+    }
+  };
   refresh.addEventListener("click", () => busy(v, refresh, async () => {
-    const job = await api("POST", `/analyses/${refPath(entry.ref)}/refresh`);
-    note.replaceChildren(`Collecting (${job.status}). `, h("a", { href: hashFor("analyze", { job: job.job_id }), text: "Follow" }));
+    await follow(await api("POST", `/analyses/${refPath(entry.ref)}/refresh`));
   }));
   const del = h("button", { type: "button", class: "small danger library-delete", text: "Delete" });
   const tr = row(headers, [
     h("div", {},
       h("a", { href: hashFor("analyze", { ref: entry.ref }), text: postTitle(entry.metadata, entry.ref) }),
       h("br"), h("code", { class: "ref", text: entry.ref })),
-    entry.status,
-    timeEl(entry.expires_at),
-    fmtNum(entry.comment_count),
+    statusCell,
+    expiresCell,
+    countCell,
     h("div", { class: "watch" },
       checkRow("Watch", box),
       h("div", { class: "inline-field" }, h("label", { for: interval.id, text: "every" }), interval, h("span", { text: "min" })),
@@ -1029,7 +1427,8 @@ function renderAiResult(box, job, phraseInputs) {
     box.append(barChart("Languages", rows, { percent: true, id: "chart-languages" }));
   }
   if (r.topics?.length) {
-    box.append(barChart("Topics", r.topics.map((t) => ({ label: t.phrase, value: t.count })), { id: "chart-topics" }));
+    const topics = [...r.topics].sort((a, b) => b.count - a.count);
+    box.append(barChart("Topics", topics.map((t) => ({ label: t.phrase, value: t.count })), { id: "chart-topics" }));
   }
   if (r.questions) {
     box.append(h("h3", { text: "Questions" }), r.questions.length
@@ -1042,35 +1441,27 @@ function renderAiResult(box, job, phraseInputs) {
   }
   if (r.phrase_matches) {
     box.append(h("h3", { text: "Watch phrases" }), r.phrase_matches.length
-      ? h("ul", {}, r.phrase_matches.map((m) => h("li", {}, h("q", { text: m.phrase }), `: ${plural(m.count, "comment")}`)))
+      ? h("ul", { id: "ai-phrases" }, r.phrase_matches.map((m) => h("li", { class: "phrase-match" }, h("q", { text: m.phrase }), `: ${plural(m.count, "comment")}`,
+        h("ul", { class: "phrase-comments" }, m.comment_ids.slice(0, 20).map((id) => h("li", { "data-id": id, class: "muted", text: "…" }))))))
       : h("p", { class: "muted", text: "This analysis has no watch phrases." }));
+    // The matching comments' texts, from the analysis' breakdown.
+    if (r.phrase_matches.some((m) => m.comment_ids.length)) {
+      api("GET", `/analyses/${refPath(job.ref)}`).then((entry) => {
+        const text = new Map(entry.comments.flatMap((c) => [c, ...(c.replies ?? [])]).map((c) => [c.id, c]));
+        for (const li of box.querySelectorAll(".phrase-comments li")) {
+          const c = text.get(li.dataset.id);
+          li.replaceChildren(c ? h("span", {}, h("strong", { text: authorName(c.author ?? {}) }), `: ${c.text}`) : "a comment no longer kept");
+          li.classList.remove("muted");
+        }
+      }).catch(() => {});
+    }
     // The API has no read of the phrases: the ones in the result are the best prefill.
     r.phrase_matches.forEach((m, i) => { if (phraseInputs[i] && !phraseInputs[i].value) phraseInputs[i].value = m.phrase; });
   }
 }
 
-// Horizontal bars; sizes go through SVG attributes, colours through CSS classes (strict CSP).
-function barChart(title, rows, { percent = false, id } = {}) {
-  const rowH = 30, labelW = 170, barW = 320, valueW = 70;
-  const width = labelW + barW + valueW;
-  const height = rows.length * rowH;
-  const max = percent ? 1 : Math.max(1, ...rows.map((r) => r.value));
-  const show = (x) => (percent ? fmtPct(x) : fmtNum(x));
-  const chart = svg("svg", {
-    id, class: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
-    "aria-label": `${title}: ${rows.map((r) => `${r.label} ${show(r.value)}`).join(", ")}`,
-  }, svg("title", {}, title));
-  rows.forEach((r, i) => {
-    const y = i * rowH;
-    const w = r.value > 0 ? Math.max((r.value / max) * barW, 2) : 0;
-    chart.append(
-      svg("text", { x: labelW - 10, y: y + rowH / 2, "text-anchor": "end", "dominant-baseline": "middle", class: "chart-label" }, truncate(r.label, 22)),
-      svg("rect", { x: labelW, y: y + 6, width: barW, height: rowH - 12, rx: 4, class: "chart-track" }),
-      svg("rect", { x: labelW, y: y + 6, width: w.toFixed(1), height: rowH - 12, rx: 4, class: `chart-bar ${r.cls ?? ""}` }),
-      svg("text", { x: labelW + barW + 8, y: y + rowH / 2, "dominant-baseline": "middle", class: "chart-value" }, show(r.value)),
-    );
-  });
-  return h("figure", { class: "chart-figure" }, h("figcaption", { text: title }), chart);
+function barChart(title, rows, opts) {
+  return CovaChart.bars(title, rows, opts);
 }
 
 // ---------------------------------------------------------------- keywords, channels, alerts
@@ -1157,7 +1548,12 @@ function channelsCard(v) {
   }));
   test.addEventListener("click", () => busy(v, test, async () => {
     const r = await api("POST", "/notification-channels/test");
-    const say = (name, x) => (x ? `${name}: ${x.ok ? "delivered" : "failed"}${x.status != null ? ` (HTTP ${x.status})` : ""}${x.detail ? ` ${x.detail}` : ""}` : `${name}: not set or off`);
+    const say = (name, x) => {
+      if (!x) return `${name}: not set or turned off, nothing sent`;
+      if (x.ok) return `${name}: delivered`;
+      const why = x.status != null ? `the receiver answered with an error (${x.status})` : plainWords(x.detail || "no answer");
+      return `${name}: not delivered — ${why}`;
+    };
     testOut.textContent = `${say("Telegram", r.telegram)}. ${say("Webhook", r.webhook)}.`;
   }));
   api("GET", "/notification-channels").then(fill).catch((err) => showError(v, err));
@@ -1207,7 +1603,7 @@ function deliveriesCard(v) {
         await api("POST", `/notification-channels/deliveries/${encodeURIComponent(d.id)}/replay`);
         await load();
       }));
-      t.tbody.append(row(t.headers, [timeEl(d.created_at), d.type, d.channel, d.state, fmtNum(d.attempts), d.last_error ?? "—", replay]));
+      t.tbody.append(row(t.headers, [timeEl(d.created_at), d.type, d.channel, inWords(d.state), fmtNum(d.attempts), d.last_error ?? "—", replay]));
     }
     if (!r.items.length) t.tbody.append(emptyRow(t.headers, "Nothing sent yet."));
   };
@@ -1237,10 +1633,13 @@ async function viewTokens(v) {
     t.tbody.replaceChildren();
     for (const tok of r.tokens) {
       const revoke = h("button", { type: "button", class: "small danger token-revoke", "data-id": tok.id, text: "Revoke" });
-      revoke.addEventListener("click", () => busy(v, revoke, async () => {
-        await api("DELETE", `/tokens/${encodeURIComponent(tok.id)}`);
-        await load();
-      }));
+      revoke.addEventListener("click", () => {
+        if (!confirm(`Revoke the token "${tok.name}"? Scripts that use it stop working within seconds.`)) return;
+        busy(v, revoke, async () => {
+          await api("DELETE", `/tokens/${encodeURIComponent(tok.id)}`);
+          await load();
+        });
+      });
       t.tbody.append(row(t.headers, [tok.name, h("code", { text: tok.prefix }), tok.scopes.join(", "),
         timeEl(tok.created_at), tok.last_used_at ? timeEl(tok.last_used_at) : "never", revoke], { "data-id": tok.id }));
     }
@@ -1295,7 +1694,7 @@ async function viewBilling(v, route) {
   const loadPurchases = async () => {
     const r = await api("GET", "/billing/purchases");
     t.tbody.replaceChildren(...r.purchases.map((p) => row(t.headers,
-      [timeEl(p.created_at), p.pack, fmtNum(p.comments), p.status, timeEl(p.paid_at)], { "data-checkout": p.checkout_id })));
+      [timeEl(p.created_at), p.pack, fmtNum(p.comments), inWords(p.status), timeEl(p.paid_at)], { "data-checkout": p.checkout_id })));
     if (!r.purchases.length) t.tbody.append(emptyRow(t.headers, "No purchases yet."));
     return r.purchases;
   };
@@ -1331,6 +1730,7 @@ async function waitForCheckout(v, id, loadPurchases, loadBalance) {
       if (purchases.find((p) => p.checkout_id === id)?.status === "paid") {
         status.textContent = "paid";
         message.textContent = "Payment received: the pack is on your balance.";
+        document.getElementById("checkout-notice")?.classList.replace("notice", "success");
         await loadBalance();
         return;
       }

@@ -31,8 +31,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/healthz", web::get().to(health::healthz)))
         .service(resource("/readyz", web::get().to(health::readyz)))
         .service(resource("/docs", web::get().to(reference::page)))
-        .service(resource("/", web::get().to(workspace::index)))
+        // `HEAD /` answers like `GET /` without the body (monitors and link checkers ask so).
+        .service(
+            web::resource("/")
+                .route(web::get().to(workspace::index))
+                .route(web::head().to(workspace::index))
+                .default_service(web::to(method_not_allowed)),
+        )
         .service(resource("/app.js", web::get().to(workspace::script)))
+        .service(resource("/chart.js", web::get().to(workspace::chart)))
         .service(resource("/app.css", web::get().to(workspace::style)))
         .service(
             web::scope("/api/v1")

@@ -176,6 +176,13 @@ pub async fn put_channels(req: HttpRequest, state: web::Data<AppState>, payload:
                         "`telegram.chat_id` must be a numeric chat id or a public @channel name.",
                     ));
                 }
+                // A chat cova could never write to would fail every alert in silence.
+                if state.config.notifier.telegram_bot_token.is_none() {
+                    return Err(ApiError::validation(
+                        "Telegram alerts are not available on this cova server: it has no Telegram bot \
+                         configured. Use a webhook instead, or ask the operator to set one up.",
+                    ));
+                }
                 Some(Some(TelegramBody { chat_id: chat, enabled: t.enabled }))
             }
         };

@@ -1,4 +1,4 @@
-//! The workspace's pages: one HTML page, its script and its style, embedded in the binary
+//! The workspace's pages: one HTML page, its scripts and its style, embedded in the binary
 //! (`web/`). The page carries a fresh anonymous page token for the metadata preview of
 //! visitors who are not signed in.
 
@@ -11,6 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 
 const INDEX: &str = include_str!("../../web/index.html");
 const SCRIPT: &str = include_str!("../../web/app.js");
+const CHART: &str = include_str!("../../web/chart.js");
 const STYLE: &str = include_str!("../../web/app.css");
 
 /// Nothing inline, nothing from elsewhere: a comment text that slipped into the page could
@@ -72,11 +73,17 @@ fn served_script() -> &'static str {
                 "watch_phrase_chars": limits::WATCH_PHRASE_CHARS.end(),
                 "watch_interval_min": [limits::WATCH_INTERVAL_MIN.start(), limits::WATCH_INTERVAL_MIN.end()],
                 "library_days": limits::LIBRARY_LIFETIME.as_secs() / 86_400,
+                "batch_urls": limits::MAX_BATCH_URLS,
             },
         });
         let declared = format!("\"use strict\";\nconst RULES = Object.freeze({rules});\n");
         SCRIPT.replacen("\"use strict\";\n", &declared, 1)
     })
+}
+
+/// `GET /chart.js`: the workspace's own small charting module (no third-party script).
+pub async fn chart() -> HttpResponse {
+    asset("text/javascript; charset=utf-8", CHART)
 }
 
 pub async fn style() -> HttpResponse {
