@@ -7,6 +7,7 @@ mod analyze;
 mod bad_input;
 mod batch;
 mod browser;
+mod creators;
 mod events;
 mod faults;
 mod foundation;

@@ -364,6 +364,9 @@ async fn real_answers_match_the_document() {
     // Watch phrases, quotes, runs and AI jobs, for an account of their own.
     ai(&caller, &narrow, &receiver).await;
 
+    // Creators: added, listed, read, followed, refreshed, removed; their webhook.
+    creators(&caller, &narrow, &receiver).await;
+
     // The workspace: sign-up, the session, tokens, packs, password reset.
     workspace(&caller).await;
 
@@ -735,6 +738,94 @@ async fn poll_ai(caller: &Caller<'_>, token: &str, id: &str) -> Answer {
 /// refused ones, runs (a repeated key, a second run, an unknown quote, a conflicting key), the
 /// jobs polled to completion (all tasks, and a subset), unknown jobs; then the `kind: ai` job
 /// webhooks are checked against the document. `narrow` lacks `ai:write`.
+async fn creators(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
+    let app = caller.app;
+    let id: u64 = 6_800_000_000_000_000_077;
+    let mut creator = cova_sim::SimCreator::tiktok(id, "openapi.brand");
+    creator.posts = vec![cova_sim::SimCreatorPost {
+        id: tiktok_post_id(TikTokScenario::Normal, 5).to_string(),
+        published_at_ms: app.now() - 3_600_000,
+        pinned: false,
+    }];
+    app.sim.add_creator(creator);
+    let mut private = cova_sim::SimCreator::tiktok(id + 1, "openapi.private");
+    private.private = true;
+    app.sim.add_creator(private);
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let t = Some(token.as_str());
+    let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
+    let channels = "/api/v1/notification-channels";
+    let events = json!({"webhook": {"url": format!("{}/openapi-creators", receiver.base_url), "job_events": true}});
+    assert_eq!(caller.call(put.clone(), channels, channels, t, Some(events), &[]).await.status, 200);
+
+    let all = "/api/v1/creators";
+    let url = json!({"url": "https://www.tiktok.com/@openapi.brand"});
+    let added = caller.call(post.clone(), all, all, t, Some(url.clone()), &[]).await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let r#ref = added.body["ref"].as_str().expect("ref").to_owned();
+    assert_eq!(caller.call(post.clone(), all, all, t, Some(url.clone()), &[]).await.status, 200);
+    let missing = json!({"url": "https://www.tiktok.com/@openapi.nobody"});
+    assert_eq!(caller.call(post.clone(), all, all, t, Some(missing), &[]).await.status, 404);
+    let private = json!({"url": "https://www.tiktok.com/@openapi.private"});
+    assert_eq!(caller.call(post.clone(), all, all, t, Some(private), &[]).await.status, 422);
+    let bad = json!({"url": "https://example.com/@someone"});
+    assert_eq!(caller.call(post.clone(), all, all, t, Some(bad), &[]).await.status, 400);
+    assert_eq!(caller.call(post.clone(), all, all, Some(narrow), Some(url), &[]).await.status, 403);
+    assert_eq!(caller.call(get.clone(), all, all, t, None, &[]).await.status, 200);
+
+    let one = "/api/v1/creators/{ref}";
+    let path = format!("{all}/{ref}");
+    assert_eq!(caller.call(get.clone(), one, &path, t, None, &[]).await.status, 200);
+    let unknown = format!("{all}/tiktok:user:1");
+    assert_eq!(caller.call(get.clone(), one, &unknown, t, None, &[]).await.status, 404);
+    assert_eq!(caller.call(get.clone(), one, &format!("{all}/nope"), t, None, &[]).await.status, 400);
+
+    // Posts of the last day are taken; not followed, so nothing runs on its own.
+    let watch = "/api/v1/creators/{ref}/watch";
+    let settings = json!({"enabled": false, "backfill_days": 1, "follow_days": 0});
+    let set = caller.call(put.clone(), watch, &format!("{path}/watch"), t, Some(settings), &[]).await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    let too_often = json!({"enabled": true, "interval_min": 5});
+    assert_eq!(caller.call(put.clone(), watch, &format!("{path}/watch"), t, Some(too_often), &[]).await.status, 400);
+    let (_, unpaid) = app.integrator().await;
+    assert_eq!(
+        caller
+            .call(
+                post.clone(),
+                all,
+                all,
+                Some(&unpaid),
+                Some(json!({"url": "https://www.tiktok.com/@openapi.brand"})),
+                &[]
+            )
+            .await
+            .status,
+        201
+    );
+    let follow = json!({"enabled": true});
+    assert_eq!(
+        caller.call(put.clone(), watch, &format!("{path}/watch"), Some(&unpaid), Some(follow), &[]).await.status,
+        402
+    );
+
+    let refresh = "/api/v1/creators/{ref}/refresh";
+    let run = caller.call(post.clone(), refresh, &format!("{path}/refresh"), t, None, &[]).await;
+    assert_eq!((run.status, run.body["found"].as_array().map(Vec::len)), (200, Some(1)), "{}", run.body);
+    assert_eq!(caller.call(post.clone(), refresh, &format!("{unknown}/refresh"), t, None, &[]).await.status, 404);
+    let found = until("the creator.post_found webhook", async || {
+        receiver
+            .received()
+            .into_iter()
+            .find(|r| r.json()["type"] == "creator.post_found" && r.json()["creator"]["ref"] == r#ref.as_str())
+    })
+    .await;
+    conforms_webhook(caller.doc, "creator.post_found", &found);
+
+    assert_eq!(caller.call(delete.clone(), one, &path, t, None, &[]).await.status, 204);
+    assert_eq!(caller.call(delete, one, &path, t, None, &[]).await.status, 404);
+}
+
 async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     let (account, token) = caller.app.integrator().await;
     caller.app.grant(&account, 1_000).await;

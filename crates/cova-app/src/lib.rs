@@ -171,7 +171,12 @@ impl StackBuilder {
 
         // The periodic roles.
         if has(Role::Scheduler) {
-            let scheduler = cova_scheduler::Scheduler::new(backends.clone(), config.scheduler.clone(), outbox.clone());
+            let scheduler = cova_scheduler::Scheduler::new(
+                backends.clone(),
+                config.scheduler.clone(),
+                outbox.clone(),
+                platforms.clone(),
+            );
             tasks.spawn(scheduler.run(stop.clone()));
         }
         for extra in self.extra {

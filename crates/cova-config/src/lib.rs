@@ -202,11 +202,13 @@ pub struct LimitsConfig {
     /// limits every account by itself, to its share of the steady rate, so that together they
     /// never let more through than the limit.
     pub gateways: u32,
+    /// Creators (TikTok accounts, YouTube channels) one account can follow.
+    pub creators_per_account: i64,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { api_requests_per_minute: 600, gateways: 1 }
+        Self { api_requests_per_minute: 600, gateways: 1, creators_per_account: 20 }
     }
 }
 
@@ -355,11 +357,13 @@ pub struct SchedulerConfig {
     pub tick_ms: u64,
     /// Watches (and breakdowns) handled per claim.
     pub batch: i64,
+    /// Creators listed at once by one scheduler process (each a few platform requests).
+    pub creator_concurrency: usize,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { tick_ms: 1_000, batch: 500 }
+        Self { tick_ms: 1_000, batch: 500, creator_concurrency: 4 }
     }
 }
 
@@ -764,6 +768,12 @@ impl Config {
         }
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
             url::Url::parse(endpoint).map_err(|e| invalid("telemetry.otlp_endpoint", e.to_string()))?;
+        }
+        if self.limits.creators_per_account < 0 {
+            return Err(invalid("limits.creators_per_account", "must not be negative"));
+        }
+        if self.scheduler.creator_concurrency == 0 {
+            return Err(invalid("scheduler.creator_concurrency", "must be at least 1"));
         }
         if self.limits.api_requests_per_minute == 0 {
             return Err(invalid("limits.api_requests_per_minute", "must be at least 1"));

@@ -50,6 +50,8 @@ catalogue! {
     MethodNotAllowed => (405, "method_not_allowed", "This method is not allowed on this path."),
     IdempotencyConflict => (409, "idempotency_conflict", "This Idempotency-Key was already used with a different request."),
     TokenLimit => (409, "token_limit", "This account already has its maximum of active tokens; revoke one first."),
+    CreatorLimit => (409, "creator_limit", "This account already follows its maximum of creators; remove one first."),
+    RunInProgress => (409, "run_in_progress", "A listing of this creator is running; its posts appear when it ends."),
     PayloadTooLarge => (413, "payload_too_large", "The request body is too large."),
     InternalError => (500, "internal_error", "Internal error. It has been logged; retry later."),
     Unavailable => (503, "unavailable", "A backend service is unavailable; retry later."),

@@ -23,7 +23,7 @@ pub mod event_queues {
     /// The notifier's: job ends (job webhooks, keyword matching), batch ends (batch webhooks)
     /// and keyword alerts.
     pub const NOTIFIER: (&str, &[&str]) =
-        ("notifier.events", &["job.complete", "job.failed", "batch.complete", "keyword.alert"]);
+        ("notifier.events", &["job.complete", "job.failed", "batch.complete", "keyword.alert", "creator.post_found"]);
     pub const ALL: &[(&str, &[&str])] = &[NOTIFIER];
 }
 
@@ -175,6 +175,9 @@ pub struct KeywordAlertEvent {
     pub comment: AlertComment,
     /// RFC 3339.
     pub created_at: String,
+    /// The creator whose listing found the post, for a post found that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<AlertCreator>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +230,49 @@ impl Event for BatchEvent {
     fn routing_key(&self) -> &'static str {
         "batch.complete"
     }
+}
+
+/// The type of [`CreatorEvent`] (its routing key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CreatorEventType {
+    #[serde(rename = "creator.post_found")]
+    PostFound,
+}
+
+/// A followed creator published a post cova had not seen
+/// (`proto-schemas/creator-event.schema.json`). Sent as a webhook when `job_events` is on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreatorEvent {
+    #[serde(rename = "type")]
+    pub event_type: CreatorEventType,
+    pub account_id: String,
+    pub creator: AlertCreator,
+    /// The post's ref and public URL.
+    #[serde(rename = "ref")]
+    pub r#ref: String,
+    pub url: String,
+    pub title: Option<String>,
+    /// RFC 3339, when the platform dates the post.
+    pub published_at: Option<String>,
+    /// The batch collecting its comments, when collection is on.
+    pub batch_id: Option<String>,
+}
+
+impl Event for CreatorEvent {
+    fn routing_key(&self) -> &'static str {
+        "creator.post_found"
+    }
+}
+
+/// A creator as events name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertCreator {
+    #[serde(rename = "ref")]
+    pub r#ref: String,
+    pub handle: Option<String>,
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

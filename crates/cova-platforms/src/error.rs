@@ -15,6 +15,9 @@ pub enum PlatformError {
     /// The post data could not be fetched or understood (not found, deleted, blocked).
     #[error("parse error: {0}")]
     Parse(String),
+    /// The creator (account, channel) does not exist.
+    #[error("not found: {0}")]
+    Missing(String),
     /// A transient failure persisted after all retries (or the platform quota is spent):
     /// retry later, never charge the caller.
     #[error("platform unavailable: {0}")]
@@ -28,6 +31,7 @@ impl PlatformError {
             Self::InvalidUrl(_) => ErrorCode::ValidationError,
             Self::AudienceRestricted(_) => ErrorCode::AudienceRestricted,
             Self::Parse(_) => ErrorCode::ParseError,
+            Self::Missing(_) => ErrorCode::NotFound,
             Self::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
@@ -53,7 +57,11 @@ impl PlatformError {
     /// The human-readable detail without the variant prefix.
     pub fn detail(&self) -> &str {
         match self {
-            Self::InvalidUrl(d) | Self::AudienceRestricted(d) | Self::Parse(d) | Self::Unavailable(d) => d,
+            Self::InvalidUrl(d)
+            | Self::AudienceRestricted(d)
+            | Self::Parse(d)
+            | Self::Missing(d)
+            | Self::Unavailable(d) => d,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! production and to `cova-sim` in tests.
 
 mod collect;
+mod creators;
 mod error;
 mod http;
 mod json;
@@ -13,8 +14,10 @@ mod model;
 mod tiktok;
 mod urls;
 mod youtube;
+mod youtube_channels;
 
 pub use cova_config::platforms::{PlatformsConfig, TikTokConfig, YouTubeConfig};
+pub use creators::{Creator, CreatorUrl, FoundPost, Listing, creator_ref, parse_creator_url};
 pub use error::PlatformError;
 pub use keywords::description_keywords;
 pub use model::{
@@ -158,6 +161,26 @@ impl Platforms {
     /// Follows a short link to the post it names (bounded hops, platform hosts only).
     pub async fn resolve_short_link(&self, link: &ShortLink) -> Result<PostRef, PlatformError> {
         self.inner.tiktok.resolve_short(link).await
+    }
+
+    /// The creator a TikTok account or YouTube channel URL names, as its profile shows it now.
+    pub async fn creator(&self, url: &str) -> Result<Creator, PlatformError> {
+        match parse_creator_url(url)? {
+            CreatorUrl::TikTok { handle } => self.inner.tiktok.creator(&handle).await,
+            other => self.inner.youtube.creator(&other).await,
+        }
+    }
+
+    /// The creator's posts newer than the first known one (see [`Listing`]), newest first.
+    pub async fn creator_posts(
+        &self,
+        creator: &Creator,
+        listing: &Listing<'_>,
+    ) -> Result<Vec<FoundPost>, PlatformError> {
+        match creator.platform {
+            Platform::TikTok => self.inner.tiktok.creator_posts(creator, listing).await,
+            Platform::YouTube => self.inner.youtube.creator_posts(creator, listing).await,
+        }
     }
 
     pub async fn metadata(&self, post: &PostRef) -> Result<Metadata, PlatformError> {

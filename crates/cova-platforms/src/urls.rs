@@ -130,9 +130,20 @@ pub enum ParsedUrl {
 
 const MAX_INPUT: usize = 4096;
 
-/// Parses any supported post URL form. Never panics; errors say what was wrong.
-pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
-    let trimmed = input.trim();
+/// A web URL as typed by a user: parsed (an `https://` added when no scheme was given), with
+/// its lower-case host and its non-empty path segments. Errors say what was wrong.
+pub(crate) struct WebUrl {
+    pub url: Url,
+    pub host: String,
+}
+
+impl WebUrl {
+    pub fn segments(&self) -> Vec<&str> {
+        self.url.path_segments().map(|s| s.filter(|p| !p.is_empty()).collect()).unwrap_or_default()
+    }
+}
+
+pub(crate) fn web_url(trimmed: &str) -> Result<WebUrl, PlatformError> {
     if trimmed.is_empty() {
         return Err(PlatformError::InvalidUrl("not a URL: the url is empty".into()));
     }
@@ -158,8 +169,16 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
     if !looks_like_host {
         return Err(PlatformError::InvalidUrl(format!("not a URL: `{}` has no valid host", clip(trimmed))));
     }
-    let segments: Vec<&str> = url.path_segments().map(|s| s.filter(|p| !p.is_empty()).collect()).unwrap_or_default();
-    if is_tiktok_host(&host) {
+    Ok(WebUrl { url, host })
+}
+
+/// Parses any supported post URL form. Never panics; errors say what was wrong.
+pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
+    let trimmed = input.trim();
+    let web = web_url(trimmed)?;
+    let (url, host) = (&web.url, web.host.as_str());
+    let segments = web.segments();
+    if is_tiktok_host(host) {
         if host == "vm.tiktok.com" || host == "vt.tiktok.com" {
             let kind = if host == "vm.tiktok.com" { ShortHost::Vm } else { ShortHost::Vt };
             return match segments.as_slice() {
@@ -173,15 +192,15 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
             not_a_post(trimmed, "expected a TikTok post URL such as https://www.tiktok.com/@user/video/<id>")
         });
     }
-    if is_youtube_host(&host) {
-        return parse_youtube(&host, &segments, &url).map(ParsedUrl::Post).ok_or_else(|| {
+    if is_youtube_host(host) {
+        return parse_youtube(host, &segments, url).map(ParsedUrl::Post).ok_or_else(|| {
             not_a_post(
                 trimmed,
                 "expected a YouTube Shorts URL such as https://www.youtube.com/shorts/<11-character id>",
             )
         });
     }
-    Err(PlatformError::InvalidUrl(format!("unsupported platform: `{}` is not a TikTok or YouTube host", clip(&host))))
+    Err(PlatformError::InvalidUrl(format!("unsupported platform: `{}` is not a TikTok or YouTube host", clip(host))))
 }
 
 /// Parses the path of a TikTok web URL (host already checked); also used on redirect targets.
@@ -217,7 +236,7 @@ pub(crate) fn is_tiktok_host(host: &str) -> bool {
     host == "tiktok.com" || host.ends_with(".tiktok.com") || host == "tiktokv.com" || host.ends_with(".tiktokv.com")
 }
 
-fn is_youtube_host(host: &str) -> bool {
+pub(crate) fn is_youtube_host(host: &str) -> bool {
     matches!(host, "youtube.com" | "www.youtube.com" | "m.youtube.com" | "youtu.be" | "www.youtu.be")
 }
 
@@ -242,7 +261,7 @@ fn not_a_post(input: &str, hint: &str) -> PlatformError {
 }
 
 /// Bounds user input echoed in error details.
-fn clip(s: &str) -> String {
+pub(crate) fn clip(s: &str) -> String {
     const MAX: usize = 120;
     if s.chars().count() <= MAX { s.to_string() } else { format!("{}…", s.chars().take(MAX).collect::<String>()) }
 }

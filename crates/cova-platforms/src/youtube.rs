@@ -56,7 +56,7 @@ impl YouTube {
     }
 
     /// Calls one API method; the key never appears in errors or logs.
-    async fn call(&self, method: &str, params: &[(&str, &str)]) -> Result<Value, PlatformError> {
+    pub(crate) async fn call(&self, method: &str, params: &[(&str, &str)]) -> Result<Value, PlatformError> {
         let key = self.key.as_ref().ok_or_else(|| {
             PlatformError::Unavailable("the YouTube API key is not configured (platforms.youtube.api_key)".into())
         })?;
@@ -105,6 +105,7 @@ fn classify_error<T>(status: u16, body: &Value) -> Attempt<T> {
     match reason {
         "commentsDisabled" => Attempt::Fail(PlatformError::Parse(String::from(COMMENTS_DISABLED))),
         "videoNotFound" => Attempt::Fail(PlatformError::Parse("the YouTube video was not found".into())),
+        "playlistNotFound" => Attempt::Fail(PlatformError::Missing("the YouTube playlist was not found".into())),
         "quotaExceeded" | "dailyLimitExceeded" => Attempt::Fail(PlatformError::Unavailable(
             "the YouTube API quota of the day is spent; retry after the daily reset (midnight Pacific time)".into(),
         )),
@@ -132,7 +133,7 @@ fn is_comments_disabled(e: &PlatformError) -> bool {
     matches!(e, PlatformError::Parse(d) if d == COMMENTS_DISABLED)
 }
 
-fn video_metadata(id: &str, item: &Value) -> Metadata {
+pub(crate) fn video_metadata(id: &str, item: &Value) -> Metadata {
     let sn = item.get("snippet").cloned().unwrap_or(Value::Null);
     let st = item.get("statistics").cloned().unwrap_or(Value::Null);
     let description = sn.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -195,7 +196,7 @@ fn video_metadata(id: &str, item: &Value) -> Metadata {
 }
 
 /// `PT1M5S` → 65.0; `P1DT2H` style values are supported too.
-fn iso8601_duration(s: &str) -> Option<f64> {
+pub(crate) fn iso8601_duration(s: &str) -> Option<f64> {
     let rest = s.strip_prefix('P')?;
     let (date, time) = rest.split_once('T').unwrap_or((rest, ""));
     let mut total = 0f64;

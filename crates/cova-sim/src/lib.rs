@@ -5,6 +5,7 @@
 //! selects the comment count and the failure scenario (see [`rules`] and the README).
 
 pub mod cdn;
+mod creators;
 mod history;
 mod llm;
 pub mod otlp;
@@ -17,6 +18,7 @@ mod tiktok;
 mod truth;
 mod youtube;
 
+pub use creators::{SimCreator, SimCreatorPost};
 pub use llm::{API_KEY as LLM_API_KEY, LlmRequest};
 pub use otlp::ExportedSpan;
 pub use payments::{

@@ -61,6 +61,10 @@ pub(crate) struct State {
     pub(crate) payments: crate::payments::Payments,
     /// Mail accepted by the SMTP receiver (shared with its task).
     mails: Arc<Mutex<Ring<crate::smtp::SentMail>>>,
+    /// Creators and their posts ([`SimHandle::add_creator`]).
+    pub(crate) creators: Mutex<Vec<crate::creators::SimCreator>>,
+    /// The clock posts are published on (unix ms); 0 follows the wall clock.
+    clock_ms: AtomicI64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -86,7 +90,22 @@ impl State {
             spans: Mutex::new(Ring::new(cap)),
             payments: crate::payments::Payments::new(cap),
             mails: Arc::new(Mutex::new(Ring::new(cap))),
+            creators: Mutex::new(Vec::new()),
+            clock_ms: AtomicI64::new(0),
         }
+    }
+
+    /// The time posts are published by (unix ms): the test's clock when it set one.
+    pub(crate) fn now_ms(&self) -> i64 {
+        match self.clock_ms.load(Ordering::Relaxed) {
+            0 => chrono::Utc::now().timestamp_millis(),
+            ms => ms,
+        }
+    }
+
+    /// A signed CDN link to `path`, valid for the CDN's TTL from now.
+    pub(crate) fn cdn_link(&self, path: &str) -> String {
+        crate::cdn::link(&self.base, path, self.cdn_now() + crate::cdn::LINK_TTL_S)
     }
 
     fn cached(&self, key: String, make: impl FnOnce(&Gen<'_>) -> SimPost) -> Arc<SimPost> {
@@ -317,6 +336,32 @@ impl SimHandle {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Adds a creator (or replaces the one with its platform and id).
+    pub fn add_creator(&self, creator: crate::creators::SimCreator) {
+        let mut creators = lock(&self.state.creators);
+        creators.retain(|c| !(c.platform == creator.platform && c.id == creator.id));
+        creators.push(creator);
+    }
+
+    /// Publishes a post of the creator with this id (listed once the clock reaches its time).
+    pub fn publish(&self, creator_id: &str, post: crate::creators::SimCreatorPost) {
+        if let Some(c) = lock(&self.state.creators).iter_mut().find(|c| c.id == creator_id) {
+            c.posts.push(post);
+        }
+    }
+
+    /// The creator's owner changes its handle; its id stays.
+    pub fn rename_creator(&self, creator_id: &str, handle: &str) {
+        if let Some(c) = lock(&self.state.creators).iter_mut().find(|c| c.id == creator_id) {
+            c.handle = handle.to_owned();
+        }
+    }
+
+    /// Sets the clock posts are published by (unix ms), as a test's clock moves.
+    pub fn set_clock_ms(&self, now_ms: i64) {
+        self.state.clock_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// Recorded requests, oldest first: the newest [`SimConfig::history`] of them.

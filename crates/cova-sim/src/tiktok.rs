@@ -18,6 +18,8 @@ pub(crate) fn handle(state: &State, r: &Req) -> HttpResponse {
         ["oembed"] => oembed(state, r),
         ["api", "comment", "list"] => comment_list(state, r),
         ["api", "comment", "list", "reply"] => reply_list(state, r),
+        ["api", "post", "item_list"] => crate::creators::tiktok_item_list(state, r),
+        [user] if user.starts_with('@') => crate::creators::tiktok_profile(state, &user[1..]),
         [user, "video" | "photo", id] if user.starts_with('@') => match id.parse::<u64>() {
             Ok(id) => post_page(state, r, id),
             Err(_) => not_found(),
@@ -219,8 +221,13 @@ fn status_msg(code: i64) -> &'static str {
 }
 
 fn rehydration_page(detail: Value) -> HttpResponse {
+    rehydration_page_with("webapp.video-detail", detail)
+}
+
+/// A page whose rehydration script holds `detail` under `__DEFAULT_SCOPE__ → <scope>`.
+pub(crate) fn rehydration_page_with(scope: &str, detail: Value) -> HttpResponse {
     let data = json!({
-        "__DEFAULT_SCOPE__": {"webapp.app-context": {"language": "en", "region": "US"}, "webapp.video-detail": detail},
+        "__DEFAULT_SCOPE__": {"webapp.app-context": {"language": "en", "region": "US"}, scope: detail},
         "__REMOVED__": {}
     });
     html(format!(
@@ -250,7 +257,7 @@ fn author_stats_json(post: &SimPost) -> Value {
     json!({"followerCount": m.followers, "followingCount": m.following, "heart": m.hearts, "heartCount": m.hearts, "videoCount": m.videos, "diggCount": 0})
 }
 
-fn item_struct(post: &SimPost) -> Value {
+pub(crate) fn item_struct(post: &SimPost) -> Value {
     let m = &post.metadata;
     let (_, n) = decode_tiktok_id(post.id.parse().unwrap_or(0));
     // Some payloads carry createTime as a decimal string.

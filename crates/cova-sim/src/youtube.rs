@@ -7,14 +7,14 @@ use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use serde_json::{Value, json};
 
-fn error(status: u16, reason: &str, message: &str, domain: &str) -> HttpResponse {
+pub(crate) fn error(status: u16, reason: &str, message: &str, domain: &str) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST)).json(json!({
         "error": {"code": status, "message": message,
                   "errors": [{"message": message, "domain": domain, "reason": reason}]}
     }))
 }
 
-fn rfc3339(secs: i64) -> String {
+pub(crate) fn rfc3339(secs: i64) -> String {
     chrono::DateTime::from_timestamp(secs, 0)
         .unwrap_or(chrono::DateTime::UNIX_EPOCH)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -25,6 +25,13 @@ pub(crate) fn handle(state: &State, r: &Req) -> HttpResponse {
         return error(400, "keyInvalid", "API key not valid. Please pass a valid API key.", "usageLimits");
     }
     let method = r.path.trim_start_matches("/youtube/v3/");
+    match method {
+        "channels" => return crate::creators::youtube_channels(state, r),
+        "playlistItems" => return crate::creators::youtube_playlist(state, r),
+        // Several ids at once (a channel's uploads checked for Shorts): one answer per video.
+        "videos" if r.param("id").is_some_and(|ids| ids.contains(',')) => return several_videos(state, r),
+        _ => {}
+    }
     // comments.list only knows the thread: simulated thread ids embed the video id after "Ugz".
     let video = match method {
         "comments" => r.param("parentId").and_then(|p| p.get(3..14)).map(str::to_string),
@@ -72,9 +79,24 @@ fn page_params(r: &Req, prefix: char) -> Result<(usize, usize), Box<HttpResponse
     Ok((offset, size))
 }
 
+fn several_videos(state: &State, r: &Req) -> HttpResponse {
+    let mut items = Vec::new();
+    for id in r.param("id").unwrap_or_default().split(',').filter(|v| v.len() == 11).take(50) {
+        let (scenario, _) = decode_youtube_id(id);
+        let answer = video_json(state, id, scenario);
+        items.extend(answer["items"].as_array().cloned().unwrap_or_default());
+    }
+    HttpResponse::Ok()
+        .json(json!({"kind": "youtube#videoListResponse", "pageInfo": {"totalResults": items.len()}, "items": items}))
+}
+
 fn videos(state: &State, video: &str, scenario: YouTubeScenario) -> HttpResponse {
+    HttpResponse::Ok().json(video_json(state, video, scenario))
+}
+
+fn video_json(state: &State, video: &str, scenario: YouTubeScenario) -> Value {
     if scenario == YouTubeScenario::NotFound {
-        return HttpResponse::Ok().json(json!({"kind": "youtube#videoListResponse", "items": [], "pageInfo": {"totalResults": 0, "resultsPerPage": 0}}));
+        return json!({"kind": "youtube#videoListResponse", "items": [], "pageInfo": {"totalResults": 0, "resultsPerPage": 0}});
     }
     let post = state.youtube_post(video);
     let m = &post.metadata;
@@ -88,7 +110,7 @@ fn videos(state: &State, video: &str, scenario: YouTubeScenario) -> HttpResponse
     if scenario != YouTubeScenario::CommentsDisabled {
         stats["commentCount"] = json!(m.comments.to_string());
     }
-    HttpResponse::Ok().json(json!({
+    json!({
         "kind": "youtube#videoListResponse", "etag": "sim",
         "items": [{
             "kind": "youtube#video", "etag": "sim", "id": video,
@@ -102,7 +124,7 @@ fn videos(state: &State, video: &str, scenario: YouTubeScenario) -> HttpResponse
             "statistics": stats
         }],
         "pageInfo": {"totalResults": 1, "resultsPerPage": 1}
-    }))
+    })
 }
 
 fn comment_json(c: &SimComment, video: &str, parent: Option<&str>) -> Value {

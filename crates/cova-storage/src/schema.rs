@@ -160,6 +160,44 @@ diesel::table! {
         watch_last_run_at -> Nullable<BigInt>,
         watch_last_error -> Nullable<Text>,
         watch_claimed_until -> BigInt,
+        creator_ref -> Nullable<Text>,
+        watch_until -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    creators (id) {
+        id -> Text,
+        account_id -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        platform -> Text,
+        listing -> Text,
+        profile -> Text,
+        created_at -> BigInt,
+        since_at -> BigInt,
+        watch_enabled -> Bool,
+        watch_interval_min -> Integer,
+        collect_comments -> Bool,
+        follow_days -> Integer,
+        next_run_at -> Nullable<BigInt>,
+        last_run_at -> Nullable<BigInt>,
+        last_error -> Nullable<Text>,
+        claimed_until -> BigInt,
+    }
+}
+
+diesel::table! {
+    creator_posts (account_id, creator_ref, post_ref) {
+        account_id -> Text,
+        creator_ref -> Text,
+        post_ref -> Text,
+        url -> Text,
+        title -> Nullable<Text>,
+        published_at -> BigInt,
+        pinned -> Bool,
+        found_at -> BigInt,
+        batch_id -> Nullable<Text>,
     }
 }
 
@@ -392,6 +430,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     queue_journal,
     batches,
     batch_items,
+    creators,
+    creator_posts,
     accounts,
     api_tokens,
     balances,

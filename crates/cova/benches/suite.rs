@@ -734,10 +734,12 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     backends.db.migrate().await.expect("migrate");
     let now = cova_domain::time::now_ms();
     seed_watches(&backends.db, 1_000, 100, now - 1_000).await;
+    let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
     let scheduler = cova_scheduler::Scheduler::new(
         backends,
         cova_config::SchedulerConfig::default(),
         Arc::new(tokio::sync::Notify::new()),
+        platforms,
     );
     let started = Instant::now();
     let tick = scheduler.tick().await.expect("tick");

@@ -100,3 +100,97 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     let _ = q.teardown().await;
     let _ = db.drop_database().await;
 }
+
+const CREATORS: i64 = 200;
+
+/// Two `cova scheduler` processes list each due creator once per period: 200 followed creators,
+/// two periods, exactly two post-list requests per creator at the simulator and one found post
+/// each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
+async fn two_schedulers_list_each_due_creator_once_per_period() {
+    let admin = real_backend(cova_testdb::DATABASE_URL_VAR);
+    let queue_url = real_backend("COVA_TEST_QUEUE_URL");
+    let db = TestDatabase::postgres(&admin).await;
+    db.db().await;
+    let url = db.config.url.clone();
+    let sim = cova_sim::spawn(cova_sim::SimConfig::default()).await.expect("simulator");
+    let first_id: u64 = 6_900_000_000_000_000_000;
+    for g in 1..=CREATORS as u64 {
+        let mut creator = cova_sim::SimCreator::tiktok(first_id + g, &format!("c{g}"));
+        creator.posts = vec![cova_sim::SimCreatorPost {
+            id: (7_000_000_000_000_000_000 + g).to_string(),
+            published_at_ms: 1_000_000,
+            pinned: false,
+        }];
+        sim.add_creator(creator);
+    }
+    let mut conn = AsyncPgConnection::establish(&url).await.expect("connect");
+    conn.batch_execute(&format!(
+        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+           VALUES ('acct', 'c@example.com', 0, 0, 0, 0); \
+         INSERT INTO creators (id, account_id, ref, platform, listing, profile, created_at, since_at, \
+                               watch_enabled, watch_interval_min, collect_comments, follow_days, next_run_at) \
+           SELECT 'cr-' || g, 'acct', 'tiktok:user:' || ({first_id} + g), 'tiktok', 'MS4wLjABAAAA' || ({first_id} + g), \
+                  json_build_object('platform', 'tiktok', 'id', ({first_id} + g)::text, \
+                                    'listing', 'MS4wLjABAAAA' || ({first_id} + g), 'handle', 'c' || g, \
+                                    'name', NULL, 'avatar_url', NULL, 'followers', NULL, 'posts', NULL, \
+                                    'verified', NULL)::text, \
+                  0, 0, TRUE, 60, FALSE, 0, 0 FROM generate_series(1, {CREATORS}) g;"
+    ))
+    .await
+    .expect("seed 200 due creators");
+    let prefix = format!("c{}", std::process::id());
+    let env = crate::common::Cova {
+        vars: [
+            ("COVA_DATABASE__URL", url.as_str()),
+            ("COVA_QUEUE__URL", queue_url.as_str()),
+            ("COVA_QUEUE__PREFIX", prefix.as_str()),
+            ("COVA_CACHE__PREFIX", prefix.as_str()),
+            ("COVA_SCHEDULER__TICK_MS", "20"),
+            ("COVA_SCHEDULER__CREATOR_CONCURRENCY", "8"),
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", sim.base_url()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", "0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    };
+    let (mut first, _) = env.start_collecting("scheduler", "scheduler running");
+    let (mut second, _) = env.start_collecting("scheduler", "scheduler running");
+    let period = |n: i64| format!("SELECT COUNT(*) AS n FROM creators WHERE last_run_at >= {n}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&url, &period(1)).await < CREATORS {
+        assert!(Instant::now() < deadline, "the schedulers did not list every creator in time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A second period: every creator due again.
+    let marker = cova_domain::time::now_ms();
+    conn.batch_execute("UPDATE creators SET next_run_at = 0").await.expect("due again");
+    while count(&url, &period(marker)).await < CREATORS {
+        assert!(Instant::now() < deadline, "the schedulers did not list every creator again in time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for child in [&mut first, &mut second] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut listings: std::collections::BTreeMap<String, u32> = Default::default();
+    for r in sim.requests().iter().filter(|r| r.path == "/api/post/item_list/") {
+        *listings.entry(r.param("secUid").unwrap_or_default().to_owned()).or_default() += 1;
+    }
+    assert_eq!(listings.len() as i64, CREATORS, "every creator listed");
+    assert!(listings.values().all(|n| *n == 2), "each creator listed once per period: {listings:?}");
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM creator_posts").await, CREATORS, "one post found each");
+    let found = "SELECT COUNT(*) AS n FROM outbox WHERE routing_key = 'creator.post_found'";
+    assert_eq!(count(&url, found).await, CREATORS, "announced once each");
+    let q = cova_queue::Queue::connect_with(
+        &cova_config::QueueConfig { url: queue_url, prefix, prefetch: 1 },
+        cova_messages::roles::ALL,
+        cova_messages::event_queues::ALL,
+    )
+    .await
+    .expect("queue");
+    let _ = q.teardown().await;
+    let _ = db.drop_database().await;
+}

@@ -17,14 +17,14 @@ pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
 use cova_domain::text::Matcher;
-use cova_messages::{AlertAuthor, AlertComment, BatchEvent, JobEvent, JobEventType, KeywordAlertEvent};
+use cova_messages::{AlertAuthor, AlertComment, BatchEvent, CreatorEvent, JobEvent, JobEventType, KeywordAlertEvent};
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
 use cova_storage::StorageError;
 use cova_storage::repo::alerts::{self, NewAlert};
 use cova_storage::repo::channels::{self, Channel};
 use cova_storage::repo::deliveries::{self, NewDelivery};
-use cova_storage::repo::{analyses, balances, breakdown, jobs, keywords};
+use cova_storage::repo::{analyses, balances, breakdown, creators, jobs, keywords};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,7 @@ pub enum Incoming {
     Job(JobEvent),
     Alert(KeywordAlertEvent),
     Batch(BatchEvent),
+    Creator(CreatorEvent),
 }
 
 pub struct Notifier {
@@ -72,6 +73,7 @@ impl Handler for Notifier {
             Incoming::Job(job) => self.job_ended(job, &delivery.message_id).await,
             Incoming::Alert(alert) => self.alerted(alert).await,
             Incoming::Batch(batch) => self.batch_ended(batch, &delivery.message_id).await,
+            Incoming::Creator(found) => self.post_found(found, &delivery.message_id).await,
         };
         match done {
             Ok(()) => {
@@ -134,6 +136,24 @@ impl Notifier {
         Ok(())
     }
 
+    /// A followed creator published a post: its webhook, on the same switch as the job webhooks.
+    async fn post_found(&self, event: &CreatorEvent, event_id: &str) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        let channels = channels::get(db, &event.account_id).await?;
+        if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
+            let body = text::creator_webhook_body(event);
+            let delivery = NewDelivery {
+                account_id: &event.account_id,
+                event_id,
+                event_type: "creator.post_found",
+                channel: Channel::Webhook,
+                payload: &body,
+            };
+            deliveries::enqueue(db, delivery, self.now()).await?;
+        }
+        Ok(())
+    }
+
     /// Matches the comments this scrape found first against the account's keywords, when the
     /// post is in the account's library; records the alerts (each once).
     async fn match_keywords(&self, job: &jobs::Job) -> Result<(), StorageError> {
@@ -167,9 +187,14 @@ impl Notifier {
                 });
             }
         }
+        // An alert on a post found through a creator names the creator.
+        let creator = match &analysis.creator_ref {
+            Some(r#ref) => creators::get(db, &job.account_id, r#ref).await?.map(|c| c.named()),
+            None => None,
+        };
+        let trace = cova_telemetry::current_trace_json();
         let created =
-            alerts::record(db, &job.account_id, &job.r#ref, &found, &cova_telemetry::current_trace_json(), self.now())
-                .await?;
+            alerts::record(db, &job.account_id, &job.r#ref, creator.as_ref(), &found, &trace, self.now()).await?;
         if !created.is_empty() {
             tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, alerts = created.len(), "keyword alerts raised");
             self.outbox.notify_one();

@@ -2,6 +2,10 @@
 //! - claims due watches (several replicas claim disjoint ones) and starts each one's refresh
 //!   job through the outbox, like `POST /analyses/{ref}/refresh` would; a watch that cannot run
 //!   (no pack, empty balance) is skipped until its next interval with the reason on the entry;
+//! - claims due creators (followed TikTok accounts, YouTube channels) and lists each one's new
+//!   posts on a pass of its own ([`CREATOR_TICK`]), so a slow platform never holds up watches
+//!   and purges; the posts are kept and collected by `cova_creators::run`;
+//! - ends the watches of posts found through a creator once their follow is over;
 //! - runs the janitor: breakdowns 14 days past their last full scrape are purged and their
 //!   entries marked `expired`; their images (and the stored bytes no other image shares) go
 //!   with them, as do images that no scrape or metadata read listed for 14 days; sessions,
@@ -13,9 +17,11 @@
 use cova_config::SchedulerConfig;
 use cova_domain::library;
 use cova_domain::limits::{MAX_RUNNING_ANALYSES, WATCH_BUSY_RETRY, in_words, ms};
+use cova_platforms::Platforms;
 use cova_runtime::periodic::Pass;
 use cova_runtime::{Backends, Periodic};
 use cova_storage::StorageError;
+use cova_storage::repo::creators;
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use cova_storage::repo::watches::{self, DueWatch};
 use std::sync::Arc;
@@ -25,12 +31,54 @@ use tokio_util::sync::CancellationToken;
 
 /// The scheduler's periodic task, as [`cova_runtime::Progress`] counts its ticks.
 pub const TICK: &str = "scheduler tick";
+/// The pass that lists due creators.
+pub const CREATOR_TICK: &str = "creator tick";
 
 pub struct Scheduler {
     backends: Backends,
     config: SchedulerConfig,
     /// Wakes the outbox relay after runs were started.
     outbox: Arc<Notify>,
+    platforms: Platforms,
+}
+
+/// Lists due creators, `creator_concurrency` at once.
+struct Creators {
+    backends: Backends,
+    platforms: Platforms,
+    config: SchedulerConfig,
+    outbox: Arc<Notify>,
+}
+
+impl Pass for Creators {
+    async fn pass(&mut self) -> Result<(), String> {
+        let db = &self.backends.db;
+        let now = self.backends.clock.now_ms();
+        let limit = i64::try_from(self.config.creator_concurrency).unwrap_or(i64::MAX).max(1);
+        let mut listed = 0usize;
+        loop {
+            let due = creators::claim_due(db, now, limit).await.map_err(|e| e.to_string())?;
+            let scheduled = cova_creators::Occasion::Scheduled;
+            let runs = due.iter().map(|row| cova_creators::run(db, &self.platforms, row, scheduled, "{}", now));
+            for (row, result) in due.iter().zip(futures::future::join_all(runs).await) {
+                match result {
+                    Ok(_) => listed += 1,
+                    // The claim expires and a later pass tries again.
+                    Err(e) => {
+                        tracing::warn!(creator.r#ref = %row.r#ref, error = %e, "recording a creator's run failed")
+                    }
+                }
+            }
+            if (due.len() as i64) < limit {
+                break;
+            }
+        }
+        if listed > 0 {
+            tracing::info!(listed, "creators listed");
+            self.outbox.notify_one();
+        }
+        Ok(())
+    }
 }
 
 /// What one tick did.
@@ -69,16 +117,24 @@ impl Pass for Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(backends: Backends, config: SchedulerConfig, outbox: Arc<Notify>) -> Self {
-        Self { backends, config, outbox }
+    pub fn new(backends: Backends, config: SchedulerConfig, outbox: Arc<Notify>, platforms: Platforms) -> Self {
+        Self { backends, config, outbox, platforms }
     }
 
     /// Ticks until `stop` is cancelled; a tick in progress finishes first.
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(tick_ms = self.config.tick_ms, "scheduler running");
         let period = Duration::from_millis(self.config.tick_ms);
+        let creators = Creators {
+            backends: self.backends.clone(),
+            platforms: self.platforms.clone(),
+            config: self.config.clone(),
+            outbox: self.outbox.clone(),
+        };
+        let progress = self.backends.progress.clone();
         let pacing = Periodic { name: TICK, period, wake: None, max_backoff: period };
-        pacing.run(self.backends.progress.clone(), stop, self).await;
+        let listing = Periodic { name: CREATOR_TICK, period, wake: None, max_backoff: period * 30 };
+        tokio::join!(pacing.run(progress.clone(), stop.clone(), self), listing.run(progress, stop, creators));
         tracing::info!("scheduler stopped");
     }
 
@@ -88,6 +144,7 @@ impl Scheduler {
         let batch = self.config.batch;
         let now = self.backends.clock.now_ms();
         let mut tick = Tick::default();
+        watches::end_followed(db, now).await?;
         loop {
             let due = watches::claim_due(db, now, batch).await?;
             for watch in &due {

@@ -4,6 +4,7 @@ mod chains;
 mod challenge;
 mod comments;
 mod page;
+mod profile;
 
 use crate::TikTokConfig;
 use crate::collect::{CommentSource, ReplyJob, ReplyPage, TopPage};

@@ -21,7 +21,7 @@ pub(crate) enum PageData {
 pub(crate) const STATUS_CAPTCHA: i64 = 10000;
 
 /// The JSON text of `<script id="<id>" ...>…</script>`.
-fn script_json<'a>(html: &'a str, id: &str) -> Option<&'a str> {
+pub(crate) fn script_json<'a>(html: &'a str, id: &str) -> Option<&'a str> {
     let at = html.find(&format!("id=\"{id}\""))?;
     let open_end = at + html[at..].find('>')? + 1;
     let close = open_end + html[open_end..].find("</script>")?;

@@ -4,7 +4,7 @@
 use super::outbox::insert_in as outbox_in;
 use crate::schema::{accounts, keyword_alerts};
 use crate::{Db, Result, in_transaction, with_conn};
-use cova_messages::{AlertComment, AlertEventType, KeywordAlertEvent, Outgoing};
+use cova_messages::{AlertComment, AlertCreator, AlertEventType, KeywordAlertEvent, Outgoing};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -36,6 +36,7 @@ pub async fn record(
     db: &Db,
     account_id: &str,
     r#ref: &str,
+    creator: Option<&AlertCreator>,
     matches: &[NewAlert],
     trace: &str,
     now: i64,
@@ -81,6 +82,7 @@ pub async fn record(
                 r#ref: r#ref.to_owned(),
                 comment: m.comment.clone(),
                 created_at: cova_domain::time::rfc3339(now),
+                creator: creator.cloned(),
             };
             outbox_in!(c, &Outgoing::event(&event), trace, now);
             created.push(Alert {

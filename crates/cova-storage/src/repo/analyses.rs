@@ -15,6 +15,8 @@ pub struct Watch {
     pub last_run_at: Option<i64>,
     /// Why the last scheduled run was skipped (no pack, no balance, …).
     pub last_error: Option<String>,
+    /// A post found through a creator is watched until then (unix ms); `None`: no end.
+    pub until: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct Analysis {
     pub top_level_count: i64,
     pub new_count: i64,
     pub watch: Watch,
+    /// The creator whose listing found the post.
+    pub creator_ref: Option<String>,
 }
 
 impl Analysis {
@@ -74,6 +78,8 @@ struct AnalysisRow {
     watch_next_run_at: Option<i64>,
     watch_last_run_at: Option<i64>,
     watch_last_error: Option<String>,
+    watch_until: Option<i64>,
+    creator_ref: Option<String>,
 }
 
 /// The row's watch columns nest into [`Watch`].
@@ -101,7 +107,9 @@ impl From<AnalysisRow> for Analysis {
                 next_run_at: r.watch_next_run_at,
                 last_run_at: r.watch_last_run_at,
                 last_error: r.watch_last_error,
+                until: r.watch_until,
             },
+            creator_ref: r.creator_ref,
         }
     }
 }
@@ -257,6 +265,8 @@ pub async fn set_watch(
                 analyses::watch_interval_min.eq(interval),
                 analyses::watch_next_run_at.eq(next_run_at),
                 analyses::watch_last_error.eq(None::<String>),
+                // The account's own setting replaces a creator's limited follow.
+                analyses::watch_until.eq(None::<i64>),
                 // A scheduler holding a claim on the old settings must not overwrite these.
                 analyses::watch_claimed_until.eq(0),
             ))

@@ -21,6 +21,23 @@ pub struct DueWatch {
     pub claimed_until: i64,
 }
 
+/// Turns off the due watches whose follow ended (a post found through a creator is watched for
+/// its first days only); answers how many.
+pub async fn end_followed(db: &Db, now: i64) -> Result<usize> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        diesel::update(
+            analyses::table
+                .filter(analyses::watch_enabled.eq(true))
+                .filter(analyses::watch_next_run_at.le(now))
+                .filter(analyses::watch_until.le(now)),
+        )
+        .set((analyses::watch_enabled.eq(false), analyses::watch_next_run_at.eq(None::<i64>)))
+        .execute(c)
+        .await
+    })?)
+}
+
 /// Claims up to `limit` due watches of library entries, earliest first.
 pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
     let mut conn = db.conn().await?;
@@ -28,7 +45,8 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
         .eq(true)
         .and(analyses::saved_at.is_not_null())
         .and(analyses::watch_next_run_at.le(now))
-        .and(analyses::watch_claimed_until.le(now));
+        .and(analyses::watch_claimed_until.le(now))
+        .and(analyses::watch_until.is_null().or(analyses::watch_until.gt(now)));
     let ids = crate::claim_rows!(
         &mut conn,
         analyses::table,

@@ -49,6 +49,7 @@ impl Exit {
                 | E::MethodNotAllowed
                 | E::IdempotencyConflict
                 | E::TokenLimit
+                | E::CreatorLimit
                 | E::PayloadTooLarge
                 | E::HeadersTooLarge
                 | E::RangeNotSatisfiable
@@ -56,7 +57,9 @@ impl Exit {
                 | E::ParseError,
             ) => Exit::Input,
             Some(E::QuotaExceeded | E::PaymentRequired | E::RateLimited | E::ConcurrencyLimit) => Exit::Balance,
-            Some(E::Unavailable | E::InternalError | E::RequestTimeout | E::PaymentRefused) => Exit::Unavailable,
+            Some(E::Unavailable | E::InternalError | E::RequestTimeout | E::PaymentRefused | E::RunInProgress) => {
+                Exit::Unavailable
+            }
             None => match status {
                 401 | 403 => Exit::Auth,
                 400 | 404 | 405 | 409 | 413 | 415 | 416 | 422 | 431 => Exit::Input,

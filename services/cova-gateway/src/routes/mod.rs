@@ -6,6 +6,7 @@ mod analyses;
 mod analyze;
 mod batch;
 mod billing;
+mod creators;
 mod export;
 mod health;
 mod history;
@@ -73,6 +74,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/analyze/batch", web::post().to(batch::create)))
                 .service(resource("/analyze/batch/{id}", web::get().to(batch::get)))
                 .service(resource("/analyze/batch/{id}/cancel", web::post().to(batch::cancel)))
+                .service(resource("/creators", web::get().to(creators::list)).route(web::post().to(creators::add)))
+                .service(
+                    resource("/creators/{ref}", web::get().to(creators::get)).route(web::delete().to(creators::remove)),
+                )
+                .service(resource("/creators/{ref}/refresh", web::post().to(creators::refresh)))
+                .service(resource("/creators/{ref}/watch", web::put().to(creators::set_watch)))
                 .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job)))
                 .service(resource("/analyze/{job_id}/export", web::get().to(export::export_job)))
                 .service(resource("/analyses/saved", web::get().to(analyses::list)))

@@ -94,6 +94,7 @@ pub fn analysis(a: &Analysis) -> Value {
         "expires_at": a.expires_at.map(rfc3339),
         "comment_count": a.comment_count,
         "watch": watch(a),
+        "creator_ref": a.creator_ref,
     })
 }
 
@@ -104,6 +105,7 @@ pub fn watch(a: &Analysis) -> Value {
         "next_run_at": a.watch.next_run_at.filter(|_| a.watch.enabled).map(rfc3339),
         "last_run_at": a.watch.last_run_at.map(rfc3339),
         "last_error": a.watch.last_error,
+        "until": a.watch.until.filter(|_| a.watch.enabled).map(rfc3339),
     })
 }
 

@@ -1,0 +1,165 @@
+//! Following creators (TikTok accounts, YouTube channels), the part shared by the gateway
+//! (`POST /creators`, `POST /creators/{ref}/refresh`) and the scheduler (due creators):
+//!
+//! - [`add`] reads the profile behind a creator URL and adds the creator, keyed by its platform
+//!   id (never the handle), so a handle change finds the same creator;
+//! - [`run`] lists a claimed creator's posts newer than the ones it knows, records the new
+//!   ones (library, `creator.post_found`) and collects them as a batch: the account's three
+//!   running analyses and its balance decide when each starts, as for any URL list.
+//!
+//! A listing costs nothing from the comment balance; only collecting does.
+
+use cova_domain::library;
+use cova_domain::limits::{MAX_BATCH_URLS, WATCH_INTERVAL_DEFAULT_MIN};
+use cova_platforms::{Creator, FoundPost, Listing, PlatformError, Platforms};
+use cova_storage::repo::batches::{self, NewBatch, NewItem};
+use cova_storage::repo::creators::{self, Added, CreatorRow, Found, NewCreator, NextRun, RunEnd};
+use cova_storage::{Db, StorageError};
+
+/// Pages of posts a run reads at most (TikTok: 35 a page; YouTube: 50, a quota unit each).
+pub const MAX_PAGES: u32 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreatorError {
+    #[error(transparent)]
+    Platform(#[from] PlatformError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Reads the creator behind `url` and adds it to the account (or refreshes its profile).
+pub async fn add(
+    db: &Db,
+    platforms: &Platforms,
+    account_id: &str,
+    url: &str,
+    limit: i64,
+    now: i64,
+) -> Result<Added, CreatorError> {
+    let creator = platforms.creator(url).await?;
+    let profile = serde_json::to_string(&creator).unwrap_or_default();
+    let r#ref = creator.r#ref();
+    let new = NewCreator {
+        account_id,
+        r#ref: &r#ref,
+        platform: creator.platform.as_str(),
+        listing: &creator.listing,
+        profile: &profile,
+    };
+    Ok(creators::add(db, new, limit, now).await?)
+}
+
+/// The platform profile a creator row keeps.
+pub fn profile(row: &CreatorRow) -> Option<Creator> {
+    serde_json::from_str(&row.profile).ok()
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// The refs of the posts it found, newest first.
+    pub found: Vec<String>,
+    /// The batch collecting them, when collection is on.
+    pub batch_id: Option<String>,
+    /// Analyze jobs the batch started at once (others wait for a free slot).
+    pub started: usize,
+    /// Why the platform could not be listed; the creator shows it until the next run.
+    pub error: Option<PlatformError>,
+}
+
+/// When a run happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occasion {
+    /// Its time came: the next run is one interval from now (when it is followed).
+    Scheduled,
+    /// Asked for now (`POST /creators/{ref}/refresh`): the schedule stays as it was.
+    Asked,
+}
+
+/// Runs a creator this caller has claimed: lists its new posts, records them and starts their
+/// collection, and releases the claim. A platform failure is recorded on the creator (and
+/// answered in [`Run::error`]), not raised.
+pub async fn run(
+    db: &Db,
+    platforms: &Platforms,
+    row: &CreatorRow,
+    occasion: Occasion,
+    trace: &str,
+    now: i64,
+) -> Result<Run, StorageError> {
+    let next_run = match occasion {
+        Occasion::Asked => NextRun::Keep,
+        Occasion::Scheduled => NextRun::At(
+            row.watch_enabled
+                .then(|| library::next_run_at(now, i64::from(row.watch_interval_min), jitter(&row.id, now))),
+        ),
+    };
+    let end =
+        |found, batch_id, error| RunEnd { found, batch_id, error, next_run, interval_min: WATCH_INTERVAL_DEFAULT_MIN };
+    let Some(creator) = profile(row) else {
+        let error = "the creator's stored profile cannot be read; add it again";
+        creators::end_run(db, row, end(&[], None, Some(error)), trace, now).await?;
+        return Ok(Run { error: Some(PlatformError::Parse(error.into())), ..Run::default() });
+    };
+    let known = creators::known_posts(db, &row.account_id, &row.r#ref).await?;
+    let is_known = |post: &cova_platforms::PostRef| known.contains(&post.to_string());
+    let listing = Listing { since: row.since_at, known: &is_known, max_pages: MAX_PAGES };
+    let mut posts = match platforms.creator_posts(&creator, &listing).await {
+        Ok(posts) => posts,
+        Err(e) => {
+            tracing::warn!(creator.r#ref = %row.r#ref, error = %e, "listing a creator failed");
+            creators::end_run(db, row, end(&[], None, Some(e.detail())), trace, now).await?;
+            return Ok(Run { error: Some(e), ..Run::default() });
+        }
+    };
+    // Newest first; one run collects at most a batch's worth.
+    posts.truncate(MAX_BATCH_URLS);
+    let found: Vec<Found> = posts.iter().map(found).collect();
+    let batch_id = if row.collect_comments && !found.is_empty() {
+        let items = found.iter().map(|f| NewItem { url: f.url.clone(), post: Ok(f.post_ref.clone()) }).collect();
+        let digest = format!("creator:{}:{now}", row.r#ref);
+        let new = NewBatch {
+            account_id: &row.account_id,
+            token_id: None,
+            session_id: None,
+            idempotency_key: None,
+            request_digest: &digest,
+            items,
+        };
+        match batches::create(db, new, now).await? {
+            batches::Created::New(id) | batches::Created::Repeated(id) => Some(id),
+            batches::Created::Conflict => None,
+        }
+    } else {
+        None
+    };
+    let recorded = creators::end_run(db, row, end(&found, batch_id.as_deref(), None), trace, now).await?;
+    // The entries exist now, so the jobs find them saved; waiting URLs start as slots free.
+    let started = match &batch_id {
+        Some(_) => batches::start_waiting(db, &row.account_id, trace, now).await?,
+        None => 0,
+    };
+    if !recorded.is_empty() {
+        tracing::info!(creator.r#ref = %row.r#ref, found = recorded.len(), started, "new posts of a creator found");
+    }
+    Ok(Run { found: recorded, batch_id, started, error: None })
+}
+
+fn found(post: &FoundPost) -> Found {
+    Found {
+        post_ref: post.post.to_string(),
+        url: post.url.clone(),
+        platform: post.post.platform.as_str().to_owned(),
+        title: post.title.clone(),
+        // The walk takes dated posts only.
+        published_at: post.published_at.unwrap_or_default(),
+        pinned: post.pinned,
+        metadata: post.metadata.as_ref().map(|m| (serde_json::to_string(m).unwrap_or_default(), m.search_text())),
+    }
+}
+
+/// A spread of the next run within the interval's jitter, stable for a creator and a run.
+fn jitter(id: &str, now: i64) -> f64 {
+    let h = id.bytes().fold(now as u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+    (h % 1000) as f64 / 1000.0
+}
