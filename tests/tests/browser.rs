@@ -469,3 +469,65 @@ async fn rough_edges_found_in_the_walk_through() {
     driver.quit().await;
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn following_a_creator_in_a_browser() {
+    let app = spawn_app_with_sim(SimConfig::default(), |c| c.auth.token_cache_ms = 0).await;
+    let shots = Shots::from_env();
+    let driver = Driver::start().await;
+    let base = app.base_url.clone();
+    let email = "creators@example.com";
+    cova_tests::workspace::signed_up(&app, email).await;
+    log_in(&driver, &base, email).await;
+    let creator_id: u64 = 6_800_000_000_000_000_042;
+    app.sim.add_creator(cova_sim::SimCreator::tiktok(creator_id, "glowshop"));
+
+    // A URL that names no account is refused in words.
+    driver.goto(&format!("{base}/#/creators")).await;
+    driver.fill("#creator-url", "https://www.tiktok.com/@nobody_at_all").await;
+    driver.click("#creator-add-submit").await;
+    let refused = driver.wait_text(".alert", "the refusal", |t| !t.is_empty()).await;
+    assert!(refused.contains("@nobody_at_all") && refused.contains("does not exist"), "{refused}");
+
+    driver.fill("#creator-url", "https://www.tiktok.com/@glowshop").await;
+    driver.click("#creator-add-submit").await;
+    driver.wait_text("#creator-status", "added", |t| t.contains("@glowshop")).await;
+    let row = "tr[data-ref=\"tiktok:user:6800000000000000042\"]";
+    driver.find(row).await;
+
+    // Following needs a pack: the box goes back and the page says why.
+    driver.click(&format!("{row} .creator-follow")).await;
+    let refused = driver.wait_text(".alert", "the refusal", |t| t.contains("pack")).await;
+    assert!(refused.contains("Buy a comment pack"), "{refused}");
+    assert_eq!(driver.property(&format!("{row} .creator-follow"), "checked").await, false);
+    let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 1_000).await;
+
+    // A new post, found on demand and collected.
+    let post = tiktok_post_id(TikTokScenario::Normal, 12);
+    app.sim.publish(
+        &creator_id.to_string(),
+        cova_sim::SimCreatorPost { id: post.to_string(), published_at_ms: app.now() - 1, pinned: false },
+    );
+    driver.click(&format!("{row} .creator-refresh")).await;
+    driver.wait_text(&format!("{row} .status"), "the run", |t| t.starts_with("Found 1 new post")).await;
+
+    // Now followed, with the pack.
+    driver.click(&format!("{row} .creator-follow")).await;
+    driver
+        .wait_text(&format!("{row} .creator-note"), "following", |t| t.starts_with("Looks for new posts every 6 hours"))
+        .await;
+
+    // The post listed with a link to its analysis.
+    driver.click(&format!("{row} .creator-posts")).await;
+    driver.wait_text("#creator-posts tbody", "the post", |t| t.contains(&format!("tiktok:{post}"))).await;
+    shots.take(&driver, "creators").await;
+    cova_tests::eventually("the post collected", async || app.job_progress().await.complete == 1).await;
+    driver.click("#creator-posts a.creator-post").await;
+    driver.wait_url("the analysis", |u| u.contains("#/analyze")).await;
+    driver.wait_text("#comments-count", "the comments", |t| t.contains("12 comments")).await;
+
+    driver.quit().await;
+    app.stop().await;
+}

@@ -103,7 +103,9 @@ pub async fn run(
     };
     let known = creators::known_posts(db, &row.account_id, &row.r#ref).await?;
     let is_known = |post: &cova_platforms::PostRef| known.contains(&post.to_string());
-    let listing = Listing { since: row.since_at, known: &is_known, max_pages: MAX_PAGES };
+    // Platforms date posts to the second: a post of the second the creator was added counts.
+    let since = row.since_at - row.since_at.rem_euclid(1000);
+    let listing = Listing { since, known: &is_known, max_pages: MAX_PAGES };
     let mut posts = match platforms.creator_posts(&creator, &listing).await {
         Ok(posts) => posts,
         Err(e) => {

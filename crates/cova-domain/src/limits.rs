@@ -63,7 +63,6 @@ pub const LIBRARY_LIFETIME: Duration = Duration::from_secs(14 * DAY);
 /// Allowed watch intervals in minutes, and the default.
 pub const WATCH_INTERVAL_MIN: std::ops::RangeInclusive<i64> = 30..=10_080;
 pub const WATCH_INTERVAL_DEFAULT_MIN: i64 = 360;
-/// A watch run that finds three analyses of its account running tries again this much later.
 /// How often a followed creator is listed (`PUT /creators/{ref}/watch`).
 pub const CREATOR_INTERVAL_MIN: std::ops::RangeInclusive<i64> = 60..=10_080;
 pub const CREATOR_INTERVAL_DEFAULT_MIN: i64 = 360;
@@ -72,6 +71,7 @@ pub const CREATOR_FOLLOW_DAYS: std::ops::RangeInclusive<i64> = 0..=14;
 pub const CREATOR_FOLLOW_DAYS_DEFAULT: i64 = 3;
 /// How far before the creator was added its posts are taken (default 0: only newer ones).
 pub const CREATOR_BACKFILL_DAYS: std::ops::RangeInclusive<i64> = 0..=30;
+/// A watch run that finds three analyses of its account running tries again this much later.
 pub const WATCH_BUSY_RETRY: Duration = Duration::from_secs(5 * MINUTE);
 /// Library entries per page of `GET /analyses/saved`, by default and at most.
 pub const LIBRARY_PAGE_DEFAULT: i64 = 20;

@@ -734,6 +734,8 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     backends.db.migrate().await.expect("migrate");
     let now = cova_domain::time::now_ms();
     seed_watches(&backends.db, 1_000, 100, now - 1_000).await;
+    seed_creators(&backends.db, 1_000, 100, now - 1_000).await;
+    let db = backends.db.clone();
     let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
     let scheduler = cova_scheduler::Scheduler::new(
         backends,
@@ -751,7 +753,50 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     assert_eq!(idle_tick.started, 0);
     report.add(&format!("scheduler_tick_100k_watches_1000_due_{label}"), ms(busy));
     report.add(&format!("scheduler_tick_100k_watches_none_due_{label}"), ms(idle));
+
+    // The creators' due scan: what the creator pass claims before listing (its platform
+    // requests are the simulator's business, measured by the fleet benches).
+    let batch = i64::try_from(cova_config::SchedulerConfig::default().creator_concurrency).unwrap_or(4);
+    let started = Instant::now();
+    let mut claimed = 0;
+    loop {
+        let due = cova_storage::repo::creators::claim_due(&db, now, batch).await.expect("claim");
+        claimed += due.len();
+        if (due.len() as i64) < batch {
+            break;
+        }
+    }
+    let busy = started.elapsed();
+    assert_eq!(claimed, 1_000);
+    let started = Instant::now();
+    let none = cova_storage::repo::creators::claim_due(&db, now, batch).await.expect("claim");
+    let idle = started.elapsed();
+    assert!(none.is_empty());
+    report.add(&format!("creator_scan_100k_creators_1000_due_{label}"), ms(busy));
+    report.add(&format!("creator_scan_100k_creators_none_due_{label}"), ms(idle));
     let _ = database.drop_database().await;
+}
+
+/// Seeds `per_account` followed creators for each of the accounts `seed_watches` made, one of
+/// which per account is due at `due_at`; the others are due a day later.
+async fn seed_creators(db: &cova_storage::Db, accounts: i64, per_account: i64, due_at: i64) {
+    use diesel_async::SimpleAsyncConnection;
+    let later = due_at + 86_400_000;
+    let total = accounts * per_account;
+    let numbers = if db.is_postgres() {
+        format!("SELECT g AS n FROM generate_series(1, {total}) g")
+    } else {
+        format!("WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {total}) SELECT n FROM s")
+    };
+    let sql = format!(
+        "INSERT INTO creators (id, account_id, ref, platform, listing, profile, created_at, since_at, \
+                               watch_enabled, watch_interval_min, next_run_at) \
+           SELECT 'cr-' || n, 'acct-' || (n % {accounts} + 1), 'tiktok:user:' || (6800000000000000000 + n), \
+                  'tiktok', 'MS4w' || n, '{{}}', 0, 0, TRUE, 360, \
+                  CASE WHEN n <= {accounts} THEN {due_at} ELSE {later} END FROM ({numbers}) c;"
+    );
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed creators");
 }
 
 /// A release `cova serve` process on the embedded backends: the time to export a
@@ -1091,6 +1136,12 @@ fn main() {
                 "media" => media_serving(&mut report).await,
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
+                "scheduler" => {
+                    scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
+                    if real.reachable() {
+                        scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await).await;
+                    }
+                }
                 "gateway" => {
                     gateway_overhead(&mut report, "embedded", &[]).await;
                     if real.reachable() {
@@ -1098,7 +1149,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media` and `export`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export` and `scheduler`"
                 ),
             }
         });

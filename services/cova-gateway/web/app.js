@@ -19,7 +19,7 @@ function code(name) {
   if (!RULES.codes.includes(name)) throw new Error(`unknown error code ${name}`);
   return name;
 }
-const PRIVATE = new Set(["dashboard", "analyze", "jobs", "library", "ai", "alerts", "tokens", "billing"]);
+const PRIVATE = new Set(["dashboard", "analyze", "jobs", "library", "creators", "ai", "alerts", "tokens", "billing"]);
 
 let session = null; // the /auth/session body, or null while signed out
 let csrfToken = "";
@@ -144,10 +144,12 @@ const FIELD_WORDS = {
   interval_min: "the watch interval", enabled: "the on/off switch", name: "the name", scopes: "the scopes",
   email: "the e-mail address", password: "the password", pack: "the pack", ref: "the post",
   limit: "the page size", cursor: "the page", format: "the format", quote_id: "the quote", token: "the link",
+  follow_days: "the days each new post is followed", backfill_days: "the days of earlier posts to take",
 };
 function plainWords(detail) {
+  // A quoted link or handle stays as it was typed; a quoted field name becomes words.
   return String(detail).replace(/`([^`]+)`/g, (_, term) => FIELD_WORDS[term]
-    ?? FIELD_WORDS[term.replace(/\[\d+\]$/, "")] ?? term.replaceAll("_", " ").replaceAll(".", " "));
+    ?? FIELD_WORDS[term.replace(/\[\d+\]$/, "")] ?? (/[:/@]/.test(term) ? term : term.replaceAll("_", " ").replaceAll(".", " ")));
 }
 
 // An avatar or a comment image: cova's own copy, or nothing (the platforms' links expire).
@@ -346,6 +348,7 @@ const ROUTES = {
   analyze: ["Analyze posts", viewAnalyze],
   jobs: ["Jobs", viewJobs],
   library: ["Library", viewLibrary],
+  creators: ["Creators", viewCreators],
   ai: ["AI analysis", viewAi],
   alerts: ["Keywords and alerts", viewAlerts],
   tokens: ["API tokens", viewTokens],
@@ -1319,6 +1322,122 @@ function describeWatch(w) {
   if (w.last_error) return `Last run skipped: ${w.last_error}`;
   if (w.enabled) return `Next run ${fmtDate(w.next_run_at)}`;
   return w.last_run_at ? `Off; last run ${fmtDate(w.last_run_at)}` : "Off";
+}
+
+// ---------------------------------------------------------------- creators
+
+const hoursWords = (min) => (min % 60 === 0 ? plural(min / 60, "hour") : plural(min, "minute"));
+
+function describeFollow(w) {
+  if (w.last_error) return `The last look found nothing: ${plainWords(w.last_error)}`;
+  if (w.enabled) return `Looks for new posts every ${hoursWords(w.interval_min)}; next ${fmtDate(w.next_run_at)}.`;
+  return w.last_run_at ? `Not followed; last looked ${fmtDate(w.last_run_at)}.` : "Not followed.";
+}
+
+async function viewCreators(v, route) {
+  const url = h("input", { id: "creator-url", type: "url", required: true, autocomplete: "off", placeholder: "https://www.tiktok.com/@brand" });
+  const added = statusEl("creator-status");
+  const t = table("creators", ["Creator", "Audience", "Following", "Actions"], "Followed creators");
+  const load = async () => {
+    const page = await api("GET", "/creators");
+    t.tbody.replaceChildren(...page.items.map((c, i) => creatorRow(v, c, i, t.headers)));
+    if (!page.items.length) t.tbody.append(emptyRow(t.headers, "No creator yet. Add an account or a channel above."));
+  };
+  const f = form("creator-add", [
+    fieldRow("Account or channel URL", url, `A TikTok account (https://www.tiktok.com/@name) or a YouTube channel (https://www.youtube.com/@name). Adding is free; following looks for new posts on its own, collects them and keeps them in your library.`),
+    h("button", { id: "creator-add-submit", type: "submit", text: "Add" }), added,
+  ], (btn) => busy(v, btn, async () => {
+    added.textContent = "";
+    const c = await api("POST", "/creators", { url: url.value.trim() });
+    added.textContent = `${creatorName(c)} is in your list. Turn on “Follow” to have new posts collected.`;
+    url.value = "";
+    await load();
+  }));
+  v.add(card("Add a creator", f), card("Your creators", h("div", { class: "table-wrap" }, t.el)));
+  const open = route.query.get("ref");
+  if (open) v.add(await creatorPosts(open));
+  await load();
+}
+
+const creatorName = (c) => (c.handle ? `@${c.handle}` : c.name ?? c.ref);
+
+function creatorRow(v, c, i, headers) {
+  const box = h("input", { id: `follow-${i}`, type: "checkbox", class: "creator-follow", checked: c.watch.enabled });
+  const hours = h("input", { id: `follow-hours-${i}`, type: "number", class: "creator-hours", min: LIMITS.creator_interval_min[0] / 60, max: LIMITS.creator_interval_min[1] / 60, step: 1, value: Math.round(c.watch.interval_min / 60) });
+  const note = h("small", { class: "muted creator-note", text: describeFollow(c.watch) });
+  const saveFollow = async () => {
+    if (!hours.checkValidity()) {
+      box.checked = c.watch.enabled;
+      showError(v, { detail: `A creator is looked at every ${fmtNum(LIMITS.creator_interval_min[0] / 60)} to ${fmtNum(LIMITS.creator_interval_min[1] / 60)} hours.` });
+      return;
+    }
+    const w = await busy(v, null, () => api("PUT", `/creators/${refPath(c.ref)}/watch`, { enabled: box.checked, interval_min: Number(hours.value) * 60 }));
+    if (w) c.watch = w;
+    box.checked = c.watch.enabled; // a refused change (e.g. no pack) puts the box back
+    note.textContent = describeFollow(c.watch);
+  };
+  box.addEventListener("change", saveFollow);
+  hours.addEventListener("change", saveFollow);
+
+  const said = statusEl(`creator-run-${i}`, "span");
+  const look = h("button", { type: "button", class: "small creator-refresh", text: "Look for new posts" });
+  look.addEventListener("click", () => busy(v, look, async () => {
+    said.textContent = "";
+    const run = await api("POST", `/creators/${refPath(c.ref)}/refresh`);
+    said.replaceChildren(run.found.length
+      ? `Found ${plural(run.found.length, "new post")}${run.batch_id ? "; collecting their comments. " : ". "}`
+      : "No new post since the last look. ",
+    run.found.length ? h("a", { href: hashFor("creators", { ref: c.ref }), text: "See them" }) : "");
+  }));
+  const del = h("button", { type: "button", class: "small danger creator-delete", text: "Remove" });
+  const tr = row(headers, [
+    h("div", { class: "creator" },
+      thumb({ url: c.avatar_url }, "", "avatar"),
+      h("div", {},
+        h("strong", { text: c.name ?? creatorName(c) }), h("br"),
+        c.url ? h("a", { href: safeHttpUrl(c.url), rel: "noopener noreferrer", target: "_blank", text: creatorName(c) }) : creatorName(c),
+        h("small", { class: "muted", text: ` · ${c.platform === "youtube" ? "YouTube" : "TikTok"}` }))),
+    `${plural(c.followers ?? 0, "follower")}, ${plural(c.posts ?? 0, "post")}`,
+    h("div", { class: "watch" },
+      checkRow("Follow", box),
+      h("div", { class: "inline-field" }, h("label", { for: hours.id, text: "every" }), hours, h("span", { text: "hours" })),
+      note),
+    h("div", { class: "buttons" }, look,
+      h("a", { class: "button small creator-posts", href: hashFor("creators", { ref: c.ref }), text: "Posts found" }),
+      del, said),
+  ], { "data-ref": c.ref });
+  del.addEventListener("click", () => {
+    if (!confirm(`Stop following ${creatorName(c)}? The posts found so far stay in your library.`)) return;
+    busy(v, del, async () => {
+      await api("DELETE", `/creators/${refPath(c.ref)}`);
+      tr.remove();
+    });
+  });
+  return tr;
+}
+
+async function creatorPosts(ref) {
+  const c = await api("GET", `/creators/${refPath(ref)}?limit=50`);
+  const t = table("creator-posts", ["Published", "Post", "Collection"], `Posts found of ${creatorName(c)}`);
+  const draw = (items) => t.tbody.append(...items.map((p) => row(t.headers, [
+    timeEl(p.published_at),
+    h("div", {},
+      h("a", { class: "creator-post", href: hashFor("analyze", { ref: p.ref }), text: p.title ?? p.ref }),
+      p.pinned ? h("small", { class: "muted", text: " · pinned" }) : "",
+      h("br"), h("code", { class: "ref", text: p.ref })),
+    p.batch_id ? h("a", { href: hashFor("jobs", { batch: p.batch_id }), text: "See the collection" }) : h("span", { class: "muted", text: "not collected (collection is off)" }),
+  ], { "data-ref": p.ref })));
+  draw(c.found.items);
+  if (!c.found.items.length) t.tbody.append(emptyRow(t.headers, "No new post found yet. Posts published after you added the creator appear here."));
+  let cursor = c.found.next_cursor;
+  const more = h("button", { id: "creator-posts-more", type: "button", hidden: !cursor, text: "Load more" });
+  more.addEventListener("click", async () => {
+    const page = await api("GET", `/creators/${refPath(ref)}?limit=50&cursor=${encodeURIComponent(cursor)}`);
+    draw(page.found.items);
+    cursor = page.found.next_cursor;
+    more.hidden = !cursor;
+  });
+  return card(`Posts found of ${creatorName(c)}`, h("div", { class: "table-wrap" }, t.el), more);
 }
 
 // ---------------------------------------------------------------- AI

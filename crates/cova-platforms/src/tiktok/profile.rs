@@ -159,7 +159,7 @@ impl TikTok {
                 "/api/post/item_list/",
                 &[("secUid", creator.listing.clone()), ("count", PAGE.into()), ("cursor", cursor.clone())],
             );
-            let v = self.item_list(url).await?;
+            let v = self.item_list(url, creator.handle.as_deref().unwrap_or(&creator.id)).await?;
             let (posts, next) = item_page(&v);
             for post in posts {
                 walk.take(listing, post);
@@ -172,7 +172,7 @@ impl TikTok {
         Ok(walk.found)
     }
 
-    async fn item_list(&self, url: url::Url) -> Result<Value, PlatformError> {
+    async fn item_list(&self, url: url::Url, handle: &str) -> Result<Value, PlatformError> {
         let what = "TikTok post list";
         let mut retry = self.http.retry(what);
         loop {
@@ -184,7 +184,7 @@ impl TikTok {
                             Attempt::Retry { blocked: true, detail: format!("{what}: captcha (status 10000)") }
                         }
                         code => Attempt::Fail(
-                            profile_error(code, "")
+                            profile_error(code, handle)
                                 .unwrap_or_else(|| PlatformError::Parse(format!("{what}: TikTok status {code}"))),
                         ),
                     },

@@ -188,6 +188,8 @@ pub async fn set_watch(
             creators::since_at.eq(following.since_at),
             creators::next_run_at.eq(next_run_at),
             creators::last_error.eq(None::<String>),
+            // A run holding a claim on the old settings must not overwrite these.
+            creators::claimed_until.eq(0),
         ))
         .execute(c)
         .await?;
@@ -344,7 +346,8 @@ pub async fn end_run(db: &Db, creator: &CreatorRow, end: RunEnd<'_>, trace: &str
                     .execute(c)
                     .await?;
             }
-            if creator.follow_days > 0 {
+            // Following a post re-collects it: only when the creator's posts are collected.
+            if creator.follow_days > 0 && creator.collect_comments {
                 let until = post.published_at + i64::from(creator.follow_days) * 86_400_000;
                 diesel::update(entry)
                     .filter(analyses::watch_enabled.eq(false))

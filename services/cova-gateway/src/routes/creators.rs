@@ -13,8 +13,7 @@ use base64::Engine as _;
 use cova_auth::Scope;
 use cova_domain::library;
 use cova_domain::limits::{
-    CREATOR_BACKFILL_DAYS, CREATOR_FOLLOW_DAYS, CREATOR_FOLLOW_DAYS_DEFAULT, CREATOR_INTERVAL_DEFAULT_MIN,
-    CREATOR_INTERVAL_MIN, LIBRARY_PAGE_DEFAULT, LIBRARY_PAGE_MAX,
+    CREATOR_BACKFILL_DAYS, CREATOR_FOLLOW_DAYS, CREATOR_INTERVAL_MIN, LIBRARY_PAGE_DEFAULT, LIBRARY_PAGE_MAX,
 };
 use cova_domain::time::rfc3339;
 use cova_errors::{ApiError, ErrorCode};
@@ -145,6 +144,8 @@ pub async fn add(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
         if url.is_empty() {
             return Err(ApiError::validation("`url` must not be empty."));
         }
+        // Not a creator URL: refused before any request is spent on it.
+        cova_platforms::parse_creator_url(&url).map_err(|e| e.to_api_error())?;
         Ok(url)
     })
     .await?;
@@ -322,19 +323,12 @@ pub async fn set_watch(
                 .into());
         }
     }
+    // What the body leaves out keeps its value (at first: every 360 minutes, collect, 3 days).
     let following = Following {
         enabled: body.enabled,
-        interval_min: body.interval_min.unwrap_or(if row.watch_enabled {
-            i64::from(row.watch_interval_min)
-        } else {
-            CREATOR_INTERVAL_DEFAULT_MIN
-        }),
+        interval_min: body.interval_min.unwrap_or(i64::from(row.watch_interval_min)),
         collect: body.collect.unwrap_or(row.collect_comments),
-        follow_days: body.follow_days.unwrap_or(if row.watch_enabled {
-            i64::from(row.follow_days)
-        } else {
-            CREATOR_FOLLOW_DAYS_DEFAULT
-        }),
+        follow_days: body.follow_days.unwrap_or(i64::from(row.follow_days)),
         since_at: body.backfill_days.map_or(row.since_at, |days| row.created_at - days * DAY_MS),
     };
     // The first run comes at once, so a creator just followed shows its new posts soon.
