@@ -285,3 +285,33 @@ async fn a_keyword_alert_on_a_found_post_names_the_creator() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_creator_is_skipped_with_the_reason_in_a_month_without_a_pack() {
+    let (app, clock) = on_clock(|_| {}).await;
+    let added_at = clock.now_ms();
+    app.sim.add_creator(SimCreator::tiktok(BRAND, "brand"));
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    add(&client, "https://www.tiktok.com/@brand").await;
+    let watch_path = format!("/api/v1/creators/{BRAND_REF}/watch");
+    let (status, _) = call(&client, Method::PUT, &watch_path, Some(json!({"enabled": true}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let creator = async || client.get::<Value>(&format!("/api/v1/creators/{BRAND_REF}")).await.ok();
+    eventually("the first listing", async || creator().await["watch"]["last_run_at"].is_string()).await;
+
+    // July: June's pack is over. The due run is skipped, says why, and lists nothing.
+    app.sim.publish(&BRAND.to_string(), post_of(8, added_at + 24 * DAY, false));
+    app.sim.clear_requests();
+    set_time(&app, &clock, added_at + 25 * DAY);
+    let skipped = until("the skipped run", async || {
+        let c = creator().await;
+        c["watch"]["last_error"].as_str().map(str::to_owned)
+    })
+    .await;
+    assert!(skipped.contains("pack"), "{skipped}");
+    assert!(found(&client).await.is_empty());
+    assert!(!app.sim.requests().iter().any(|r| r.path == "/api/post/item_list/"), "nothing listed without a pack");
+    app.stop().await;
+}

@@ -12,6 +12,7 @@
 use cova_domain::library;
 use cova_domain::limits::{MAX_BATCH_URLS, WATCH_INTERVAL_DEFAULT_MIN};
 use cova_platforms::{Creator, FoundPost, Listing, PlatformError, Platforms};
+use cova_storage::repo::balances;
 use cova_storage::repo::batches::{self, NewBatch, NewItem};
 use cova_storage::repo::creators::{self, Added, CreatorRow, Found, NewCreator, NextRun, RunEnd};
 use cova_storage::{Db, StorageError};
@@ -96,6 +97,14 @@ pub async fn run(
     };
     let end =
         |found, batch_id, error| RunEnd { found, batch_id, error, next_run, interval_min: WATCH_INTERVAL_DEFAULT_MIN };
+    // Following needs a pack each month, as post watches do: a scheduled run without one is
+    // skipped with the reason (a run asked for now is not following).
+    if occasion == Occasion::Scheduled && !balances::has_pack(db, &row.account_id, now).await? {
+        let error =
+            "Following creators needs a comment pack this month; this run was skipped and the next one tries again.";
+        creators::end_run(db, row, end(&[], None, Some(error)), trace, now).await?;
+        return Ok(Run::default());
+    }
     let Some(creator) = profile(row) else {
         let error = "the creator's stored profile cannot be read; add it again";
         creators::end_run(db, row, end(&[], None, Some(error)), trace, now).await?;
