@@ -162,7 +162,8 @@ impl StackBuilder {
         }
         if has(Role::Notifier) {
             let queued = Arc::new(Notify::new());
-            let notifier = cova_notifier::Notifier::new(backends.clone(), 4, outbox.clone(), queued.clone());
+            let events = config.notifier.event_concurrency;
+            let notifier = cova_notifier::Notifier::new(backends.clone(), events, outbox.clone(), queued.clone());
             tasks.spawn(worker::run(backends.clone(), Arc::new(notifier), stop.clone()));
             let deliverer =
                 cova_notifier::Deliverer::new(backends.clone(), notify.clone(), config.notifier.clone(), queued);

@@ -373,6 +373,9 @@ impl Default for SchedulerConfig {
 pub struct NotifierConfig {
     /// Deliveries sent at once by one notifier process.
     pub concurrency: usize,
+    /// Events (job ends, alerts, batch ends, found posts) one notifier process handles at once:
+    /// keyword matching and writing delivery rows, before anything is sent.
+    pub event_concurrency: usize,
     /// Deliveries sent at once to one receiver (host), so a slow one cannot hold up the rest.
     pub per_receiver: usize,
     pub timeout_ms: u64,
@@ -396,6 +399,7 @@ impl Default for NotifierConfig {
     fn default() -> Self {
         Self {
             concurrency: 16,
+            event_concurrency: 4,
             per_receiver: 4,
             timeout_ms: 10_000,
             connect_timeout_ms: 5_000,
@@ -795,6 +799,9 @@ impl Config {
         }
         if !(1..=10_000).contains(&self.scheduler.batch) {
             return Err(invalid("scheduler.batch", "must be between 1 and 10000"));
+        }
+        if self.notifier.event_concurrency == 0 {
+            return Err(invalid("notifier.event_concurrency", "must be at least 1"));
         }
         if self.notifier.concurrency == 0 || self.notifier.per_receiver == 0 {
             return Err(invalid(
