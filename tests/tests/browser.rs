@@ -294,6 +294,7 @@ async fn the_daily_path_in_a_browser() {
     // The chart of when the comments were written: a point per span, every comment counted.
     let times: Vec<i64> =
         truth.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).map(|c| c.create_time).collect();
+    driver.find("#chart-comments-time circle.chart-point").await;
     let drawn = points(&driver, "#chart-comments-time").await;
     assert_eq!(drawn.len(), time_buckets(&times), "{drawn:?}");
     assert_eq!(drawn.iter().sum::<f64>() as usize, all, "every comment is in the chart");
@@ -452,6 +453,8 @@ async fn rough_edges_found_in_the_walk_through() {
     driver.goto(&format!("{base}/#/analyze?ref=tiktok:{id}")).await;
     driver.find("#ai-runs tbody tr[data-id]").await;
     assert_eq!(driver.count("#ai-runs tbody tr[data-id]").await, 1);
+    // The chart comes after the table: it reads each run's result first.
+    driver.find("#chart-sentiment-time circle.chart-point").await;
     assert_eq!(points(&driver, "#chart-sentiment-time").await.len(), 2, "positive and negative of the run");
     driver.goto(&format!("{base}/#/jobs")).await;
     driver.find("#ai-jobs tbody tr[data-id] a.ai-open").await;

@@ -114,6 +114,8 @@ async fn two_schedulers_list_each_due_creator_once_per_period() {
     let db = TestDatabase::postgres(&admin).await;
     db.db().await;
     let url = db.config.url.clone();
+    // Following needs a pack this month.
+    let month = cova_domain::time::month_of(cova_domain::time::now_ms());
     let sim = cova_sim::spawn(cova_sim::SimConfig::default()).await.expect("simulator");
     let first_id: u64 = 6_900_000_000_000_000_000;
     for g in 1..=CREATORS as u64 {
@@ -129,6 +131,7 @@ async fn two_schedulers_list_each_due_creator_once_per_period() {
     conn.batch_execute(&format!(
         "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
            VALUES ('acct', 'c@example.com', 0, 0, 0, 0); \
+         INSERT INTO balances (account_id, month, granted, reserved, spent) VALUES ('acct', '{month}', 1000, 0, 0); \
          INSERT INTO creators (id, account_id, ref, platform, listing, profile, created_at, since_at, \
                                watch_enabled, watch_interval_min, collect_comments, follow_days, next_run_at) \
            SELECT 'cr-' || g, 'acct', 'tiktok:user:' || ({first_id} + g), 'tiktok', 'MS4wLjABAAAA' || ({first_id} + g), \
