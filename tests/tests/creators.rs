@@ -6,7 +6,7 @@
 
 use cova_domain::ManualClock;
 use cova_domain::time::parse_rfc3339;
-use cova_sim::{SimCreator, SimCreatorPost, TikTokScenario, tiktok_post_id};
+use cova_sim::{SimCreator, SimCreatorPost, TikTokScenario, YouTubeScenario, tiktok_post_id, youtube_video_id};
 use cova_tests::{Client, TestApp, assert_valid, eventually, schema, spawn_on_clock, until};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -184,7 +184,10 @@ async fn creators_are_answered_like_posts_keyed_by_id_refreshed_on_demand_and_li
     let mut private = SimCreator::tiktok(BRAND + 1, "secretive");
     private.private = true;
     app.sim.add_creator(private);
-    app.sim.add_creator(SimCreator::youtube("abcdefghijklmnopqrstuv", "BrandTV"));
+    // A channel without the Shorts playlist: its uploads are listed, Shorts told by duration.
+    let mut channel = SimCreator::youtube("abcdefghijklmnopqrstuv", "BrandTV");
+    channel.shorts_playlist = false;
+    app.sim.add_creator(channel);
     app.sim.add_creator(SimCreator::tiktok(BRAND + 2, "third"));
     let (account, token) = app.integrator().await;
     let client = app.client(Some(&token));
@@ -241,6 +244,14 @@ async fn creators_are_answered_like_posts_keyed_by_id_refreshed_on_demand_and_li
     .await;
     assert_eq!(done["counts"]["complete"], 1, "{done}");
     assert_eq!(used(&client).await, 9, "listing is free; the post's comments are charged");
+    // The channel's new Short, the same way.
+    let short = youtube_video_id(YouTubeScenario::Normal, 4);
+    let channel_id = "UCabcdefghijklmnopqrstuv";
+    app.sim.publish(channel_id, SimCreatorPost { id: short.clone(), published_at_ms: now + HOUR, pinned: false });
+    let (status, run) =
+        call(&client, Method::POST, &format!("/api/v1/creators/youtube:channel:{channel_id}/refresh"), None).await;
+    assert_eq!((status, &run["found"]), (StatusCode::OK, &json!([format!("youtube:{short}")])), "{run}");
+    eventually("the Short collected", async || used(&client).await == 13).await;
     // Nothing new since: the next refresh finds nothing.
     let (_, run) = call(&client, Method::POST, &format!("/api/v1/creators/{BRAND_REF}/refresh"), None).await;
     assert_eq!(run["found"], json!([]));
