@@ -103,6 +103,13 @@ impl State {
         }
     }
 
+    /// Adds a creator, replacing the one with its platform and id.
+    fn add_creator(&self, creator: crate::creators::SimCreator) {
+        let mut creators = lock(&self.creators);
+        creators.retain(|c| !(c.platform == creator.platform && c.id == creator.id));
+        creators.push(creator);
+    }
+
     /// A signed CDN link to `path`, valid for the CDN's TTL from now.
     pub(crate) fn cdn_link(&self, path: &str) -> String {
         crate::cdn::link(&self.base, path, self.cdn_now() + crate::cdn::LINK_TTL_S)
@@ -277,6 +284,16 @@ fn control(state: &State, r: &Req, rest: &str) -> HttpResponse {
             state.open.send_replace(true);
             HttpResponse::NoContent().finish()
         }
+        // Adds (or replaces) a creator with its posts, for demos: `SimCreator` as JSON.
+        ("POST", "creators") => match serde_json::from_slice::<crate::creators::SimCreator>(&r.body) {
+            Ok(creator) => {
+                state.add_creator(creator);
+                HttpResponse::NoContent().finish()
+            }
+            Err(e) => {
+                HttpResponse::BadRequest().json(serde_json::json!({"error": format!("expected a SimCreator: {e}")}))
+            }
+        },
         ("DELETE", "requests") => {
             lock(&state.requests).clear();
             HttpResponse::NoContent().finish()
@@ -340,9 +357,7 @@ impl SimHandle {
 
     /// Adds a creator (or replaces the one with its platform and id).
     pub fn add_creator(&self, creator: crate::creators::SimCreator) {
-        let mut creators = lock(&self.state.creators);
-        creators.retain(|c| !(c.platform == creator.platform && c.id == creator.id));
-        creators.push(creator);
+        self.state.add_creator(creator);
     }
 
     /// Publishes a post of the creator with this id (listed once the clock reaches its time).

@@ -365,6 +365,15 @@ impl Meter {
             .with_retry_after(decision.retry_after_secs())
     }
 
+    /// Refuses with 402 `payment_required` (saying `detail`) unless the account bought a comment
+    /// pack this month: what the paid features (watches, followed creators, keywords) need.
+    pub async fn require_pack(&self, state: &AppState, account_id: &str, detail: &str) -> Result<(), ApiError> {
+        let paid = cova_storage::repo::balances::has_pack(&state.backends.db, account_id, state.now())
+            .await
+            .map_err(|e| self.fail(backend_errors::storage(e)))?;
+        if paid { Ok(()) } else { Err(self.fail(ApiError::new(cova_errors::ErrorCode::PaymentRequired, detail))) }
+    }
+
     /// Reads the account's state (its cached copy; the database only without one) and records
     /// the quota headers (for a session, the free allowance it may spend counts in).
     pub async fn balance(&mut self, state: &AppState, principal: &Principal) -> Result<Usage, ApiError> {

@@ -17,7 +17,9 @@ pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
 use cova_domain::text::Matcher;
-use cova_messages::{AlertAuthor, AlertComment, BatchEvent, CreatorEvent, JobEvent, JobEventType, KeywordAlertEvent};
+use cova_messages::{
+    AlertAuthor, AlertComment, BatchEvent, CreatorEvent, Event, JobEvent, JobEventType, KeywordAlertEvent,
+};
 use cova_runtime::worker::backoff;
 use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
 use cova_storage::StorageError;
@@ -102,17 +104,26 @@ impl Notifier {
         if event.event_type == JobEventType::Complete && job.kind == JobKind::Analyze {
             self.match_keywords(&job).await?;
         }
-        let channels = channels::get(db, &job.account_id).await?;
+        // Exactly the specification's job webhook fields, as the event carries them.
+        let body = || serde_json::to_string(event).unwrap_or_default();
+        self.job_events_webhook(&job.account_id, event_id, event.event_type.as_str(), body).await
+    }
+
+    /// The webhook of an event on the job-events switch (job ends, batch ends, found posts):
+    /// a delivery when the account's webhook is on with `job_events`.
+    async fn job_events_webhook(
+        &self,
+        account_id: &str,
+        event_id: &str,
+        event_type: &str,
+        body: impl FnOnce() -> String,
+    ) -> Result<(), StorageError> {
+        let db = &self.backends.db;
+        let channels = channels::get(db, account_id).await?;
         if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
-            // Exactly the specification's job webhook fields, as the event carries them.
-            let body = serde_json::to_string(event).unwrap_or_default();
-            let delivery = NewDelivery {
-                account_id: &job.account_id,
-                event_id,
-                event_type: event.event_type.as_str(),
-                channel: Channel::Webhook,
-                payload: &body,
-            };
+            let payload = body();
+            let delivery =
+                NewDelivery { account_id, event_id, event_type, channel: Channel::Webhook, payload: &payload };
             deliveries::enqueue(db, delivery, self.now()).await?;
         }
         Ok(())
@@ -120,38 +131,14 @@ impl Notifier {
 
     /// A batch ended: its webhook, on the same switch as the job webhooks.
     async fn batch_ended(&self, event: &BatchEvent, event_id: &str) -> Result<(), StorageError> {
-        let db = &self.backends.db;
-        let channels = channels::get(db, &event.account_id).await?;
-        if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
-            let body = text::batch_webhook_body(event);
-            let delivery = NewDelivery {
-                account_id: &event.account_id,
-                event_id,
-                event_type: "batch.complete",
-                channel: Channel::Webhook,
-                payload: &body,
-            };
-            deliveries::enqueue(db, delivery, self.now()).await?;
-        }
-        Ok(())
+        let body = || text::batch_webhook_body(event);
+        self.job_events_webhook(&event.account_id, event_id, event.routing_key(), body).await
     }
 
     /// A followed creator published a post: its webhook, on the same switch as the job webhooks.
     async fn post_found(&self, event: &CreatorEvent, event_id: &str) -> Result<(), StorageError> {
-        let db = &self.backends.db;
-        let channels = channels::get(db, &event.account_id).await?;
-        if channels.webhook_enabled && channels.webhook_job_events && channels.webhook_url.is_some() {
-            let body = text::creator_webhook_body(event);
-            let delivery = NewDelivery {
-                account_id: &event.account_id,
-                event_id,
-                event_type: "creator.post_found",
-                channel: Channel::Webhook,
-                payload: &body,
-            };
-            deliveries::enqueue(db, delivery, self.now()).await?;
-        }
-        Ok(())
+        let body = || text::creator_webhook_body(event);
+        self.job_events_webhook(&event.account_id, event_id, event.routing_key(), body).await
     }
 
     /// Matches the comments this scrape found first against the account's keywords, when the

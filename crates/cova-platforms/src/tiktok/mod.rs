@@ -231,29 +231,11 @@ impl TikTok {
 
     /// One fetch of the post page, classified.
     async fn page_attempt(&self, page_url: &Url, id: &str, challenges: &mut u32) -> Attempt<PageData> {
-        let (_, resp) = match self.fetch_page(page_url).await {
-            Attempt::Done(r) => r,
-            Attempt::Retry { blocked, detail } => return Attempt::Retry { blocked, detail },
-            Attempt::Fail(e) => return Attempt::Fail(e),
+        let missing = || PlatformError::Parse("the TikTok post page does not exist (HTTP 404)".into());
+        let html = match self.page_html(page_url, "post page", missing, challenges).await {
+            Attempt::Done(html) => html,
+            other => return other.map_never(),
         };
-        if resp.status == 404 {
-            return Attempt::Fail(PlatformError::Parse("the TikTok post page does not exist (HTTP 404)".into()));
-        }
-        if !resp.status.is_success() {
-            return Attempt::Retry {
-                blocked: true,
-                detail: format!("post page answered HTTP {}", resp.status.as_u16()),
-            };
-        }
-        let html = String::from_utf8_lossy(&resp.body);
-        if html.trim().is_empty() {
-            return Attempt::Retry { blocked: true, detail: "post page came back empty".into() };
-        }
-        if !page::has_post_data(&html)
-            && let Some(ch) = challenge::detect(&html)
-        {
-            return self.pass_challenge(ch, challenges);
-        }
         match page::extract(&html, id) {
             Ok(PageData::Status { code, message }) => match page::status_error(code, &message) {
                 Some(e) => Attempt::Fail(e),
@@ -264,6 +246,38 @@ impl TikTok {
             Ok(data) => Attempt::Done(data),
             Err(e) => Attempt::Fail(e),
         }
+    }
+
+    /// One fetch of a page that carries rehydration data (`what`: "post page", "profile page"):
+    /// its HTML, or why not. A 404 is `missing()`; another failing status or an empty body is
+    /// bot detection (retried); a challenge page is solved and the page asked again.
+    async fn page_html(
+        &self,
+        url: &Url,
+        what: &str,
+        missing: impl FnOnce() -> PlatformError,
+        challenges: &mut u32,
+    ) -> Attempt<String> {
+        let (_, resp) = match self.fetch_page(url).await {
+            Attempt::Done(r) => r,
+            other => return other.map_never(),
+        };
+        if resp.status == 404 {
+            return Attempt::Fail(missing());
+        }
+        if !resp.status.is_success() {
+            return Attempt::Retry { blocked: true, detail: format!("{what} answered HTTP {}", resp.status.as_u16()) };
+        }
+        let html = String::from_utf8_lossy(&resp.body).into_owned();
+        if html.trim().is_empty() {
+            return Attempt::Retry { blocked: true, detail: format!("{what} came back empty") };
+        }
+        if !page::has_post_data(&html)
+            && let Some(ch) = challenge::detect(&html)
+        {
+            return self.pass_challenge(ch, challenges);
+        }
+        Attempt::Done(html)
     }
 
     /// Solves a challenge page and stores its cookie; the caller retries the page.

@@ -1,7 +1,7 @@
 //! TikTok accounts: the profile page's `webapp.user-detail` and the `item_list` API, newest
 //! first with pinned posts ahead.
 
-use super::{TikTok, challenge, join, page};
+use super::{TikTok, join, page};
 use crate::PlatformError;
 use crate::creators::{Creator, FoundPost, Listing, Walk};
 use crate::http::{Attempt, Request, json_body};
@@ -111,8 +111,9 @@ impl TikTok {
     }
 
     async fn profile_attempt(&self, url: &url::Url, handle: &str, challenges: &mut u32) -> Attempt<Creator> {
-        let (_, resp) = match self.fetch_page(url).await {
-            Attempt::Done(r) => r,
+        let missing = || PlatformError::Missing(format!("the TikTok account @{handle} does not exist"));
+        let html = match self.page_html(url, "profile page", missing, challenges).await {
+            Attempt::Done(html) => html,
             Attempt::Fail(PlatformError::AudienceRestricted(_)) => {
                 return Attempt::Fail(PlatformError::AudienceRestricted(format!(
                     "TikTok shows the account @{handle} only to logged-in viewers"
@@ -120,24 +121,6 @@ impl TikTok {
             }
             other => return other.map_never(),
         };
-        if resp.status == 404 {
-            return Attempt::Fail(PlatformError::Missing(format!("the TikTok account @{handle} does not exist")));
-        }
-        if !resp.status.is_success() {
-            return Attempt::Retry {
-                blocked: true,
-                detail: format!("profile page answered HTTP {}", resp.status.as_u16()),
-            };
-        }
-        let html = String::from_utf8_lossy(&resp.body);
-        if html.trim().is_empty() {
-            return Attempt::Retry { blocked: true, detail: "profile page came back empty".into() };
-        }
-        if !page::has_post_data(&html)
-            && let Some(ch) = challenge::detect(&html)
-        {
-            return self.pass_challenge(ch, challenges);
-        }
         match user_detail(&html, handle) {
             Ok(Some(creator)) => Attempt::Done(creator),
             // A page without the user's data is bot detection, as for posts.

@@ -17,11 +17,11 @@ use cova_domain::limits::{
     LIBRARY_PAGE_DEFAULT, LIBRARY_PAGE_MAX, MAX_COMMENTS_PER_POST, WATCH_INTERVAL_DEFAULT_MIN, WATCH_INTERVAL_MIN,
 };
 use cova_domain::{AnalysisStatus, library};
-use cova_errors::{ApiError, ErrorCode};
+use cova_errors::ApiError;
 use cova_platforms::{Metadata, PostRef, parse_url};
 use cova_storage::repo::analyses::{self, Analysis, ListQuery, MetadataEntry};
 use cova_storage::repo::breakdown::{From, Query, Sort};
-use cova_storage::repo::{balances, jobs};
+use cova_storage::repo::jobs;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -281,14 +281,7 @@ pub async fn watch(
     let entry = saved_entry(&state, &meter, &principal.account_id, &r#ref).await?;
     let now = state.now();
     if body.enabled {
-        let paid = balances::has_pack(&state.backends.db, &principal.account_id, now)
-            .await
-            .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-        if !paid {
-            return Err(meter
-                .fail(ApiError::new(ErrorCode::PaymentRequired, "Watching needs a comment pack this month."))
-                .into());
-        }
+        meter.require_pack(&state, &principal.account_id, "Watching needs a comment pack this month.").await?;
     }
     let interval =
         body.interval_min.unwrap_or(if entry.watch.enabled || entry.watch.interval_min != WATCH_INTERVAL_DEFAULT_MIN {

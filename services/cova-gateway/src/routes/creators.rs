@@ -17,7 +17,6 @@ use cova_domain::limits::{
 };
 use cova_domain::time::rfc3339;
 use cova_errors::{ApiError, ErrorCode};
-use cova_storage::repo::balances;
 use cova_storage::repo::creators::{self, Added, CreatorPost, CreatorRow, Following};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -314,14 +313,9 @@ pub async fn set_watch(
     let row = creator(&state, &meter, &principal.account_id, &r#ref).await?;
     let now = state.now();
     if body.enabled {
-        let paid = balances::has_pack(&state.backends.db, &principal.account_id, now)
-            .await
-            .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-        if !paid {
-            return Err(meter
-                .fail(ApiError::new(ErrorCode::PaymentRequired, "Following creators needs a comment pack this month."))
-                .into());
-        }
+        meter
+            .require_pack(&state, &principal.account_id, "Following creators needs a comment pack this month.")
+            .await?;
     }
     // What the body leaves out keeps its value (at first: every 360 minutes, collect, 3 days).
     let following = Following {

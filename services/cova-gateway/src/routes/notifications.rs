@@ -12,9 +12,9 @@ use cova_auth::Scope;
 use cova_domain::limits::{KEYWORD_CHARS, MAX_KEYWORDS};
 use cova_domain::text::normalize;
 use cova_domain::time::rfc3339;
-use cova_errors::{ApiError, ErrorCode};
+use cova_errors::ApiError;
 use cova_storage::repo::channels::{self, Channels};
-use cova_storage::repo::{alerts, balances, deliveries, keywords};
+use cova_storage::repo::{alerts, deliveries, keywords};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -79,14 +79,9 @@ pub async fn put_keywords(req: HttpRequest, state: web::Data<AppState>, payload:
     })
     .await?;
     let db = &state.backends.db;
-    let paid = balances::has_pack(db, &principal.account_id, state.now())
-        .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
     // Clearing the list is always allowed.
-    if !paid && !list.is_empty() {
-        return Err(meter
-            .fail(ApiError::new(ErrorCode::PaymentRequired, "Keywords need a comment pack this month."))
-            .into());
+    if !list.is_empty() {
+        meter.require_pack(&state, &principal.account_id, "Keywords need a comment pack this month.").await?;
     }
     keywords::replace(db, &principal.account_id, &list).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
     let stored: Vec<&String> = list.iter().map(|(k, _)| k).collect();
