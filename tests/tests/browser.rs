@@ -111,7 +111,7 @@ async fn the_workspace_in_a_browser() {
     driver.find("#preview").await;
     driver.click("#analyze-submit").await;
     let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let status = driver.text("#analyze-status").await;
         let value = driver.property("#analyze-progress", "value").await.as_f64().unwrap_or(0.0);

@@ -359,11 +359,14 @@ pub struct SchedulerConfig {
     pub batch: i64,
     /// Creators listed at once by one scheduler process (each a few platform requests).
     pub creator_concurrency: usize,
+    /// Due watches started at once by one scheduler process (each a short transaction, so
+    /// at most `database.pool_size`).
+    pub start_concurrency: usize,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { tick_ms: 1_000, batch: 500, creator_concurrency: 4 }
+        Self { tick_ms: 1_000, batch: 500, creator_concurrency: 4, start_concurrency: 8 }
     }
 }
 
@@ -398,7 +401,7 @@ pub struct NotifierConfig {
 impl Default for NotifierConfig {
     fn default() -> Self {
         Self {
-            concurrency: 16,
+            concurrency: 128,
             event_concurrency: 4,
             per_receiver: 4,
             timeout_ms: 10_000,
@@ -778,6 +781,9 @@ impl Config {
         }
         if self.scheduler.creator_concurrency == 0 {
             return Err(invalid("scheduler.creator_concurrency", "must be at least 1"));
+        }
+        if self.scheduler.start_concurrency == 0 {
+            return Err(invalid("scheduler.start_concurrency", "must be at least 1"));
         }
         if self.limits.api_requests_per_minute == 0 {
             return Err(invalid("limits.api_requests_per_minute", "must be at least 1"));

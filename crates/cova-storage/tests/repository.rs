@@ -518,3 +518,90 @@ fn only_the_exact_amount_in_the_checkouts_currency_pays() {
         "overpaying is a mismatch too: the operator refunds it"
     );
 }
+
+/// The janitor purges exactly the breakdowns that expired: a day's worth at a time, their
+/// comments and nothing else (other entries' breakdowns, a job still collecting, an entry of
+/// another account with the same post), and a second pass at the same time finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_purge_keeps_exactly_the_rows_it_must() {
+    use cova_storage::repo::analyses;
+    use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+    const DAY: i64 = 86_400_000;
+    const PER_DAY: i64 = 7;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    // Two accounts; 3 days × 7 entries each with its own job, 5 + n comments per job; the job
+    // of one more post is still collecting. The accounts share post refs.
+    let comments = |n: i64| 5 + n;
+    let mut sql = String::from(
+        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+         VALUES ('a1', 'a1@example.com', 0, 0, 0, 0), ('a2', 'a2@example.com', 0, 0, 0, 0);",
+    );
+    let mut rows = Vec::new();
+    for n in 0..3 * PER_DAY {
+        let account = if n % 2 == 0 { "a1" } else { "a2" };
+        let r#ref = format!("tiktok:{}", 7_000_000_000_000_000_000i64 + n / 2);
+        let expires = NOW + (n / PER_DAY) * DAY;
+        sql.push_str(&format!(
+            "INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
+             VALUES ('j{n}', '{account}', 'analyze', '{ref}', 'https://www.tiktok.com/@a/video/1', 'complete', 0, 0); \
+             INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, last_scraped_at, \
+                                   expires_at, last_job_id, comment_count) \
+             VALUES ('an{n}', '{account}', '{ref}', 'https://www.tiktok.com/@a/video/1', 'tiktok', 'ready', 0, 0, 0, \
+                     {expires}, 'j{n}', {count});",
+            count = comments(n),
+        ));
+        rows.push((format!("j{n}"), comments(n)));
+    }
+    sql.push_str(
+        "INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at) \
+         VALUES ('running', 'a1', 'analyze', 'tiktok:1', 'https://www.tiktok.com/@a/video/1', 'in_progress', 0);",
+    );
+    rows.push(("running".to_owned(), 40));
+    for (job, count) in &rows {
+        let values: Vec<String> = (0..*count)
+            .map(|c| format!("('{job}', 'c{c}', NULL, {c}, '{{\"text\":\"comment {c}\"}}', 0, 0, 'comment {c}')"))
+            .collect();
+        sql.push_str(&format!(
+            "INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search) \
+             VALUES {};",
+            values.join(", ")
+        ));
+    }
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed");
+    drop(conn);
+    let left = |job: String| {
+        let db = db.clone();
+        async move {
+            use cova_storage::schema::job_comments;
+            use diesel::{ExpressionMethods, QueryDsl};
+            let mut conn = db.conn().await.expect("conn");
+            cova_storage::with_conn!(&mut conn, |c| {
+                job_comments::table.filter(job_comments::job_id.eq(job)).count().get_result::<i64>(c).await
+            })
+            .expect("count")
+        }
+    };
+    for day in 0..3 {
+        // A small batch, so that the purge goes through several claims.
+        let now = NOW + day * DAY;
+        let mut expired = 0;
+        loop {
+            let n = analyses::expire_due(&db, now, 3).await.expect("purge");
+            expired += n;
+            if n < 3 {
+                break;
+            }
+        }
+        assert_eq!(expired as i64, PER_DAY, "day {day}: a day's worth expired");
+        assert_eq!(analyses::expire_due(&db, now, 3).await.expect("again"), 0, "nothing left at the same time");
+        for (n, (job, count)) in rows.iter().enumerate() {
+            let n = n as i64;
+            let gone = job != "running" && n / PER_DAY <= day;
+            let expected = if gone { 0 } else { *count };
+            assert_eq!(left(job.clone()).await, expected, "day {day}: the comments of {job}");
+        }
+    }
+    t.drop_database().await.expect("drop");
+}

@@ -70,9 +70,10 @@ impl RealBackends {
             ("COVA_CACHE__URL", self.cache.clone()),
             ("COVA_CACHE__PREFIX", prefix.clone()),
             ("COVA_QUEUE__URL", self.queue.clone()),
-            ("COVA_QUEUE__PREFIX", prefix),
+            ("COVA_QUEUE__PREFIX", prefix.clone()),
         ];
         gateway_overhead(report, "real", &vars).await;
+        redis_memory(report, &self.cache, &prefix);
         let _ = database.drop_database().await;
     }
 
@@ -85,6 +86,37 @@ impl RealBackends {
         })
         .await
     }
+}
+
+/// What the gateway bench's account left in Redis (its keys under `prefix`), by kind: the
+/// request limit, the account's and token's snapshots, and per job its snapshot and first page.
+fn redis_memory(report: &mut Report, url: &str, prefix: &str) {
+    let cli = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("redis-cli").arg("-u").arg(url).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let Some(keys) = cli(&["--scan", "--pattern", &format!("{prefix}:*")]) else {
+        report.add("redis_memory_per_account", "skipped (redis-cli is not installed)");
+        return;
+    };
+    let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for key in keys.lines().filter(|k| !k.is_empty()) {
+        let bytes: u64 = cli(&["MEMORY", "USAGE", key]).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        let rest = key.strip_prefix(prefix).unwrap_or(key).trim_start_matches(':');
+        // `snap:job:<id>` → `snap:job`; a limit's key keeps its name.
+        let kind = if rest.starts_with("snap:") {
+            rest.splitn(3, ':').take(2).collect::<Vec<_>>().join(":")
+        } else {
+            rest.split(':').next().unwrap_or(rest).to_owned()
+        };
+        let entry = kinds.entry(kind).or_default();
+        entry.0 += 1;
+        entry.1 += bytes;
+    }
+    let per_account: u64 =
+        kinds.iter().filter(|(k, _)| !k.contains("job") && !k.contains("page")).map(|(_, (_, b))| b).sum();
+    let detail: Vec<String> = kinds.iter().map(|(k, (n, b))| format!("{k}: {n} keys, {b} bytes")).collect();
+    report.add("redis_memory_per_account", format!("{per_account} bytes ({})", detail.join("; ")));
 }
 
 /// The app on the embedded backends, whatever the environment says.
@@ -327,6 +359,32 @@ struct Wrk {
     mean: Duration,
     p50: Duration,
     p99: Duration,
+    /// Requests answered in the run.
+    requests: u64,
+    /// CPU time the gateway process (and Redis, on the real backends) spent during the run.
+    gateway_cpu: Duration,
+    redis_cpu: Option<Duration>,
+}
+
+/// CPU time (user and system) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    static TICKS_PER_SECOND: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let hz = *TICKS_PER_SECOND.get_or_init(|| {
+        let out = std::process::Command::new("getconf").arg("CLK_TCK").output().expect("getconf");
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("CLK_TCK")
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // state is the first, utime and stime the 12th and 13th.
+    let rest = &stat[stat.rfind(')').expect("stat has a name") + 1..];
+    let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
+    Duration::from_micros((fields[10] + fields[11]) * 1_000_000 / hz)
+}
+
+/// The Redis server's process, when one runs on this machine.
+fn redis_pid() -> Option<u32> {
+    let out = std::process::Command::new("pgrep").args(["-x", "redis-server"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().next()?.trim().parse().ok()
 }
 
 /// `wrk`'s durations: `512.00us`, `1.20ms`, `2.01s`.
@@ -345,6 +403,15 @@ fn wrk_duration(text: &str) -> Option<Duration> {
 
 /// Closed-loop load on `url` from `connections` keep-alive connections of wrk, in a process of
 /// its own (it shares the machine's CPUs with the server, as any client on it would).
+/// `wrk` on `url`, with the CPU the gateway process `pid` (and Redis, `redis`) spent meanwhile.
+async fn wrk_cpu(url: &str, token: Option<&str>, pid: u32, redis: Option<u32>) -> Wrk {
+    let (gateway, cache) = (cpu_time(pid), redis.map(cpu_time));
+    let mut run = wrk(url, token, LOAD_CONCURRENCY, LOAD_SECONDS).await;
+    run.gateway_cpu = cpu_time(pid).saturating_sub(gateway);
+    run.redis_cpu = redis.zip(cache).map(|(r, before)| cpu_time(r).saturating_sub(before));
+    run
+}
+
 async fn wrk(url: &str, token: Option<&str>, connections: usize, seconds: u64) -> Wrk {
     let mut cmd = std::process::Command::new("wrk");
     cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s"), "--latency"]);
@@ -364,6 +431,12 @@ async fn wrk(url: &str, token: Option<&str>, connections: usize, seconds: u64) -
         mean: field("Latency").and_then(wrk_duration).expect("mean latency"),
         p50: field("50%").and_then(wrk_duration).expect("p50"),
         p99: field("99%").and_then(wrk_duration).expect("p99"),
+        requests: text
+            .lines()
+            .find_map(|l| l.trim().split_once(" requests in ").and_then(|(n, _)| n.trim().parse().ok()))
+            .expect("requests"),
+        gateway_cpu: Duration::ZERO,
+        redis_cpu: None,
     }
 }
 
@@ -376,6 +449,15 @@ struct Rounds {
 impl Rounds {
     fn rps(&self) -> f64 {
         self.runs.iter().map(|r| r.rps).sum::<f64>() / self.runs.len().max(1) as f64
+    }
+
+    /// Gateway and Redis CPU per request over all rounds, in microseconds.
+    fn cpu_per_request(&self) -> (f64, Option<f64>) {
+        let requests = self.runs.iter().map(|r| r.requests).sum::<u64>().max(1) as f64;
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / requests;
+        let gateway = per(self.runs.iter().map(|r| r.gateway_cpu).sum());
+        let redis = self.runs.iter().map(|r| r.redis_cpu).sum::<Option<Duration>>().map(per);
+        (gateway, redis)
     }
 
     /// The middle round's latencies (rounds alternate, so each saw the same noise).
@@ -418,11 +500,13 @@ async fn gateway_overhead(report: &mut Report, label: &str, extra: &[(&str, Stri
     let (bare_url, bare) = bare_server(" ".repeat(body.len())).await;
     let (mut bare_load, mut usage, mut poll, mut poll_complete) =
         (Rounds::default(), Rounds::default(), Rounds::default(), Rounds::default());
+    let pid = serve.child.id();
+    let redis = if label == "real" { redis_pid() } else { None };
     for _ in 0..LOAD_ROUNDS {
         bare_load.runs.push(wrk(&bare_url, None, LOAD_CONCURRENCY, LOAD_SECONDS).await);
-        usage.runs.push(wrk(&usage_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
-        poll.runs.push(wrk(&running_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
-        poll_complete.runs.push(wrk(&complete_url, Some(&serve.token), LOAD_CONCURRENCY, LOAD_SECONDS).await);
+        usage.runs.push(wrk_cpu(&usage_url, Some(&serve.token), pid, redis).await);
+        poll.runs.push(wrk_cpu(&running_url, Some(&serve.token), pid, redis).await);
+        poll_complete.runs.push(wrk_cpu(&complete_url, Some(&serve.token), pid, redis).await);
     }
     sim.resume();
     bare.stop(false).await;
@@ -436,6 +520,13 @@ async fn gateway_overhead(report: &mut Report, label: &str, extra: &[(&str, Stri
                 &format!("gateway_{name}_{label}_share_of_bare"),
                 format!("{:.0}%", 100.0 * rounds.rps() / bare_rps.max(1.0)),
             );
+            // CPU per request, not requests/s: on two cores wrk competes for the same CPUs.
+            let (gateway, redis) = rounds.cpu_per_request();
+            let value = match redis {
+                Some(redis) => format!("{gateway:.1} µs gateway, {redis:.1} µs Redis"),
+                None => format!("{gateway:.1} µs gateway"),
+            };
+            report.add(&format!("gateway_{name}_{label}_cpu_per_request"), value);
         }
     };
     line("bare", &bare_load);
@@ -617,18 +708,23 @@ fn post_of_20(n: u64) -> String {
     format!("https://www.tiktok.com/@a/video/{}", 6_000_000_000_000_000_000u64 + n * 1_000 + 20)
 }
 
-/// Jobs per second with `processes` scraper processes when platform latency dominates.
-async fn throughput(real: &RealBackends, processes: usize) -> f64 {
+/// Jobs per second with `processes` scraper processes when platform latency dominates, with
+/// the per-host politeness pace at `requests_per_second` per process (0: lifted). Enough
+/// accounts (three running analyses each) keep every process' slots full.
+async fn throughput(real: &RealBackends, processes: usize, requests_per_second: f64) -> Fleet {
     let sim = SimConfig { latency_ms: PLATFORM_LATENCY_MS, ..SimConfig::default() };
-    let app = real.app(sim, Scraper::External).await;
+    let mut app = real.app(sim, Scraper::External).await;
+    app.config.platforms.tiktok.requests_per_second = requests_per_second;
     let scrapers: Vec<ScraperProcess> = (0..processes).map(|_| ScraperProcess::start(&app)).collect();
+    let accounts = THROUGHPUT_ACCOUNTS * processes.max(1) as u64;
     let mut clients = Vec::new();
-    for _ in 0..THROUGHPUT_ACCOUNTS {
+    for _ in 0..accounts {
         let (account, token) = app.integrator().await;
         // A job holds up to 5,000 comments until the post's count lowers the hold.
         app.grant(&account, 5_000 * JOBS_PER_ACCOUNT as i64).await;
         clients.push(app.client(Some(&token)));
     }
+    let cpu_before: Duration = scrapers.iter().map(|p| cpu_time(p.child.id())).sum();
     let mut submitters = tokio::task::JoinSet::new();
     for (a, client) in (0..).zip(clients) {
         submitters.spawn(async move {
@@ -641,8 +737,8 @@ async fn throughput(real: &RealBackends, processes: usize) -> f64 {
     while let Some(done) = submitters.join_next().await {
         done.expect("submitter");
     }
-    let jobs = (THROUGHPUT_ACCOUNTS * JOBS_PER_ACCOUNT) as i64;
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let jobs = (accounts * JOBS_PER_ACCOUNT) as i64;
+    let deadline = Instant::now() + Duration::from_secs(300);
     let progress = loop {
         let p = app.job_progress().await;
         if p.complete + p.failed == jobs {
@@ -653,17 +749,65 @@ async fn throughput(real: &RealBackends, processes: usize) -> f64 {
     };
     assert_eq!(progress.failed, 0, "no job fails");
     let span_ms = progress.last_finished_at.unwrap_or(0) - progress.first_created_at.unwrap_or(0);
+    let scraper_cpu = scrapers.iter().map(|p| cpu_time(p.child.id())).sum::<Duration>().saturating_sub(cpu_before);
+    // Every message a job caused: its command, its events, and what the events fanned out to.
+    let messages = count_rows(app.db(), "SELECT COUNT(*) AS n FROM outbox").await;
     drop(scrapers);
     app.stop().await;
-    jobs as f64 / (span_ms.max(1) as f64 / 1000.0)
+    Fleet {
+        jobs_per_second: jobs as f64 / (span_ms.max(1) as f64 / 1000.0),
+        scraper_cpu_per_job: scraper_cpu / u32::try_from(jobs).unwrap_or(u32::MAX),
+        messages_per_job: messages as f64 / jobs as f64,
+    }
 }
 
+/// What a fleet run measured.
+struct Fleet {
+    jobs_per_second: f64,
+    scraper_cpu_per_job: Duration,
+    messages_per_job: f64,
+}
+
+/// A `SELECT COUNT(*) AS n …` (or any one bigint named `n`) on the database.
+async fn count_rows(db: &cova_storage::Db, sql: &str) -> i64 {
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| diesel::sql_query(sql).get_result::<N>(c).await).expect("query").n
+}
+
+/// The scraper fleet: 1, 2, 4 and 8 processes on one queue with the politeness pace lifted
+/// (what the processes can do), then 1 and 4 at the default pace (what the platform allows).
 async fn throughput_and_scale(report: &mut Report, real: &RealBackends) {
-    let one = throughput(real, 1).await;
-    report.add("throughput_1_scraper", format!("{one:.1} jobs/s"));
-    let two = throughput(real, 2).await;
-    report.add("throughput_2_scrapers", format!("{two:.1} jobs/s"));
-    report.add("throughput_scaling_2_vs_1", format!("{:.2}", two / one));
+    let first = throughput(real, 1, 0.0).await;
+    let one = first.jobs_per_second;
+    report.add("throughput_1_scraper", format!("{one:.1} jobs/s (politeness pace lifted, 100 ms per request)"));
+    report.add(
+        "scraper_cpu_per_1000_comments",
+        format!(
+            "{:.1} CPU-ms ({:.2} CPU-ms per job of 20 comments, one scraper process)",
+            first.scraper_cpu_per_job.as_secs_f64() * 1000.0 * 1000.0 / 20.0,
+            first.scraper_cpu_per_job.as_secs_f64() * 1000.0
+        ),
+    );
+    report.add("messages_per_job", format!("{:.2} outbox messages (command and events)", first.messages_per_job));
+    for n in [2usize, 4, 8] {
+        let fleet = throughput(real, n, 0.0).await.jobs_per_second;
+        report.add(&format!("throughput_{n}_scrapers"), format!("{fleet:.1} jobs/s"));
+        report.add(&format!("throughput_scaling_{n}_vs_1"), format!("{:.2}", fleet / one));
+    }
+    let rate = cova_config::Config::default().platforms.tiktok.requests_per_second;
+    for n in [1usize, 4] {
+        let paced = throughput(real, n, rate).await.jobs_per_second;
+        report.add(
+            &format!("throughput_{n}_scrapers_default_pace"),
+            format!("{paced:.1} jobs/s (each process paces itself to {rate} requests/s per host)"),
+        );
+    }
 }
 
 /// Peak RSS of one scraper process collecting a 5,000-comment post, next to the JSON size
@@ -685,6 +829,17 @@ async fn scraper_memory(report: &mut Report, real: &RealBackends) {
     assert!(result["next_cursor"].is_null(), "one page holds the whole result");
     let json = serde_json::to_vec(&result["comments"]).expect("json").len();
     report.add("scraper_peak_rss_5000_comments", format!("{:.1} MiB ({:.1} MiB idle)", mib(peak), mib(idle)));
+    // What a kept comment costs PostgreSQL: its row with indexes and TOAST, kept 14 days.
+    let rows = count_rows(app.db(), "SELECT COUNT(*) AS n FROM job_comments").await;
+    let bytes = count_rows(app.db(), "SELECT pg_total_relation_size('job_comments') AS n").await;
+    report.add(
+        "postgres_bytes_per_comment",
+        format!(
+            "{:.0} bytes ({rows} rows, {:.2} MiB with indexes)",
+            bytes as f64 / rows.max(1) as f64,
+            mib(bytes as u64 / 1024)
+        ),
+    );
     report.add(
         "scraper_collected_json_5000_comments",
         format!("{:.2} MiB ({} comments)", json as f64 / (1024.0 * 1024.0), result["comments_total"]),
@@ -708,8 +863,10 @@ async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, du
             format!("WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {n}) SELECT n FROM s")
         }
     };
+    // A million rows take longer than a request may: no statement timeout while seeding.
+    let untimed = if db.is_postgres() { "SET statement_timeout = 0; " } else { "" };
     let sql = format!(
-        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+        "{untimed}INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
            SELECT 'acct-' || n, 'w' || n || '@example.com', 0, 0, 0, 0 FROM ({accounts_q}) a; \
          INSERT INTO balances (account_id, month, granted, reserved, spent) \
            SELECT 'acct-' || n, '{month}', 100000, 0, 0 FROM ({accounts_q}) a; \
@@ -717,7 +874,8 @@ async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, du
                                watch_enabled, watch_interval_min, watch_next_run_at) \
            SELECT 'an-' || n, 'acct-' || (n % {accounts} + 1), 'tiktok:' || (7000000000000000000 + n), \
                   'https://www.tiktok.com/@a/video/' || (7000000000000000000 + n), 'tiktok', 'metadata_only', 0, 0, \
-                  TRUE, 60, CASE WHEN n <= {accounts} THEN {due_at} ELSE {later} END FROM ({watches_q}) w;",
+                  TRUE, 60, CASE WHEN n <= {accounts} THEN {due_at} ELSE {later} END FROM ({watches_q}) w; \
+         ANALYZE;",
         accounts_q = numbers(accounts),
         watches_q = numbers(total),
     );
@@ -725,15 +883,17 @@ async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, du
     cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed watches");
 }
 
-/// One scheduler tick over 100,000 watches: with 1,000 due (each run started through the
+/// One scheduler tick over `1,000 × per_account` watches (100,000 on SQLite, 1,000,000 on
+/// PostgreSQL) and 100,000 followed creators: with 1,000 due (each run started through the
 /// outbox), then with none due (the scan alone). Only this scheduler runs on the database.
-async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase) {
+async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase, per_account: i64) {
     let mut config = cova_config::Config::default();
     config.database = database.config.clone();
     let backends = cova_runtime::Backends::connect(&config).await.expect("backends");
     backends.db.migrate().await.expect("migrate");
     let now = cova_domain::time::now_ms();
-    seed_watches(&backends.db, 1_000, 100, now - 1_000).await;
+    seed_watches(&backends.db, 1_000, per_account, now - 1_000).await;
+    let size = if per_account >= 1_000 { format!("{}m", per_account / 1_000) } else { format!("{}k", per_account) };
     seed_creators(&backends.db, 1_000, 100, now - 1_000).await;
     let db = backends.db.clone();
     let platforms = cova_platforms::Platforms::new(&config.platforms).expect("platforms");
@@ -751,8 +911,13 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     let idle_tick = scheduler.tick().await.expect("tick");
     let idle = started.elapsed();
     assert_eq!(idle_tick.started, 0);
-    report.add(&format!("scheduler_tick_100k_watches_1000_due_{label}"), ms(busy));
-    report.add(&format!("scheduler_tick_100k_watches_none_due_{label}"), ms(idle));
+    // SQLite has one writer: the scheduler starts runs there one at a time.
+    let concurrency = if db.is_postgres() { cova_config::SchedulerConfig::default().start_concurrency } else { 1 };
+    report.add(
+        &format!("scheduler_tick_{size}_watches_1000_due_{label}"),
+        format!("{} ({concurrency} starts at once)", ms(busy)),
+    );
+    report.add(&format!("scheduler_tick_{size}_watches_none_due_{label}"), ms(idle));
 
     // The creators' due scan: what the creator pass claims before listing (its platform
     // requests are the simulator's business, measured by the fleet benches).
@@ -774,6 +939,178 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     assert!(none.is_empty());
     report.add(&format!("creator_scan_100k_creators_1000_due_{label}"), ms(busy));
     report.add(&format!("creator_scan_100k_creators_none_due_{label}"), ms(idle));
+    let _ = database.drop_database().await;
+}
+
+/// Scrapes kept per day and comments per scrape for the purge bench: 14 days of them are
+/// 5,000,800 comment rows.
+const PURGE_JOBS_PER_DAY: i64 = 100;
+const PURGE_COMMENTS_PER_JOB: i64 = 3_572;
+
+/// The janitor's purge on PostgreSQL over 14 days of kept breakdowns (5,000,800 comments):
+/// one day's worth expiring, then two days' worth (time proportional to what expires), with a
+/// scrape appending pages of 50 comments beside it (its p99 against the same scrape alone), and
+/// the table's size before and after.
+async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
+    use cova_storage::repo::jobs::{StoredComment, append_comments};
+    use diesel_async::SimpleAsyncConnection;
+    const DAY: i64 = 86_400_000;
+    let database = TestDatabase::postgres(&real.database).await;
+    let db = database.db().await;
+    let now = cova_domain::time::now_ms();
+    let jobs = PURGE_JOBS_PER_DAY * 14;
+    let total = jobs * PURGE_COMMENTS_PER_JOB;
+    let sql = format!(
+        "SET statement_timeout = 0; \
+         INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+           VALUES ('acct-p', 'p@example.com', 0, 0, 0, 0); \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
+           SELECT 'job-' || g, 'acct-p', 'analyze', 'tiktok:' || (7000000000000000000 + g), \
+                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'complete', 0, 0 \
+           FROM generate_series(1, {jobs}) g; \
+         INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, last_scraped_at, \
+                               expires_at, last_job_id, comment_count) \
+           SELECT 'an-' || g, 'acct-p', 'tiktok:' || (7000000000000000000 + g), \
+                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'tiktok', 'ready', 0, 0, 0, \
+                  {now} - 1000 + ((g - 1) / {PURGE_JOBS_PER_DAY}) * {DAY}, 'job-' || g, {PURGE_COMMENTS_PER_JOB} \
+           FROM generate_series(1, {jobs}) g; \
+         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread) \
+           SELECT 'job-' || ((g - 1) / {PURGE_COMMENTS_PER_JOB} + 1), 'c' || g, NULL, g, \
+                  '{{\"id\":\"' || g || '\",\"text\":\"a comment of about the usual length, with a few words\",' \
+                  || '\"author\":{{\"handle\":\"someone\",\"name\":\"Some One\"}},\"likes\":3,\"reply_count\":0}}', \
+                  3, 0, 'a comment of about the usual length, with a few words someone some one', g \
+           FROM generate_series(1, {total}) g; \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at) \
+           SELECT 'live-' || g, 'acct-p', 'analyze', 'tiktok:' || g, 'https://www.tiktok.com/@a/video/' || g, \
+                  'in_progress', 0 FROM generate_series(1, 2) g; \
+         INSERT INTO job_leases (job_id, owner, expires_at) \
+           SELECT 'live-' || g, 'bench', {far} FROM generate_series(1, 2) g; \
+         ANALYZE;",
+        far = now + 100 * DAY,
+    );
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed 5,000,800 comments");
+    drop(conn);
+    let size = async || count_rows(&db, "SELECT pg_total_relation_size('job_comments') AS n").await as u64;
+    let before = size().await;
+
+    // A scrape storing pages of 50 comments until told to stop: each page's latency.
+    let scrape = |job: &'static str, stop: Arc<std::sync::atomic::AtomicBool>, pages: usize| {
+        let db = db.clone();
+        async move {
+            let mut latencies = Vec::new();
+            for page in 0.. {
+                if page >= pages && stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let batch: Vec<StoredComment> = (0..50)
+                    .map(|i| StoredComment {
+                        comment_id: format!("p{page}-{i}"),
+                        parent_id: None,
+                        body: r#"{"text":"a new comment"}"#.to_owned(),
+                        likes: 0,
+                        posted_at: 0,
+                        search: "a new comment".to_owned(),
+                    })
+                    .collect();
+                let started = Instant::now();
+                append_comments(&db, job, ("bench", 100 * DAY), &batch, None, now).await.expect("append");
+                latencies.push(started.elapsed());
+            }
+            latencies.sort();
+            latencies
+        }
+    };
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let alone = scrape("live-1", done, 200).await;
+
+    let purge = async |at: i64| {
+        let started = Instant::now();
+        let mut breakdowns = 0;
+        loop {
+            let n = cova_storage::repo::analyses::expire_due(&db, at, 500).await.expect("purge");
+            breakdowns += n;
+            if n < 500 {
+                break;
+            }
+        }
+        (started.elapsed(), breakdowns as i64)
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beside = tokio::spawn(scrape("live-2", stop.clone(), 20));
+    let (one_day, first) = purge(now).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let beside = beside.await.expect("scrape");
+    let (two_days, second) = purge(now + 2 * DAY).await;
+    assert_eq!((first, second), (PURGE_JOBS_PER_DAY, 2 * PURGE_JOBS_PER_DAY), "a day's worth, then two");
+    let after = size().await;
+    // What autovacuum does on its own, done now: the purged rows' space is then reused by the
+    // next day's scrapes, so the table stays at 14 days' worth instead of growing.
+    let refill = format!(
+        "SET statement_timeout = 0; \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
+           SELECT 'new-' || g, 'acct-p', 'analyze', 'tiktok:' || g, 'https://www.tiktok.com/@a/video/' || g, \
+                  'complete', 0, 0 FROM generate_series(1, {PURGE_JOBS_PER_DAY}) g; \
+         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread) \
+           SELECT 'new-' || ((g - 1) / {PURGE_COMMENTS_PER_JOB} + 1), 'c' || g, NULL, g, \
+                  '{{\"id\":\"' || g || '\",\"text\":\"a comment of about the usual length, with a few words\",' \
+                  || '\"author\":{{\"handle\":\"someone\",\"name\":\"Some One\"}},\"likes\":3,\"reply_count\":0}}', \
+                  3, 0, 'a comment of about the usual length, with a few words someone some one', g \
+           FROM generate_series(1, {day}) g;",
+        day = PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB,
+    );
+    let mut conn = db.conn().await.expect("conn");
+    // VACUUM runs alone: several statements in one go are one transaction, which it refuses.
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute("SET statement_timeout = 0").await).expect("untimed");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute("VACUUM job_comments").await).expect("vacuum");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&refill).await).expect("a new day's scrapes");
+    drop(conn);
+    let refilled = size().await;
+    let kept = count_rows(&db, "SELECT COUNT(*) AS n FROM job_comments WHERE job_id LIKE 'job-%'").await;
+    assert_eq!(kept, total - 3 * PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB, "exactly the expired rows went");
+
+    let rows = |days: i64| days * PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB;
+    let rate = |d: Duration, days: i64| rows(days) as f64 / d.as_secs_f64();
+    report.add(
+        "purge_5m_comments_one_day",
+        format!(
+            "{} for {} breakdowns, {} comments ({:.0} comments/s)",
+            ms(one_day),
+            PURGE_JOBS_PER_DAY,
+            rows(1),
+            rate(one_day, 1)
+        ),
+    );
+    report.add(
+        "purge_5m_comments_two_days",
+        format!(
+            "{} for {} comments ({:.2}× the one-day purge for 2× the rows)",
+            ms(two_days),
+            rows(2),
+            two_days.as_secs_f64() / one_day.as_secs_f64()
+        ),
+    );
+    report.add(
+        "purge_scrape_page_p99",
+        format!(
+            "{} beside the purge ({} pages of 50), {} alone (p50 {} / {})",
+            ms(percentile(&beside, 0.99)),
+            beside.len(),
+            ms(percentile(&alone, 0.99)),
+            ms(percentile(&beside, 0.5)),
+            ms(percentile(&alone, 0.5))
+        ),
+    );
+    report.add(
+        "purge_table_size",
+        format!(
+            "job_comments {:.0} MiB with 5,000,800 rows, {:.0} MiB after 3 days purged, {:.0} MiB after a vacuum and a new day's {} rows (the freed space reused)",
+            mib(before / 1024),
+            mib(after / 1024),
+            mib(refilled / 1024),
+            PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB
+        ),
+    );
     let _ = database.drop_database().await;
 }
 
@@ -1059,13 +1396,14 @@ async fn post_texts() -> Vec<String> {
 
 /// Webhook deliveries queued at once, sent by the notifier to HTTPS receivers that take
 /// `RECEIVER_LATENCY` per request (a new TLS connection per delivery, as cova pins each to
-/// its checked address): one receiver, bounded by the per-receiver limit, then eight.
+/// its checked address): one receiver, bounded by the per-receiver limit, then eight, then
+/// fifty (bounded by the notifier's own concurrency).
 async fn delivery_throughput(report: &mut Report) {
     use cova_storage::repo::channels::Channel;
     use cova_storage::repo::deliveries::{self, NewDelivery};
     const RECEIVER_LATENCY: Duration = Duration::from_millis(50);
-    const DELIVERIES: usize = 800;
-    for receivers in [1usize, 8] {
+    for receivers in [1usize, 8, 50] {
+        let deliveries: usize = if receivers >= 50 { 5_000 } else { 800 };
         let ca = cova_tests::receiver::TestCa::new();
         let hosts: Vec<String> = (0..receivers).map(|n| format!("hook{n}.bench")).collect();
         let mut listening = Vec::new();
@@ -1094,7 +1432,7 @@ async fn delivery_throughput(report: &mut Report) {
         let now = cova_domain::time::now_ms();
         let body = r#"{"type":"keyword.alert","id":"bench"}"#;
         let started = Instant::now();
-        for n in 0..DELIVERIES {
+        for n in 0..deliveries {
             let event_id = format!("bench-{n}");
             let delivery = NewDelivery {
                 account_id: &accounts[n % receivers],
@@ -1105,7 +1443,7 @@ async fn delivery_throughput(report: &mut Report) {
             };
             deliveries::enqueue(&app.backends.db, delivery, now).await.expect("enqueue");
         }
-        while listening.iter().map(|r| r.count()).sum::<usize>() < DELIVERIES {
+        while listening.iter().map(|r| r.count()).sum::<usize>() < deliveries {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let took = started.elapsed();
@@ -1113,8 +1451,8 @@ async fn delivery_throughput(report: &mut Report) {
         report.add(
             &format!("delivery_throughput_{receivers}_receivers_50ms"),
             format!(
-                "{:.0} deliveries/s ({DELIVERIES} deliveries; bound {bound:.0}/s at {per_receiver} per receiver, {concurrency} per notifier)",
-                DELIVERIES as f64 / took.as_secs_f64()
+                "{:.0} deliveries/s ({deliveries} deliveries; bound {bound:.0}/s at {per_receiver} per receiver, {concurrency} per notifier)",
+                deliveries as f64 / took.as_secs_f64()
             ),
         );
         app.stop().await;
@@ -1136,10 +1474,22 @@ fn main() {
                 "media" => media_serving(&mut report).await,
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
-                "scheduler" => {
-                    scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
+                "delivery" => delivery_throughput(&mut report).await,
+                "fleet" => {
                     if real.reachable() {
-                        scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await).await;
+                        throughput_and_scale(&mut report, &real).await;
+                        scraper_memory(&mut report, &real).await;
+                    }
+                }
+                "purge" => {
+                    if real.reachable() {
+                        purge_at_scale(&mut report, &real).await;
+                    }
+                }
+                "scheduler" => {
+                    scheduler_scan(&mut report, "embedded", TestDatabase::sqlite(), 100).await;
+                    if real.reachable() {
+                        scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await, 1_000).await;
                     }
                 }
                 "gateway" => {
@@ -1149,7 +1499,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export` and `scheduler`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet` and `delivery`"
                 ),
             }
         });
@@ -1161,7 +1511,7 @@ fn main() {
         let app = embedded_app().await;
         job_overhead(&mut report, "embedded", &app).await;
         app.stop().await;
-        scheduler_scan(&mut report, "embedded", TestDatabase::sqlite()).await;
+        scheduler_scan(&mut report, "embedded", TestDatabase::sqlite(), 100).await;
         export_speed(&mut report).await;
         media_serving(&mut report).await;
         let texts = post_texts().await;
@@ -1174,7 +1524,8 @@ fn main() {
             let app = real.app(SimConfig::default(), Scraper::InProcess).await;
             job_overhead(&mut report, "real", &app).await;
             app.stop().await;
-            scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await).await;
+            scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await, 1_000).await;
+            purge_at_scale(&mut report, &real).await;
             throughput_and_scale(&mut report, &real).await;
             scraper_memory(&mut report, &real).await;
         } else {
@@ -1264,7 +1615,7 @@ fn write_results(report: &Report) {
     let _ = writeln!(out, "- metrics: the Prometheus recorder installed, as in a deployed process");
     let _ = writeln!(
         out,
-        "- load: wrk in its own process, {LOAD_CONCURRENCY} keep-alive connections, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating the bare handler (in the bench process) and the gateway (a release `cova serve` process, access logs on); {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts, release `cova scraper` processes)\n",
+        "- load: wrk in its own process, {LOAD_CONCURRENCY} keep-alive connections, {LOAD_ROUNDS} rounds of {LOAD_SECONDS} s alternating the bare handler (in the bench process) and the gateway (a release `cova serve` process, access logs on); {JOBS} sequential jobs for job overhead; platform latency {PLATFORM_LATENCY_MS} ms for collection and throughput ({} jobs of 20 comments from {THROUGHPUT_ACCOUNTS} accounts per release `cova scraper` process, three running per account); CPU per request and per job from `/proc/<pid>/stat` of the gateway, Redis and scraper processes\n",
         THROUGHPUT_ACCOUNTS * JOBS_PER_ACCOUNT
     );
     let _ = writeln!(out, "| name | value |\n|---|---|");

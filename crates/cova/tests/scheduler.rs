@@ -1,13 +1,15 @@
 //! Two `cova scheduler` processes on one PostgreSQL database never start the same watch run
-//! twice: 1,000 due watches give exactly 1,000 runs. Needs PostgreSQL and RabbitMQ (split
-//! roles need a shared queue), so it runs with `make test-real`.
+//! twice: 1,000 due watches among a million give exactly 1,000 runs. Needs PostgreSQL and
+//! RabbitMQ (split roles need a shared queue), so it runs with `make test-real`.
 
 use cova_testdb::TestDatabase;
 use cova_tests::real_backend;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use std::time::{Duration, Instant};
 
-const WATCHES: i64 = 1_000;
+/// Accounts, each with one due watch among `WATCHES_PER_ACCOUNT`.
+const ACCOUNTS: i64 = 1_000;
+const WATCHES_PER_ACCOUNT: i64 = 1_000;
 
 async fn count(url: &str, sql: &str) -> i64 {
     #[derive(diesel::QueryableByName)]
@@ -27,21 +29,26 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     let db = TestDatabase::postgres(&admin).await;
     db.db().await;
     let url = db.config.url.clone();
-    let month = cova_domain::time::month_of(cova_domain::time::now_ms());
+    let now = cova_domain::time::now_ms();
+    let month = cova_domain::time::month_of(now);
+    let tomorrow = now + 86_400_000;
+    let total = ACCOUNTS * WATCHES_PER_ACCOUNT;
     let mut conn = AsyncPgConnection::establish(&url).await.expect("connect");
     conn.batch_execute(&format!(
         "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
-           SELECT 'acct-' || g, 'w' || g || '@example.com', 0, 0, 0, 0 FROM generate_series(1, {WATCHES}) g; \
+           SELECT 'acct-' || g, 'w' || g || '@example.com', 0, 0, 0, 0 FROM generate_series(1, {ACCOUNTS}) g; \
          INSERT INTO balances (account_id, month, granted, reserved, spent) \
-           SELECT 'acct-' || g, '{month}', 1000, 0, 0 FROM generate_series(1, {WATCHES}) g; \
+           SELECT 'acct-' || g, '{month}', 1000, 0, 0 FROM generate_series(1, {ACCOUNTS}) g; \
          INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, \
                                watch_enabled, watch_interval_min, watch_next_run_at) \
-           SELECT 'an-' || g, 'acct-' || g, 'tiktok:' || (7000000000000000000 + g), \
+           SELECT 'an-' || g, 'acct-' || (g % {ACCOUNTS} + 1), 'tiktok:' || (7000000000000000000 + g), \
                   'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'tiktok', 'metadata_only', \
-                  0, 0, TRUE, 60, 0 FROM generate_series(1, {WATCHES}) g;"
+                  0, 0, TRUE, 60, CASE WHEN g <= {ACCOUNTS} THEN 0 ELSE {tomorrow} END \
+           FROM generate_series(1, {total}) g; \
+         ANALYZE analyses;"
     ))
     .await
-    .expect("seed 1,000 due watches");
+    .expect("seed a million watches, 1,000 of them due");
     let prefix = format!("s{}", std::process::id());
     let env = crate::common::Cova {
         vars: [
@@ -58,13 +65,21 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     };
     let (mut first, first_log) = env.start_collecting("scheduler", "scheduler running");
     let (mut second, second_log) = env.start_collecting("scheduler", "scheduler running");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while count(&url, "SELECT COUNT(*) AS n FROM analyses WHERE watch_last_run_at IS NOT NULL").await < WATCHES {
-        assert!(Instant::now() < deadline, "the schedulers did not start every run in time");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // Let both keep ticking a while: nothing is due any more, nothing else may start.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let url_ref = url.as_str();
+    let started = |n: i64| async move {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while count(url_ref, "SELECT COUNT(*) AS n FROM analyses WHERE watch_last_run_at IS NOT NULL").await < n {
+            assert!(Instant::now() < deadline, "the schedulers did not start {n} runs in time");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    started(ACCOUNTS).await;
+    // Both keep ticking over the million: one more watch made due is started, which proves
+    // the ticks after the first thousand ran, and nothing else may have started.
+    conn.batch_execute(&format!("UPDATE analyses SET watch_next_run_at = 0 WHERE id = 'an-{total}'"))
+        .await
+        .expect("one more due");
+    started(ACCOUNTS + 1).await;
     for child in [&mut first, &mut second] {
         let _ = child.kill();
         let _ = child.wait();
@@ -80,15 +95,16 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
         }
         (started, joined)
     };
+    let runs = ACCOUNTS + 1;
     let ((a, a_joined), (b, b_joined)) = (tally(&first_log), tally(&second_log));
-    assert_eq!((a + b, a_joined + b_joined), (WATCHES, 0), "no watch started twice ({a} + {b})");
-    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM jobs").await, WATCHES, "exactly one run per watch");
-    assert_eq!(count(&url, "SELECT COUNT(DISTINCT account_id || ref) AS n FROM jobs").await, WATCHES);
-    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM outbox WHERE destination = 'command'").await, WATCHES);
+    assert_eq!((a + b, a_joined + b_joined), (runs, 0), "no watch started twice ({a} + {b})");
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM jobs").await, runs, "exactly one run per due watch");
+    assert_eq!(count(&url, "SELECT COUNT(DISTINCT account_id || ref) AS n FROM jobs").await, runs);
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM outbox WHERE destination = 'command'").await, runs);
     assert_eq!(
-        count(&url, "SELECT COUNT(*) AS n FROM analyses WHERE watch_next_run_at > 3000000").await,
-        WATCHES,
-        "every watch was rescheduled an interval on"
+        count(&url, &format!("SELECT COUNT(*) AS n FROM analyses WHERE watch_next_run_at < {now}")).await,
+        0,
+        "every run was rescheduled an interval on"
     );
     let q = cova_queue::Queue::connect_with(
         &cova_config::QueueConfig { url: queue_url, prefix, prefetch: 1 },

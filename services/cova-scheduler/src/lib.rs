@@ -24,6 +24,7 @@ use cova_storage::StorageError;
 use cova_storage::repo::creators;
 use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
 use cova_storage::repo::watches::{self, DueWatch};
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -79,6 +80,14 @@ impl Pass for Creators {
         }
         Ok(())
     }
+}
+
+/// What became of one due watch.
+enum RunOutcome {
+    Started,
+    /// Its post was already being collected: the run joined that job.
+    Joined,
+    Skipped,
 }
 
 /// What one tick did.
@@ -145,11 +154,24 @@ impl Scheduler {
         let now = self.backends.clock.now_ms();
         let mut tick = Tick::default();
         watches::end_followed(db, now).await?;
+        // SQLite has one writer: starts there go one after the other.
+        let concurrency = if db.is_postgres() { self.config.start_concurrency.max(1) } else { 1 };
         loop {
             let due = watches::claim_due(db, now, batch).await?;
-            for watch in &due {
-                self.start(watch, now, &mut tick).await;
+            // Each start is a short transaction of its own; running several at once keeps the
+            // database busy instead of waiting on one round trip after another.
+            // Collected first: a stream over a borrowing closure is not `Send` to the compiler.
+            let starts: Vec<_> = due.iter().map(|watch| self.start(watch, now)).collect();
+            let mut starts = futures::stream::iter(starts).buffer_unordered(concurrency);
+            while let Some(started) = starts.next().await {
+                match started {
+                    Some(RunOutcome::Started) => tick.started += 1,
+                    Some(RunOutcome::Joined) => tick.joined += 1,
+                    Some(RunOutcome::Skipped) => tick.skipped += 1,
+                    None => {}
+                }
             }
+            drop(starts);
             if (due.len() as i64) < batch {
                 break;
             }
@@ -199,8 +221,9 @@ impl Scheduler {
         Ok(tick)
     }
 
-    /// Starts one watch's run and schedules the next.
-    async fn start(&self, watch: &DueWatch, now: i64, tick: &mut Tick) {
+    /// Starts one watch's run and schedules the next. `None` when nothing could be recorded
+    /// (the claim expires and a later tick tries again).
+    async fn start(&self, watch: &DueWatch, now: i64) -> Option<RunOutcome> {
         let db = &self.backends.db;
         let interval = i64::from(watch.interval_min);
         let next = library::next_run_at(now, interval, rand::random::<f64>());
@@ -221,48 +244,48 @@ impl Scheduler {
             now,
         )
         .await;
-        let (next_run, ran, error) = match outcome {
+        let (outcome, next_run, ran, error) = match outcome {
             Ok(CreateOutcome::Created { job, .. }) => {
                 tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, "watch run started");
-                tick.started += 1;
-                (next, Some(now), None)
+                (RunOutcome::Started, next, Some(now), None)
             }
             Ok(CreateOutcome::Deduplicated(..) | CreateOutcome::Repeated(_)) => {
-                tick.joined += 1;
-                (next, Some(now), None)
+                (RunOutcome::Joined, next, Some(now), None)
             }
-            Ok(CreateOutcome::PaymentRequired) => {
-                tick.skipped += 1;
-                (
-                    next,
-                    None,
-                    Some(
-                        "Watching needs a comment pack this month; this run was skipped and the next one tries again."
-                            .to_owned(),
-                    ),
-                )
-            }
-            Ok(CreateOutcome::QuotaExceeded) => {
-                tick.skipped += 1;
-                (next, None, Some("The comment balance is empty; this run was skipped.".to_owned()))
-            }
+            Ok(CreateOutcome::PaymentRequired) => (
+                RunOutcome::Skipped,
+                next,
+                None,
+                Some(
+                    "Watching needs a comment pack this month; this run was skipped and the next one tries again."
+                        .to_owned(),
+                ),
+            ),
+            Ok(CreateOutcome::QuotaExceeded) => (
+                RunOutcome::Skipped,
+                next,
+                None,
+                Some("The comment balance is empty; this run was skipped.".to_owned()),
+            ),
             Ok(CreateOutcome::ConcurrencyLimit) => {
-                tick.skipped += 1;
                 let reason = format!(
                     "{MAX_RUNNING_ANALYSES} analyses were running; this run is retried in {}.",
                     in_words(WATCH_BUSY_RETRY)
                 );
-                (now + ms(WATCH_BUSY_RETRY), None, Some(reason))
+                (RunOutcome::Skipped, now + ms(WATCH_BUSY_RETRY), None, Some(reason))
             }
-            Ok(CreateOutcome::IdempotencyConflict) => (next, None, Some("The run could not be started.".to_owned())),
+            Ok(CreateOutcome::IdempotencyConflict) => {
+                (RunOutcome::Skipped, next, None, Some("The run could not be started.".to_owned()))
+            }
             Err(e) => {
                 // The claim expires and another tick tries again.
                 tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "starting a watch run failed");
-                return;
+                return None;
             }
         };
         if let Err(e) = watches::reschedule(db, watch, next_run, ran, error.as_deref()).await {
             tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "rescheduling a watch failed; its claim expires");
         }
+        Some(outcome)
     }
 }

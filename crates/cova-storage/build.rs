@@ -1,0 +1,4 @@
+//! The migrations are embedded in the library: a new or changed migration rebuilds it.
+fn main() {
+    println!("cargo:rerun-if-changed=migrations");
+}

@@ -1,0 +1,1 @@
+DROP INDEX analyses_purge_idx;
