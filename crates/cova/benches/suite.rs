@@ -911,8 +911,7 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     let idle_tick = scheduler.tick().await.expect("tick");
     let idle = started.elapsed();
     assert_eq!(idle_tick.started, 0);
-    // SQLite has one writer: the scheduler starts runs there one at a time.
-    let concurrency = if db.is_postgres() { cova_config::SchedulerConfig::default().start_concurrency } else { 1 };
+    let concurrency = cova_scheduler::starts_at_once(&cova_config::SchedulerConfig::default(), &db);
     report.add(
         &format!("scheduler_tick_{size}_watches_1000_due_{label}"),
         format!("{} ({concurrency} starts at once)", ms(busy)),

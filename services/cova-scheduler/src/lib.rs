@@ -82,6 +82,12 @@ impl Pass for Creators {
     }
 }
 
+/// Due watches one tick starts at once: `scheduler.start_concurrency` on PostgreSQL; one at a
+/// time on SQLite, which has one writer.
+pub fn starts_at_once(config: &SchedulerConfig, db: &cova_storage::Db) -> usize {
+    if db.is_postgres() { config.start_concurrency.max(1) } else { 1 }
+}
+
 /// What became of one due watch.
 enum RunOutcome {
     Started,
@@ -154,8 +160,7 @@ impl Scheduler {
         let now = self.backends.clock.now_ms();
         let mut tick = Tick::default();
         watches::end_followed(db, now).await?;
-        // SQLite has one writer: starts there go one after the other.
-        let concurrency = if db.is_postgres() { self.config.start_concurrency.max(1) } else { 1 };
+        let concurrency = starts_at_once(&self.config, db);
         loop {
             let due = watches::claim_due(db, now, batch).await?;
             // Each start is a short transaction of its own; running several at once keeps the
@@ -171,7 +176,6 @@ impl Scheduler {
                     None => {}
                 }
             }
-            drop(starts);
             if (due.len() as i64) < batch {
                 break;
             }
