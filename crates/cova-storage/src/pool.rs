@@ -130,15 +130,39 @@ macro_rules! with_read_conn {
 #[macro_export]
 macro_rules! in_transaction {
     ($conn:expr, |$c:ident| $body:expr) => {
+        $crate::in_transaction!($conn, pg: |$c| $body, sqlite: |$c| $body)
+    };
+    // A body for each database, where they must differ (see [`insert_rows!`]).
+    ($conn:expr, pg: |$c:ident| $pg:expr, sqlite: |$s:ident| $sqlite:expr) => {
         match $conn {
             $crate::DbConn::Pg(obj) => {
                 let conn: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
-                ::diesel_async::AsyncConnection::transaction(conn, async |$c| -> $crate::Result<_> { $body }).await
+                ::diesel_async::AsyncConnection::transaction(conn, async |$c| -> $crate::Result<_> { $pg }).await
             }
             $crate::DbConn::Sqlite(obj) => {
                 let conn: &mut $crate::pool::SqliteConn = &mut *obj;
-                conn.immediate_transaction(async |$c| -> $crate::Result<_> { $body }).await
+                conn.immediate_transaction(async |$s| -> $crate::Result<_> { $sqlite }).await
             }
+        }
+    };
+}
+
+/// Inside a PostgreSQL transaction: inserts a `Vec` of rows into `$table` in one statement.
+/// diesel-async's SQLite connection has no multi-row insert: there, [`insert_rows_each!`].
+#[macro_export]
+macro_rules! insert_rows {
+    ($c:ident, $table:expr, $rows:expr) => {
+        ::diesel::insert_into($table).values($rows).execute($c).await?
+    };
+}
+
+/// Inside a SQLite transaction: inserts a `Vec` of rows into `$table` one statement each
+/// (cheap there: no round trips).
+#[macro_export]
+macro_rules! insert_rows_each {
+    ($c:ident, $table:expr, $rows:expr) => {
+        for row in $rows {
+            ::diesel::insert_into($table).values(row).execute($c).await?;
         }
     };
 }

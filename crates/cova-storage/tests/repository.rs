@@ -605,3 +605,193 @@ async fn the_purge_keeps_exactly_the_rows_it_must() {
     }
     t.drop_database().await.expect("drop");
 }
+
+/// Seeds accounts (`(id, granted, spent)`, no balance row when granted is negative), due
+/// watches (`(account, n)`: entry `w{account}-{n}` of post `tiktok:{n}`) and running jobs
+/// (`(account, n)` on post `tiktok:{n}`), all through SQL, at [`NOW`].
+async fn seed_runs(
+    db: &cova_storage::Db,
+    accounts: &[(&str, i64, i64)],
+    watches: &[(&str, i64)],
+    running: &[(&str, i64)],
+) {
+    use diesel_async::SimpleAsyncConnection;
+    let month = cova_domain::time::month_of(NOW);
+    let mut sql = String::new();
+    for (id, granted, spent) in accounts {
+        sql.push_str(&format!(
+            "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
+             VALUES ('{id}', '{id}@example.com', 0, 0, 0, 0);"
+        ));
+        if *granted >= 0 {
+            sql.push_str(&format!(
+                "INSERT INTO balances (account_id, month, granted, reserved, spent) VALUES ('{id}', '{month}', {granted}, 0, {spent});"
+            ));
+        }
+    }
+    for (account, n) in watches {
+        sql.push_str(&format!(
+            "INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, \
+                                   watch_enabled, watch_interval_min, watch_next_run_at) \
+             VALUES ('w{account}-{n}', '{account}', 'tiktok:{n}', 'https://www.tiktok.com/@a/video/{n}', 'tiktok', \
+                     'ready', 0, 0, TRUE, 60, {due});",
+            due = NOW - 1_000,
+        ));
+    }
+    for (account, n) in running {
+        sql.push_str(&format!(
+            "INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at) \
+             VALUES ('run-{account}-{n}', '{account}', 'analyze', 'tiktok:{n}', 'https://www.tiktok.com/@a/video/{n}', \
+                     'in_progress', 0);"
+        ));
+    }
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed");
+}
+
+/// The scheduler's reschedule rule in these tests: an hour on, a minute on when busy.
+fn next_run(
+    _: &cova_storage::repo::watches::DueWatch,
+    outcome: &cova_storage::repo::watches::RunStart,
+) -> cova_storage::repo::watches::NextRun {
+    use cova_storage::repo::watches::{NextRun, RunStart};
+    match outcome {
+        RunStart::Started { .. } | RunStart::Joined => NextRun { at: NOW + 3_600_000, ran_at: Some(NOW), error: None },
+        RunStart::ConcurrencyLimit => NextRun { at: NOW + 60_000, ran_at: None, error: Some("busy".into()) },
+        other => NextRun { at: NOW + 3_600_000, ran_at: None, error: Some(format!("{other:?}")) },
+    }
+}
+
+/// A watch's schedule as read back: id, next run, last error, claim, last run.
+type Schedule = (String, Option<i64>, Option<String>, i64, Option<i64>);
+
+/// One group of due watches starts each run by the rules of a single refresh: a third
+/// analysis starts and a fourth waits, a post being collected is joined, no pack and an empty
+/// balance skip; the jobs, holds and outbox commands are written together, and each watch is
+/// rescheduled unless its settings changed after it was claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_of_watch_runs_follows_the_rules_of_one_refresh() {
+    use cova_storage::repo::watches::{self, RunStart};
+    use cova_storage::schema::{analyses, balances, jobs, outbox, reservations};
+    use diesel::{ExpressionMethods, QueryDsl};
+    use diesel_async::RunQueryDsl;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    seed_runs(
+        &db,
+        &[("busy", 1_000, 0), ("joins", 1_000, 0), ("nopack", -1, 0), ("empty", 100, 100), ("two", 1_000, 0)],
+        &[("busy", 1), ("busy", 2), ("joins", 3), ("nopack", 4), ("empty", 5), ("two", 6), ("two", 7)],
+        &[("busy", 10), ("busy", 11), ("joins", 3)],
+    )
+    .await;
+    let mut due = watches::claim_due(&db, NOW, 100).await.expect("claim");
+    due.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(due.len(), 7);
+    assert!(watches::claim_due(&db, NOW, 100).await.expect("claim again").is_empty(), "claimed once");
+    // The owner changes one watch after the claim: the claim ends and the change wins.
+    let changed = due.iter().find(|w| w.id == "wtwo-7").expect("wtwo-7").id.clone();
+    let mut conn = db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| {
+        diesel::update(analyses::table.filter(analyses::id.eq(&changed)))
+            .set((analyses::watch_claimed_until.eq(0), analyses::watch_next_run_at.eq(NOW + 42)))
+            .execute(c)
+            .await
+    })
+    .expect("change");
+    drop(conn);
+
+    let outcomes = watches::start_runs(&db, &due, "{}", NOW, next_run).await.expect("start");
+    let by_id: Vec<(&str, &RunStart)> = due.iter().map(|w| w.id.as_str()).zip(outcomes.iter()).collect();
+    let kind = |id: &str| by_id.iter().find(|(w, _)| *w == id).map(|(_, o)| format!("{o:?}")).unwrap_or_default();
+    assert!(kind("wbusy-1").starts_with("Started"), "{by_id:?}");
+    assert_eq!(kind("wbusy-2"), "ConcurrencyLimit");
+    assert_eq!(kind("wjoins-3"), "Joined");
+    assert_eq!(kind("wnopack-4"), "PaymentRequired");
+    assert_eq!(kind("wempty-5"), "QuotaExceeded");
+    assert!(kind("wtwo-6").starts_with("Started") && kind("wtwo-7").starts_with("Started"), "{by_id:?}");
+
+    let mut conn = db.conn().await.expect("conn");
+    let (queued, commands, holds, reserved, schedule) = cova_storage::with_conn!(&mut conn, |c| async {
+        let queued: Vec<(String, String)> = jobs::table
+            .filter(jobs::status.eq("queued"))
+            .order((jobs::account_id, jobs::ref_))
+            .select((jobs::account_id, jobs::ref_))
+            .load(c)
+            .await?;
+        let commands: i64 = outbox::table.count().get_result(c).await?;
+        let holds: i64 = reservations::table.filter(reservations::state.eq("held")).count().get_result(c).await?;
+        let reserved: Vec<(String, i64)> = balances::table
+            .order(balances::account_id)
+            .select((balances::account_id, balances::reserved))
+            .load(c)
+            .await?;
+        let schedule: Vec<Schedule> = analyses::table
+            .order(analyses::id)
+            .select((
+                analyses::id,
+                analyses::watch_next_run_at,
+                analyses::watch_last_error,
+                analyses::watch_claimed_until,
+                analyses::watch_last_run_at,
+            ))
+            .load(c)
+            .await?;
+        Ok::<_, diesel::result::Error>((queued, commands, holds, reserved, schedule))
+    }
+    .await)
+    .expect("read");
+    drop(conn);
+    let q = |a: &str, r: &str| (a.to_owned(), r.to_owned());
+    assert_eq!(queued, vec![q("busy", "tiktok:1"), q("two", "tiktok:6"), q("two", "tiktok:7")]);
+    assert_eq!((commands, holds), (3, 3), "a command and a hold per started run");
+    let opening = cova_domain::limits::hold::OPENING;
+    let want = |a: &str, n: i64| (a.to_owned(), n);
+    assert_eq!(reserved, vec![want("busy", opening), want("empty", 0), want("joins", 0), want("two", 2 * opening)]);
+    for (id, next, error, claimed, last_run) in &schedule {
+        assert_eq!(*claimed, 0, "{id}: the claim is released");
+        match id.as_str() {
+            "wtwo-7" => assert_eq!((*next, last_run.is_none()), (Some(NOW + 42), true), "the change won"),
+            "wbusy-2" => assert_eq!((*next, error.as_deref()), (Some(NOW + 60_000), Some("busy"))),
+            "wbusy-1" | "wjoins-3" | "wtwo-6" => {
+                assert_eq!((*next, error.as_deref(), *last_run), (Some(NOW + 3_600_000), None, Some(NOW)), "{id}")
+            }
+            _ => assert!(error.is_some() && last_run.is_none(), "{id}: skipped with its reason"),
+        }
+    }
+    t.drop_database().await.expect("drop");
+}
+
+/// Groups that share accounts start at once without a deadlock, and each account still runs
+/// at most three analyses: its lock serialises the groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn groups_started_at_once_never_pass_three_runs_per_account() {
+    use cova_storage::repo::watches::{self, RunStart};
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let accounts = ["a", "b", "c", "d"];
+    let seeded: Vec<(&str, i64, i64)> = accounts.iter().map(|a| (*a, 1_000, 0)).collect();
+    let due_watches: Vec<(&str, i64)> = accounts.iter().flat_map(|a| (0..10).map(move |n| (*a, n))).collect();
+    seed_runs(&db, &seeded, &due_watches, &[]).await;
+    let due = watches::claim_due(&db, NOW, 100).await.expect("claim");
+    assert_eq!(due.len(), 40);
+    // Eight groups, each with watches of every account, in opposite orders.
+    let mut groups: Vec<Vec<_>> = vec![Vec::new(); 8];
+    for (i, w) in due.into_iter().enumerate() {
+        groups[i % 8].push(w);
+    }
+    for (i, g) in groups.iter_mut().enumerate() {
+        if i % 2 == 1 {
+            g.reverse();
+        }
+    }
+    let starts = groups.iter().map(|g| watches::start_runs(&db, g, "{}", NOW, next_run));
+    let outcomes: Vec<RunStart> =
+        futures::future::try_join_all(starts).await.expect("start").into_iter().flatten().collect();
+    let started = outcomes.iter().filter(|o| matches!(o, RunStart::Started { .. })).count();
+    let busy = outcomes.iter().filter(|o| **o == RunStart::ConcurrencyLimit).count();
+    assert_eq!((started, busy), (12, 28), "three per account, the rest wait");
+    for a in accounts {
+        assert_eq!(cova_storage::repo::jobs::count_running(&db, a).await.expect("count"), 3, "{a}");
+    }
+    t.drop_database().await.expect("drop");
+}

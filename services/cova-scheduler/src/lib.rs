@@ -22,8 +22,7 @@ use cova_runtime::periodic::Pass;
 use cova_runtime::{Backends, Periodic};
 use cova_storage::StorageError;
 use cova_storage::repo::creators;
-use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
-use cova_storage::repo::watches::{self, DueWatch};
+use cova_storage::repo::watches::{self, DueWatch, NextRun, RunStart};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,18 +81,15 @@ impl Pass for Creators {
     }
 }
 
-/// Due watches one tick starts at once: `scheduler.start_concurrency` on PostgreSQL; one at a
-/// time on SQLite, which has one writer.
+/// Due watches started in one transaction: one statement each for its reschedule and one
+/// per account for its hold, the rest set-based; a group stays short enough that the accounts
+/// it locks wait for it only a few milliseconds.
+pub const RUNS_PER_TRANSACTION: usize = 50;
+
+/// Groups of due watches ([`RUNS_PER_TRANSACTION`]) one tick starts at once:
+/// `scheduler.start_concurrency` on PostgreSQL; one at a time on SQLite, which has one writer.
 pub fn starts_at_once(config: &SchedulerConfig, db: &cova_storage::Db) -> usize {
     if db.is_postgres() { config.start_concurrency.max(1) } else { 1 }
-}
-
-/// What became of one due watch.
-enum RunOutcome {
-    Started,
-    /// Its post was already being collected: the run joined that job.
-    Joined,
-    Skipped,
 }
 
 /// What one tick did.
@@ -162,18 +158,19 @@ impl Scheduler {
         watches::end_followed(db, now).await?;
         let concurrency = starts_at_once(&self.config, db);
         loop {
-            let due = watches::claim_due(db, now, batch).await?;
-            // Each start is a short transaction of its own; running several at once keeps the
-            // database busy instead of waiting on one round trip after another.
+            let mut due = watches::claim_due(db, now, batch).await?;
+            // One account's watches together, so its lock is taken by as few groups as may be.
+            due.sort_by(|a, b| a.account_id.cmp(&b.account_id));
             // Collected first: a stream over a borrowing closure is not `Send` to the compiler.
-            let starts: Vec<_> = due.iter().map(|watch| self.start(watch, now)).collect();
-            let mut starts = futures::stream::iter(starts).buffer_unordered(concurrency);
-            while let Some(started) = starts.next().await {
-                match started {
-                    Some(RunOutcome::Started) => tick.started += 1,
-                    Some(RunOutcome::Joined) => tick.joined += 1,
-                    Some(RunOutcome::Skipped) => tick.skipped += 1,
-                    None => {}
+            let groups: Vec<_> = due.chunks(RUNS_PER_TRANSACTION).map(|group| self.start(group, now)).collect();
+            let mut groups = futures::stream::iter(groups).buffer_unordered(concurrency);
+            while let Some(outcomes) = groups.next().await {
+                for outcome in outcomes {
+                    match outcome {
+                        RunStart::Started { .. } => tick.started += 1,
+                        RunStart::Joined => tick.joined += 1,
+                        _ => tick.skipped += 1,
+                    }
                 }
             }
             if (due.len() as i64) < batch {
@@ -225,71 +222,42 @@ impl Scheduler {
         Ok(tick)
     }
 
-    /// Starts one watch's run and schedules the next. `None` when nothing could be recorded
-    /// (the claim expires and a later tick tries again).
-    async fn start(&self, watch: &DueWatch, now: i64) -> Option<RunOutcome> {
-        let db = &self.backends.db;
-        let interval = i64::from(watch.interval_min);
-        let next = library::next_run_at(now, interval, rand::random::<f64>());
-        let outcome = jobs::create_analyze(
-            db,
-            NewAnalyze {
-                account_id: &watch.account_id,
-                token_id: None,
-                session_id: None,
-                r#ref: &watch.r#ref,
-                url: &watch.url,
-                idempotency_key: None,
-                known_comments: None,
-                refresh: true,
-                batch_id: None,
-            },
-            "{}",
-            now,
-        )
-        .await;
-        let (outcome, next_run, ran, error) = match outcome {
-            Ok(CreateOutcome::Created { job, .. }) => {
-                tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, "watch run started");
-                (RunOutcome::Started, next, Some(now), None)
-            }
-            Ok(CreateOutcome::Deduplicated(..) | CreateOutcome::Repeated(_)) => {
-                (RunOutcome::Joined, next, Some(now), None)
-            }
-            Ok(CreateOutcome::PaymentRequired) => (
-                RunOutcome::Skipped,
-                next,
-                None,
-                Some(
-                    "Watching needs a comment pack this month; this run was skipped and the next one tries again."
-                        .to_owned(),
+    /// Starts a group of watches' runs and schedules each one's next. Nothing when the group
+    /// could not be recorded: the claims expire and a later tick tries again.
+    async fn start(&self, group: &[DueWatch], now: i64) -> Vec<RunStart> {
+        let started = watches::start_runs(&self.backends.db, group, "{}", now, |watch, outcome| {
+            let next = library::next_run_at(now, i64::from(watch.interval_min), rand::random::<f64>());
+            let skipped = |error: &str| NextRun { at: next, ran_at: None, error: Some(error.to_owned()) };
+            match outcome {
+                RunStart::Started { .. } | RunStart::Joined => NextRun { at: next, ran_at: Some(now), error: None },
+                RunStart::PaymentRequired => skipped(
+                    "Watching needs a comment pack this month; this run was skipped and the next one tries again.",
                 ),
-            ),
-            Ok(CreateOutcome::QuotaExceeded) => (
-                RunOutcome::Skipped,
-                next,
-                None,
-                Some("The comment balance is empty; this run was skipped.".to_owned()),
-            ),
-            Ok(CreateOutcome::ConcurrencyLimit) => {
-                let reason = format!(
-                    "{MAX_RUNNING_ANALYSES} analyses were running; this run is retried in {}.",
-                    in_words(WATCH_BUSY_RETRY)
-                );
-                (RunOutcome::Skipped, now + ms(WATCH_BUSY_RETRY), None, Some(reason))
+                RunStart::QuotaExceeded => skipped("The comment balance is empty; this run was skipped."),
+                RunStart::ConcurrencyLimit => NextRun {
+                    at: now + ms(WATCH_BUSY_RETRY),
+                    ran_at: None,
+                    error: Some(format!(
+                        "{MAX_RUNNING_ANALYSES} analyses were running; this run is retried in {}.",
+                        in_words(WATCH_BUSY_RETRY)
+                    )),
+                },
             }
-            Ok(CreateOutcome::IdempotencyConflict) => {
-                (RunOutcome::Skipped, next, None, Some("The run could not be started.".to_owned()))
+        })
+        .await;
+        match started {
+            Ok(outcomes) => {
+                for (watch, outcome) in group.iter().zip(&outcomes) {
+                    if let RunStart::Started { job_id } = outcome {
+                        tracing::info!(job.id = %job_id, job.r#ref = %watch.r#ref, "watch run started");
+                    }
+                }
+                outcomes
             }
             Err(e) => {
-                // The claim expires and another tick tries again.
-                tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "starting a watch run failed");
-                return None;
+                tracing::warn!(watches = group.len(), error = %e, "starting watch runs failed; their claims expire");
+                Vec::new()
             }
-        };
-        if let Err(e) = watches::reschedule(db, watch, next_run, ran, error.as_deref()).await {
-            tracing::warn!(watch.r#ref = %watch.r#ref, error = %e, "rescheduling a watch failed; its claim expires");
         }
-        Some(outcome)
     }
 }

@@ -87,16 +87,7 @@ macro_rules! reserve_in {
                     == 1);
         if pack_ok {
             diesel::insert_into(reservations::table)
-                .values((
-                    reservations::job_id.eq($job_id),
-                    reservations::account_id.eq($account_id),
-                    reservations::month.eq($month),
-                    reservations::amount.eq(amount),
-                    reservations::free_amount.eq(free),
-                    reservations::state.eq("held"),
-                    reservations::charged.eq(0),
-                    reservations::created_at.eq($now),
-                ))
+                .values($crate::repo::balances::held_values!($account_id, $job_id, $month, amount, free, $now))
                 .execute($c)
                 .await?;
         }
@@ -104,6 +95,25 @@ macro_rules! reserve_in {
     }};
 }
 pub(crate) use reserve_in;
+
+/// The column values of a new hold of `amount` comments (`free` of them from the free
+/// allowance) for a job: one row of an insert, alone or among many.
+macro_rules! held_values {
+    ($account_id:expr, $job_id:expr, $month:expr, $amount:expr, $free:expr, $now:expr) => {{
+        use $crate::schema::reservations;
+        (
+            reservations::job_id.eq($job_id),
+            reservations::account_id.eq($account_id),
+            reservations::month.eq($month),
+            reservations::amount.eq($amount),
+            reservations::free_amount.eq($free),
+            reservations::state.eq("held"),
+            reservations::charged.eq(0),
+            reservations::created_at.eq($now),
+        )
+    }};
+}
+pub(crate) use held_values;
 
 /// Inside a transaction: settles (`Some(collected)`: charges at most the hold) or releases
 /// (`None`) the job's reservation, once. Evaluates to `Result<Option<Closed>>`.

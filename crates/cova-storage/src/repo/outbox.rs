@@ -20,22 +20,31 @@ pub const CLAIM_MS: i64 = 30_000;
 /// message). Evaluates to `()`; errors propagate with `?`.
 macro_rules! insert_in {
     ($c:ident, $message:expr, $headers:expr, $now:expr) => {{
-        use $crate::schema::outbox;
         let message: &::cova_messages::Outgoing = $message;
-        diesel::insert_into(outbox::table)
-            .values((
-                outbox::id.eq($crate::repo::new_id()),
-                outbox::destination.eq(message.destination.as_str()),
-                outbox::routing_key.eq(message.routing_key),
-                outbox::payload.eq(&message.payload),
-                outbox::headers.eq($headers),
-                outbox::created_at.eq($now),
-            ))
+        diesel::insert_into($crate::schema::outbox::table)
+            .values($crate::repo::outbox::outbox_values!(message, $headers, $now))
             .execute($c)
             .await?;
     }};
 }
 pub(crate) use insert_in;
+
+/// The column values of one queued message: one row of an insert, alone or among many.
+macro_rules! outbox_values {
+    ($message:expr, $headers:expr, $now:expr) => {{
+        use $crate::schema::outbox;
+        let message: &::cova_messages::Outgoing = $message;
+        (
+            outbox::id.eq($crate::repo::new_id()),
+            outbox::destination.eq(message.destination.as_str()),
+            outbox::routing_key.eq(message.routing_key),
+            outbox::payload.eq(&message.payload),
+            outbox::headers.eq($headers),
+            outbox::created_at.eq($now),
+        )
+    }};
+}
+pub(crate) use outbox_values;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = outbox)]

@@ -1,10 +1,19 @@
 //! Watches: library entries re-scraped at an interval. The scheduler claims due watches (one
-//! replica each), starts their runs and reschedules them.
+//! replica each), then starts their runs and reschedules them many at a time, in one
+//! transaction per group ([`start_runs`]).
 
-use crate::schema::analyses;
-use crate::{Db, Result, with_conn};
+use crate::pool::SqliteConn;
+use crate::repo::jobs::new::{NewJob, job_values};
+use crate::schema::{accounts, analyses, balances, jobs, outbox, reservations};
+use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
+use cova_domain::JobKind;
+use cova_domain::JobStatus;
+use cova_domain::limits::{MAX_RUNNING_ANALYSES, hold};
+use cova_domain::time::month_of;
+use cova_messages::{AnalyzeCommand, Outgoing};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use std::collections::{HashMap, HashSet};
 
 /// How long a claim keeps other scheduler replicas off a watch.
 pub const CLAIM_MS: i64 = 60_000;
@@ -16,8 +25,8 @@ pub struct DueWatch {
     pub r#ref: String,
     pub url: String,
     pub interval_min: i32,
-    /// This claim: rescheduling happens only while it still holds (a change of the watch
-    /// settings in between ends the claim and wins).
+    /// This claim: [`start_runs`] reschedules the watch only while it still holds (a change
+    /// of the watch settings in between ends the claim and wins).
     pub claimed_until: i64,
 }
 
@@ -80,45 +89,237 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
     Ok(claimed)
 }
 
-/// Sets a claimed watch's next run and releases it, unless the claim ended meanwhile (the
-/// watch was changed or turned off). `ran_at` is set when a run was started (or joined),
-/// `error` says why it was skipped.
-pub async fn reschedule(
-    db: &Db,
-    watch: &DueWatch,
-    next_run_at: i64,
-    ran_at: Option<i64>,
-    error: Option<&str>,
-) -> Result<()> {
-    let mut conn = db.conn().await?;
-    let this_claim = analyses::id
-        .eq(&watch.id)
-        .and(analyses::watch_enabled.eq(true))
-        .and(analyses::watch_claimed_until.eq(watch.claimed_until));
-    with_conn!(&mut conn, |c| {
-        match ran_at {
-            Some(at) => {
-                diesel::update(analyses::table.filter(this_claim))
-                    .set((
-                        analyses::watch_next_run_at.eq(next_run_at),
-                        analyses::watch_last_error.eq(error),
-                        analyses::watch_claimed_until.eq(0),
-                        analyses::watch_last_run_at.eq(at),
-                    ))
-                    .execute(c)
-                    .await
-            }
-            None => {
-                diesel::update(analyses::table.filter(this_claim))
-                    .set((
-                        analyses::watch_next_run_at.eq(next_run_at),
-                        analyses::watch_last_error.eq(error),
-                        analyses::watch_claimed_until.eq(0),
-                    ))
-                    .execute(c)
-                    .await
+/// What became of one due watch's run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStart {
+    /// A refresh job was queued, holding its opening hold.
+    Started { job_id: String },
+    /// The post was already being collected for the account: the run joined that job.
+    Joined,
+    /// No comment pack this month (watching is a paid feature).
+    PaymentRequired,
+    /// The balance is empty.
+    QuotaExceeded,
+    /// The account already has [`MAX_RUNNING_ANALYSES`] analyses running.
+    ConcurrencyLimit,
+}
+
+/// When a watch runs next, given what became of this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextRun {
+    pub at: i64,
+    /// Set when a run was started or joined.
+    pub ran_at: Option<i64>,
+    /// Why the run was skipped, in words for the library.
+    pub error: Option<String>,
+}
+
+/// The body of [`start_runs`]' transaction, with `$insert` the database's way to insert many
+/// rows ([`crate::insert_rows!`] or [`crate::insert_rows_each!`]).
+macro_rules! start_runs_in {
+    ($c:ident, $insert:ident, $watches:expr, $accounts:expr, $month:expr, $trace:expr, $now:expr, $next:expr) => {{
+        let (c, watches, accounts, month, trace_headers, now, next) =
+            ($c, $watches, $accounts, $month, $trace, $now, $next);
+        c.lock_accounts(&accounts).await?;
+        let running: Vec<(String, String)> = jobs::table
+            .filter(jobs::account_id.eq_any(accounts))
+            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+            .select((jobs::account_id, jobs::ref_))
+            .load(c)
+            .await?;
+        let mut balance: HashMap<String, (i64, i64)> = balances::table
+            .filter(balances::month.eq(&month))
+            .filter(balances::account_id.eq_any(accounts))
+            .select((
+                balances::account_id,
+                (balances::granted, balances::granted - balances::reserved - balances::spent),
+            ))
+            .load::<(String, (i64, i64))>(c)
+            .await?
+            .into_iter()
+            .collect();
+        let mut runs_of: HashMap<String, i64> = HashMap::new();
+        let mut in_flight: HashSet<(String, String)> = HashSet::new();
+        for (account, r#ref) in running {
+            *runs_of.entry(account.clone()).or_default() += 1;
+            in_flight.insert((account, r#ref));
+        }
+
+        let mut outcomes = Vec::with_capacity(watches.len());
+        let mut started: Vec<(&DueWatch, String, i64)> = Vec::new();
+        for watch in watches {
+            let key = (watch.account_id.clone(), watch.r#ref.clone());
+            let (granted, available) = balance.get(&watch.account_id).copied().unwrap_or((0, 0));
+            let running = runs_of.get(&watch.account_id).copied().unwrap_or(0);
+            let outcome = if in_flight.contains(&key) {
+                RunStart::Joined
+            } else if granted <= 0 {
+                RunStart::PaymentRequired
+            } else if available <= 0 {
+                RunStart::QuotaExceeded
+            } else if running >= MAX_RUNNING_ANALYSES {
+                RunStart::ConcurrencyLimit
+            } else {
+                let amount = hold::opening(None, available);
+                if amount <= 0 {
+                    RunStart::QuotaExceeded
+                } else {
+                    balance.insert(watch.account_id.clone(), (granted, available - amount));
+                    runs_of.insert(watch.account_id.clone(), running + 1);
+                    in_flight.insert(key);
+                    let job_id = crate::repo::new_id();
+                    started.push((watch, job_id.clone(), amount));
+                    RunStart::Started { job_id }
+                }
+            };
+            outcomes.push(outcome);
+        }
+
+        let mut held: HashMap<&str, i64> = HashMap::new();
+        for (watch, _, amount) in &started {
+            *held.entry(watch.account_id.as_str()).or_default() += amount;
+        }
+        for (account, amount) in &held {
+            let reserved = diesel::update(balances::table.find((*account, &month)))
+                .filter((balances::granted - balances::reserved - balances::spent).ge(*amount))
+                .set(balances::reserved.eq(balances::reserved + *amount))
+                .execute(c)
+                .await?;
+            if reserved != 1 {
+                return Err(StorageError::Conflict("a balance changed under the account lock".into()));
             }
         }
-    })?;
-    Ok(())
+        if !started.is_empty() {
+            let rows: Vec<_> = started
+                .iter()
+                .map(|(w, job_id, amount)| {
+                    crate::repo::balances::held_values!(
+                        w.account_id.as_str(),
+                        job_id.as_str(),
+                        &month,
+                        *amount,
+                        0_i64,
+                        now
+                    )
+                })
+                .collect();
+            crate::$insert!(c, reservations::table, rows);
+            let new_jobs: Vec<NewJob<'_>> = started
+                .iter()
+                .map(|(w, job_id, _)| NewJob {
+                    id: job_id,
+                    account_id: &w.account_id,
+                    token_id: None,
+                    session_id: None,
+                    kind: JobKind::Analyze,
+                    r#ref: &w.r#ref,
+                    url: &w.url,
+                    comments_expected: None,
+                    batch_id: None,
+                })
+                .collect();
+            let rows: Vec<_> = new_jobs.iter().map(|new| job_values!(new, now)).collect();
+            crate::$insert!(c, jobs::table, rows);
+            let commands: Vec<Outgoing> = started
+                .iter()
+                .map(|(_, job_id, _)| Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }))
+                .collect();
+            let rows: Vec<_> =
+                commands.iter().map(|m| crate::repo::outbox::outbox_values!(m, trace_headers, now)).collect();
+            crate::$insert!(c, outbox::table, rows);
+        }
+
+        for (watch, outcome) in watches.iter().zip(&outcomes) {
+            // Only while this claim holds: a change of the watch meanwhile ended it and wins.
+            let next = next(watch, outcome);
+            let this_claim = analyses::id
+                .eq(&watch.id)
+                .and(analyses::watch_enabled.eq(true))
+                .and(analyses::watch_claimed_until.eq(watch.claimed_until));
+            let rescheduled = (
+                analyses::watch_next_run_at.eq(next.at),
+                analyses::watch_last_error.eq(next.error.as_deref()),
+                analyses::watch_claimed_until.eq(0),
+            );
+            match next.ran_at {
+                Some(at) => {
+                    diesel::update(analyses::table.filter(this_claim))
+                        .set((rescheduled, analyses::watch_last_run_at.eq(at)))
+                        .execute(c)
+                        .await?
+                }
+                None => diesel::update(analyses::table.filter(this_claim)).set(rescheduled).execute(c).await?,
+            };
+        }
+        let held: Vec<(String, i64)> = held.into_iter().map(|(a, n)| (a.to_owned(), n)).collect();
+        Ok((outcomes, held))
+    }};
+}
+
+/// Starts the runs of claimed due watches and reschedules each by `next`, all in one
+/// transaction: the watches' accounts are locked (in id order, so that concurrent groups never
+/// deadlock), their running jobs and balances read once, and the jobs, holds, outbox commands
+/// and reschedules written together. The checks are those of [`super::jobs::create_analyze`]
+/// for a refresh: a running job of the post is joined; no pack, an empty balance or three
+/// analyses running skip the run. A watch whose claim ended meanwhile (changed or turned off)
+/// keeps its new settings. Answers each watch's outcome, in order.
+pub async fn start_runs(
+    db: &Db,
+    watches: &[DueWatch],
+    trace_headers: &str,
+    now: i64,
+    next: impl Fn(&DueWatch, &RunStart) -> NextRun + Sync,
+) -> Result<Vec<RunStart>> {
+    if watches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let month = month_of(now);
+    let mut accounts: Vec<&str> = watches.iter().map(|w| w.account_id.as_str()).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let mut conn = db.conn().await?;
+    let (outcomes, held) = in_transaction!(&mut conn,
+        pg: |c| start_runs_in!(c, insert_rows, watches, &accounts, &month, trace_headers, now, &next),
+        sqlite: |c| start_runs_in!(c, insert_rows_each, watches, &accounts, &month, trace_headers, now, &next)
+    )?;
+    drop(conn);
+    let mut changes: Vec<Change<'_>> = held.iter().map(|(account, _)| Change::Account(account)).collect();
+    for outcome in &outcomes {
+        if let RunStart::Started { job_id } = outcome {
+            changes.push(Change::Job(job_id));
+        }
+    }
+    for (_, amount) in &held {
+        cova_metrics::balance(cova_metrics::Movement::Reserved, *amount);
+    }
+    db.changed(&changes).await;
+    Ok(outcomes)
+}
+
+/// Takes the row locks of accounts inside a transaction, so that each account's job requests
+/// and watch runs are serialised (see [`super::jobs::create_analyze`]).
+trait LockAccounts {
+    async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()>;
+}
+
+impl LockAccounts for AsyncPgConnection {
+    async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()> {
+        // In id order: two groups that share accounts wait for each other, never in a cycle.
+        accounts::table
+            .filter(accounts::id.eq_any(ids))
+            .order(accounts::id)
+            .select(accounts::id)
+            .for_update()
+            .load::<String>(self)
+            .await?;
+        Ok(())
+    }
+}
+
+impl LockAccounts for SqliteConn {
+    /// SQLite's `BEGIN IMMEDIATE` has already serialised every writer.
+    async fn lock_accounts(&mut self, _ids: &[&str]) -> Result<()> {
+        Ok(())
+    }
 }

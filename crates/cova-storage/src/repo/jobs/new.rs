@@ -121,28 +121,37 @@ macro_rules! month_balance {
 }
 pub(crate) use month_balance;
 
+/// The column values of a new `queued` job: one row of an insert, alone or among many.
+macro_rules! job_values {
+    ($new:expr, $now:expr) => {{
+        use $crate::schema::jobs;
+        let new: &$crate::repo::jobs::new::NewJob<'_> = $new;
+        (
+            jobs::id.eq(new.id),
+            jobs::account_id.eq(new.account_id),
+            jobs::token_id.eq(new.token_id),
+            jobs::session_id.eq(new.session_id),
+            jobs::kind.eq(new.kind),
+            jobs::ref_.eq(new.r#ref),
+            jobs::url.eq(new.url),
+            jobs::status.eq(cova_domain::JobStatus::Queued),
+            jobs::created_at.eq($now),
+            jobs::comments_collected.eq(0),
+            jobs::comments_expected.eq(new.comments_expected),
+            jobs::truncated.eq(false),
+            jobs::batch_id.eq(new.batch_id),
+        )
+    }};
+}
+pub(crate) use job_values;
+
 /// Inside a transaction: writes the new job `queued`, remembers the request's key for it, and
 /// writes its command to the outbox. Evaluates to `Result<Job>` (the job as written).
 macro_rules! insert_job {
     ($c:ident, $new:expr, $key:expr, $key_ref:expr, $command:expr, $trace:expr, $now:expr) => {{
-        use $crate::schema::jobs;
         let new: &$crate::repo::jobs::new::NewJob<'_> = $new;
-        diesel::insert_into(jobs::table)
-            .values((
-                jobs::id.eq(new.id),
-                jobs::account_id.eq(new.account_id),
-                jobs::token_id.eq(new.token_id),
-                jobs::session_id.eq(new.session_id),
-                jobs::kind.eq(new.kind),
-                jobs::ref_.eq(new.r#ref),
-                jobs::url.eq(new.url),
-                jobs::status.eq(cova_domain::JobStatus::Queued),
-                jobs::created_at.eq($now),
-                jobs::comments_collected.eq(0),
-                jobs::comments_expected.eq(new.comments_expected),
-                jobs::truncated.eq(false),
-                jobs::batch_id.eq(new.batch_id),
-            ))
+        diesel::insert_into($crate::schema::jobs::table)
+            .values($crate::repo::jobs::new::job_values!(new, $now))
             .execute($c)
             .await?;
         $crate::repo::jobs::new::remember_key!($c, new.account_id, $key, new.id, $key_ref, $now);
