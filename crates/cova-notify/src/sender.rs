@@ -1,15 +1,21 @@
-//! Sending: webhooks to the address the guard checked (no second resolution), with no
-//! redirects followed, bounded time and a bounded read of the answer; Telegram through the
-//! configured Bot API.
+//! Sending: webhooks to the address the guard checked (no second resolution), over a
+//! connection kept for the next delivery to that receiver, with no redirects followed,
+//! bounded time and a bounded read of the answer; Telegram through the configured Bot API.
 
 use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
 use cova_config::NotifierConfig;
 use cova_egress::{Guard, Refusal};
 use secrecy::ExposeSecret;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Bytes of a receiver's answer that are kept (for the delivery log).
 const ANSWER_BYTES: usize = 1_024;
+
+/// Webhook clients kept, one per checked (host, address); past this many the set starts over.
+const KEPT_CLIENTS: usize = 1_024;
 
 /// What the receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +54,9 @@ pub struct Sender {
     roots: Vec<reqwest::Certificate>,
     telegram: Option<(String, secrecy::SecretString)>,
     telegram_client: reqwest::Client,
+    /// One client per (host, checked address): its connections are reused by the next
+    /// delivery to the same receiver, and it can reach no address but the one checked.
+    clients: Mutex<HashMap<(String, SocketAddr), reqwest::Client>>,
 }
 
 impl Sender {
@@ -70,7 +79,7 @@ impl Sender {
             .map_err(|e| e.to_string())?;
         let telegram =
             cfg.telegram_bot_token.clone().map(|t| (cfg.telegram_api_base_url.trim_end_matches('/').to_owned(), t));
-        Ok(Self { guard, timeout, connect_timeout, roots, telegram, telegram_client })
+        Ok(Self { guard, timeout, connect_timeout, roots, telegram, telegram_client, clients: Mutex::default() })
     }
 
     pub fn guard(&self) -> &Guard {
@@ -90,19 +99,7 @@ impl Sender {
         let (url, addr) = tokio::time::timeout(self.connect_timeout, self.guard.resolve(url))
             .await
             .map_err(|_| SendError::Network("resolving the host timed out".into()))??;
-        let mut builder = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent("cova-webhooks/1");
-        if let Some(host) = url.host_str() {
-            // Connect to the checked address; TLS still verifies the name.
-            builder = builder.resolve(host, addr);
-        }
-        for root in &self.roots {
-            builder = builder.add_root_certificate(root.clone());
-        }
-        let client = builder.build().map_err(|e| SendError::Network(e.to_string()))?;
+        let client = self.client_for(&url, addr)?;
         let request = client
             .post(url)
             .header("content-type", "application/json")
@@ -110,6 +107,36 @@ impl Sender {
             .header(EVENT_ID_HEADER, event_id)
             .body(body.to_vec());
         read(request).await
+    }
+
+    /// The client that connects `url`'s host to `addr` only, kept for the next delivery there
+    /// (a name that resolves elsewhere later gets a client of its own).
+    fn client_for(&self, url: &url::Url, addr: SocketAddr) -> Result<reqwest::Client, SendError> {
+        let host = url.host_str().unwrap_or_default().to_owned();
+        let key = (host, addr);
+        let kept = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
+        if let Some(client) = kept {
+            return Ok(client);
+        }
+        let mut builder = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent("cova-webhooks/1");
+        if !key.0.is_empty() {
+            // Connect to the checked address; TLS still verifies the name.
+            builder = builder.resolve(&key.0, addr);
+        }
+        for root in &self.roots {
+            builder = builder.add_root_certificate(root.clone());
+        }
+        let client = builder.build().map_err(|e| SendError::Network(e.to_string()))?;
+        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if clients.len() >= KEPT_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     /// Sends `text` to a Telegram chat through the Bot API.
