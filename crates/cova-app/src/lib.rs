@@ -4,6 +4,7 @@
 //! [`StackBuilder::start`].
 
 mod ops;
+mod pace;
 
 use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};
@@ -135,7 +136,9 @@ impl StackBuilder {
                 format!("binding metrics.addr {addr} (COVA_METRICS__ADDR; empty turns the listener off)")
             })?),
         };
-        let platforms = Platforms::new(&config.platforms).context("configuring the platform adapters")?;
+        // The pace per platform host and egress route is kept in the cache, for the fleet.
+        let pace: Arc<dyn cova_platforms::PaceStore> = Arc::new(pace::CachePace(backends.cache.clone()));
+        let platforms = Platforms::paced(&config.platforms, Some(pace)).context("configuring the platform adapters")?;
         let notify = Arc::new(
             cova_notify::Sender::new(&config.notifier).map_err(|e| anyhow::anyhow!("configuring notifier.*: {e}"))?,
         );

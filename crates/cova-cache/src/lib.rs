@@ -198,6 +198,16 @@ impl Cache {
         }
     }
 
+    /// Reserves the next slot of the pace `key` (one request per `interval`, shared by every
+    /// process on this cache, by the cache's clock): answers how long to wait for it.
+    pub async fn next_slot(&self, key: &str, interval: Duration) -> Result<Duration> {
+        let key = self.key(&format!("pace:{key}"));
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.next_slot(&key, interval)),
+            Backend::Redis(r) => self.bounded(r.next_slot(&key, interval)).await,
+        }
+    }
+
     /// Makes the rate limit of `key` count as spent until `ahead` from now, at least (what a
     /// process counted alone while the cache was away, handed back to it). Never lowers it.
     pub async fn raise_rate(&self, key: &str, ahead: Duration) -> Result<()> {

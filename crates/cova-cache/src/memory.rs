@@ -143,6 +143,21 @@ impl MemoryCache {
         decision
     }
 
+    /// As the Redis store's pace: the wait for the next slot, which moves on by `interval`.
+    pub fn next_slot(&self, key: &str, interval: Duration) -> Duration {
+        let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let now = Instant::now();
+        let interval_us = interval.as_micros().max(1) as i64;
+        let mut state = self.lock();
+        let slot = match Self::live(&state, key, now) {
+            Some(Value::Tat(t)) => t.max(now_us),
+            _ => now_us,
+        };
+        let next = slot + interval_us;
+        Self::insert(&mut state, key, Value::Tat(next), Duration::from_micros((next - now_us) as u64), now);
+        Duration::from_micros((slot - now_us) as u64)
+    }
+
     pub fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Decision {
         let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
         let now = Instant::now();

@@ -48,6 +48,18 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
 return {1, remaining(new_tat), 0, new_tat - now}
 "#;
 
+/// Reserves the next slot of a pace of one request per ARGV[1] µs: returns how long (µs)
+/// this request waits for it, and moves the next slot on by one interval.
+const NEXT_SLOT_LUA: &str = r#"
+local interval = tonumber(ARGV[1])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local slot = tonumber(redis.call('GET', KEYS[1]) or now)
+if slot < now then slot = now end
+redis.call('SET', KEYS[1], slot + interval, 'PX', math.ceil((slot + interval - now) / 1000))
+return slot - now
+"#;
+
 /// Raises a GCRA key's TAT to at least now + ARGV[1] µs (what a gateway counted alone while
 /// the cache was away), never lowers it.
 const RAISE_LUA: &str = r#"
@@ -121,6 +133,7 @@ pub(crate) struct RedisCache {
     alive: Arc<()>,
     script: Arc<Script>,
     raise_script: Arc<Script>,
+    slot_script: Arc<Script>,
     window_script: Arc<Script>,
     stamp_script: Arc<Script>,
     put_stamped_script: Arc<Script>,
@@ -173,6 +186,7 @@ impl RedisCache {
             alive: Arc::new(()),
             script: Arc::new(Script::new(GCRA_LUA)),
             raise_script: Arc::new(Script::new(RAISE_LUA)),
+            slot_script: Arc::new(Script::new(NEXT_SLOT_LUA)),
             window_script: Arc::new(Script::new(WINDOW_LUA)),
             stamp_script: Arc::new(Script::new(STAMP_LUA)),
             put_stamped_script: Arc::new(Script::new(PUT_STAMPED_LUA)),
@@ -242,6 +256,18 @@ impl RedisCache {
             .await
             .map_err(unavailable)?;
         Ok(gcra_decision(rate, reply))
+    }
+
+    pub async fn next_slot(&self, key: &str, interval: Duration) -> Result<Duration> {
+        let mut conn = self.conn().await?;
+        let wait_us: i64 = self
+            .slot_script
+            .key(key)
+            .arg(interval.as_micros().max(1) as u64)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(Duration::from_micros(wait_us.max(0) as u64))
     }
 
     pub async fn raise(&self, key: &str, ahead: Duration) -> Result<()> {

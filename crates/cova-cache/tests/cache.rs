@@ -222,3 +222,26 @@ async fn a_batch_answers_each_read_as_the_single_calls_do() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A shared pace hands out one slot per interval, each exactly once under parallel callers
+/// (as processes of a fleet would ask), and one key's pace is not another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pace_hands_out_each_slot_once_under_parallel_requests() {
+    let c = cache();
+    let interval = Duration::from_secs(3_600);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move { c.next_slot("www.tiktok.com|direct", interval).await }));
+    }
+    let mut slots = Vec::new();
+    for t in tasks {
+        let wait = t.await.expect("join").expect("next slot");
+        // The wait is k intervals from the first call, less the little time since then.
+        slots.push((wait.as_secs_f64() / interval.as_secs_f64()).round() as u64);
+    }
+    slots.sort_unstable();
+    assert_eq!(slots, (0..20).collect::<Vec<u64>>(), "every slot once");
+    let other = c.next_slot("www.tiktok.com|proxy-10.0.0.3:8080", interval).await.expect("next slot");
+    assert!(other < Duration::from_secs(1), "another route has its own pace: {other:?}");
+}

@@ -1,8 +1,10 @@
-//! The HTTP client every adapter goes through: per-host concurrency and request rate, timeouts,
-//! user agent, cookies, round-robin proxies, an optional signing service, and retries with
-//! jittered exponential backoff.
+//! The HTTP client every adapter goes through: per-host concurrency, a request rate per host
+//! and egress route (each proxy has its own; shared by every process through a [`PaceStore`]
+//! when one is given), timeouts, user agent, cookies, round-robin proxies, an optional signing
+//! service, and retries with jittered exponential backoff.
 
 use crate::PlatformError;
+use futures::future::BoxFuture;
 use rand::Rng;
 use reqwest::header::{COOKIE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use reqwest::{Method, StatusCode};
@@ -27,6 +29,15 @@ pub(crate) struct HttpSettings {
     pub max_retries: u32,
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// Where the pace of every process is kept; without one (or while it does not answer)
+    /// each process paces itself.
+    pub pace: Option<Arc<dyn PaceStore>>,
+}
+
+/// Keeps the pace of requests to one host through one route for every process: reserves the
+/// next slot of `key` at one request per `interval` and answers how long to wait for it.
+pub trait PaceStore: Send + Sync {
+    fn next_slot<'a>(&'a self, key: &'a str, interval: Duration) -> BoxFuture<'a, Result<Duration, String>>;
 }
 
 /// One outgoing request.
@@ -128,11 +139,8 @@ struct Route {
     client: reqwest::Client,
     rested_until: Mutex<Option<Instant>>,
     via_proxy: bool,
-}
-
-struct HostGate {
-    permits: Semaphore,
-    next_slot: Mutex<Instant>,
+    /// Names the route in pace keys: `direct`, or `proxy-<host>:<port>` (never credentials).
+    name: String,
 }
 
 pub(crate) struct Http {
@@ -140,7 +148,10 @@ pub(crate) struct Http {
     routes: Vec<Route>,
     next_route: AtomicUsize,
     signer: Option<reqwest::Client>,
-    gates: Mutex<HashMap<String, Arc<HostGate>>>,
+    /// Requests in flight per host.
+    gates: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// This process' own next slot per (host, route): the pace when no store is shared.
+    slots: Mutex<HashMap<String, Instant>>,
     cookies: Mutex<BTreeMap<String, String>>,
 }
 
@@ -161,17 +172,23 @@ impl Http {
         let build_err =
             |what: &str, e: reqwest::Error| PlatformError::Unavailable(format!("cannot build the {what}: {e}"));
         let mut routes = Vec::new();
-        for (i, proxy) in settings.proxies.iter().enumerate() {
-            let proxy = reqwest::Proxy::all(proxy).map_err(|e| {
+        for (i, raw) in settings.proxies.iter().enumerate() {
+            let proxy = reqwest::Proxy::all(raw).map_err(|e| {
                 // The proxy URL may carry credentials: name it by position only.
                 PlatformError::Unavailable(format!("platforms proxy #{} is not a valid proxy URL: {e}", i + 1))
             })?;
             let client = builder().proxy(proxy).build().map_err(|e| build_err("proxy client", e))?;
-            routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: true });
+            let name = Url::parse(raw)
+                .ok()
+                .map(|u| {
+                    format!("proxy-{}:{}", u.host_str().unwrap_or_default(), u.port_or_known_default().unwrap_or(0))
+                })
+                .unwrap_or_else(|| format!("proxy-{}", i + 1));
+            routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: true, name });
         }
         if routes.is_empty() {
             let client = builder().build().map_err(|e| build_err("HTTP client", e))?;
-            routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: false });
+            routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: false, name: "direct".into() });
         }
         let signer = match settings.signer_url {
             Some(_) => Some(builder().build().map_err(|e| build_err("signer client", e))?),
@@ -184,6 +201,7 @@ impl Http {
             next_route: AtomicUsize::new(0),
             signer,
             gates: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
             cookies,
         })
     }
@@ -210,10 +228,11 @@ impl Http {
     pub async fn send(&self, req: &Request) -> Attempt<Response> {
         let host = req.url.host_str().unwrap_or_default().to_string();
         let gate = self.gate(&host);
-        let Ok(_permit) = gate.permits.acquire().await else {
+        let Ok(_permit) = gate.acquire().await else {
             return Attempt::Fail(PlatformError::Unavailable("HTTP client is shutting down".into()));
         };
-        self.pace(&gate).await;
+        let route = self.pick_route();
+        self.pace(&host, route).await;
 
         let mut url = req.url.clone();
         let mut headers = HeaderMap::new();
@@ -238,7 +257,6 @@ impl Http {
             }
         }
 
-        let route = self.pick_route();
         // A child span of the job (or request) in the trace; never the URL: it carries
         // signatures and cursors.
         let span = tracing::info_span!(
@@ -297,31 +315,40 @@ impl Http {
         }
     }
 
-    fn gate(&self, host: &str) -> Arc<HostGate> {
+    fn gate(&self, host: &str) -> Arc<Semaphore> {
         lock(&self.gates)
             .entry(host.to_string())
-            .or_insert_with(|| {
-                Arc::new(HostGate {
-                    permits: Semaphore::new(self.settings.max_concurrency_per_host.max(1)),
-                    next_slot: Mutex::new(Instant::now()),
-                })
-            })
+            .or_insert_with(|| Arc::new(Semaphore::new(self.settings.max_concurrency_per_host.max(1))))
             .clone()
     }
 
-    /// Spaces requests to one host evenly at the configured rate.
-    async fn pace(&self, gate: &HostGate) {
+    /// Spaces requests to one host through one route evenly at the configured rate: the
+    /// platform counts requests per address, so each proxy has a budget of its own, and every
+    /// process sending from the same address shares one (through the pace store).
+    async fn pace(&self, host: &str, route: &Route) {
         let rps = self.settings.requests_per_second;
         if !(rps > 0.0 && rps.is_finite()) {
             return;
         }
         let interval = Duration::from_secs_f64(1.0 / rps);
-        let slot = {
-            let mut next = lock(&gate.next_slot);
+        let key = format!("{host}|{}", route.name);
+        let shared = match &self.settings.pace {
+            Some(store) => match store.next_slot(&key, interval).await {
+                Ok(wait) => Some(Instant::now() + wait),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the shared pace did not answer; this process paces itself");
+                    None
+                }
+            },
+            None => None,
+        };
+        let slot = shared.unwrap_or_else(|| {
+            let mut slots = lock(&self.slots);
+            let next = slots.entry(key).or_insert_with(Instant::now);
             let slot = (*next).max(Instant::now());
             *next = slot + interval;
             slot
-        };
+        });
         tokio::time::sleep_until(slot).await;
     }
 

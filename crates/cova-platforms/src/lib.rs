@@ -19,6 +19,7 @@ mod youtube_channels;
 pub use cova_config::platforms::{PlatformsConfig, TikTokConfig, YouTubeConfig};
 pub use creators::{Creator, CreatorUrl, FoundPost, Listing, creator_ref, parse_creator_url};
 pub use error::PlatformError;
+pub use http::PaceStore;
 pub use keywords::description_keywords;
 pub use model::{
     CollectOutcome, Comment, CommentAuthor, Cover, DescriptionKeywords, Hashtag, Media, Metadata, MetadataAuthor,
@@ -139,12 +140,19 @@ impl std::fmt::Debug for Platforms {
 }
 
 impl Platforms {
-    /// Builds the clients; fails only on invalid configuration (bad base URLs or proxies).
+    /// Builds the clients, each process pacing itself; fails only on invalid configuration
+    /// (bad base URLs or proxies).
     pub fn new(cfg: &PlatformsConfig) -> Result<Self, PlatformError> {
+        Self::paced(cfg, None)
+    }
+
+    /// As [`Platforms::new`], with the pace per host and route kept in `pace` for every
+    /// process that shares it.
+    pub fn paced(cfg: &PlatformsConfig, pace: Option<Arc<dyn PaceStore>>) -> Result<Self, PlatformError> {
         Ok(Self {
             inner: Arc::new(Inner {
-                tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw)?),
-                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw)?),
+                tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw, pace.clone())?),
+                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw, pace)?),
             }),
         })
     }

@@ -24,7 +24,11 @@ pub(crate) struct YouTube {
 }
 
 impl YouTube {
-    pub fn new(cfg: &YouTubeConfig, keep_raw: bool) -> Result<Self, PlatformError> {
+    pub fn new(
+        cfg: &YouTubeConfig,
+        keep_raw: bool,
+        pace: Option<std::sync::Arc<dyn crate::PaceStore>>,
+    ) -> Result<Self, PlatformError> {
         let base = Url::parse(&cfg.api_base_url).map_err(|e| {
             PlatformError::Unavailable(format!(
                 "platforms config: youtube.api_base_url `{}` is not a URL: {e}",
@@ -44,6 +48,7 @@ impl YouTube {
             max_retries: cfg.max_retries,
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
+            pace,
         })?;
         Ok(Self {
             http,

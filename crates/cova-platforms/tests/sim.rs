@@ -608,6 +608,40 @@ async fn request_rate_is_limited_per_host() {
     assert!(started.elapsed() >= Duration::from_millis(195), "{:?}", started.elapsed());
 }
 
+/// The pace kept in a cache shared by two processes' adapters (as `cova-app` wires it).
+struct SharedPace(cova_cache::Cache);
+
+impl cova_platforms::PaceStore for SharedPace {
+    fn next_slot<'a>(
+        &'a self,
+        key: &'a str,
+        interval: Duration,
+    ) -> futures::future::BoxFuture<'a, Result<Duration, String>> {
+        Box::pin(async move { self.0.next_slot(key, interval).await.map_err(|e| e.to_string()) })
+    }
+}
+
+#[tokio::test]
+async fn processes_that_share_a_pace_keep_one_rate_per_host_between_them() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+    let mut cfg = config(&sim);
+    cfg.tiktok.requests_per_second = 20.0;
+    let cache = cova_cache::Cache::in_memory("pace");
+    let store: std::sync::Arc<dyn cova_platforms::PaceStore> = std::sync::Arc::new(SharedPace(cache));
+    let one = Platforms::paced(&cfg, Some(store.clone())).expect("config");
+    let two = Platforms::paced(&cfg, Some(store)).expect("config");
+    let started = Instant::now();
+    let each = |p: Platforms| async move {
+        for _ in 0..5 {
+            p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
+        }
+    };
+    tokio::join!(each(one), each(two));
+    // Ten requests at 20/s between both need nine intervals of 50 ms (alone, each would
+    // need only four).
+    assert!(started.elapsed() >= Duration::from_millis(445), "{:?}", started.elapsed());
+}
+
 struct FailingSink {
     pages: usize,
 }

@@ -58,7 +58,11 @@ fn join(base: &Url, path_and_query: &str) -> Url {
 }
 
 impl TikTok {
-    pub fn new(cfg: &TikTokConfig, keep_raw: bool) -> Result<Self, PlatformError> {
+    pub fn new(
+        cfg: &TikTokConfig,
+        keep_raw: bool,
+        pace: Option<std::sync::Arc<dyn crate::PaceStore>>,
+    ) -> Result<Self, PlatformError> {
         let web_base = parse_base("tiktok.web_base_url", &cfg.web_base_url)?;
         let short_base =
             cfg.short_link_base_url.as_deref().map(|u| parse_base("tiktok.short_link_base_url", u)).transpose()?;
@@ -76,6 +80,7 @@ impl TikTok {
             max_retries: cfg.max_retries,
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
+            pace,
         })?;
         let device_id = format!("7{:018}", rand::random::<u64>() % 1_000_000_000_000_000_000);
         Ok(Self {
