@@ -29,6 +29,7 @@ const THROUGHPUT_ACCOUNTS: u64 = 32;
 const JOBS_PER_ACCOUNT: u64 = 3;
 
 /// Where the real backends are: the suite's variables, else the local services.
+#[derive(Clone)]
 struct RealBackends {
     database: String,
     cache: String,
@@ -74,6 +75,7 @@ impl RealBackends {
         ];
         gateway_overhead(report, "real", &vars).await;
         redis_memory(report, &self.cache, &prefix);
+        redis_round_trip_floor(report, &self.cache);
         let _ = database.drop_database().await;
     }
 
@@ -129,27 +131,39 @@ async fn embedded_app() -> TestApp {
     .await
 }
 
-/// A release `cova scraper` process on an app's backends and simulator.
-struct ScraperProcess {
+/// A release `cova <role>` process on an app's backends (and simulator); killed when dropped.
+struct RoleProcess {
     child: Child,
 }
 
-impl ScraperProcess {
-    /// Starts the process and waits until it consumes.
-    fn start(app: &TestApp) -> Self {
+impl RoleProcess {
+    /// A scraper, once it consumes.
+    fn scraper(app: &TestApp) -> Self {
+        Self::scraper_with(app, &[])
+    }
+
+    /// A scraper with more settings (`COVA_…` variables), once it consumes.
+    fn scraper_with(app: &TestApp, more: &[(&str, String)]) -> Self {
         let c = &app.config;
         let tiktok = &c.platforms.tiktok;
-        let cova = common::Cova::sharing(
-            c,
-            &[
-                ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", tiktok.web_base_url.clone()),
-                ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", tiktok.requests_per_second.to_string()),
-                ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", tiktok.retry_base_ms.to_string()),
-                ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
-                ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
-            ],
-        );
+        let vars: Vec<(&str, String)> = [
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", tiktok.web_base_url.clone()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", tiktok.requests_per_second.to_string()),
+            ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", tiktok.retry_base_ms.to_string()),
+            ("COVA_PLATFORMS__TIKTOK__RETRY_MAX_MS", tiktok.retry_max_ms.to_string()),
+            ("COVA_SCRAPER__RETRY_BASE_MS", c.scraper.retry_base_ms.to_string()),
+        ]
+        .into_iter()
+        .chain(more.iter().cloned())
+        .collect();
+        let cova = common::Cova::sharing(c, &vars);
         Self { child: cova.start_until("scraper", "scraper consuming") }
+    }
+
+    /// A notifier reading the TOML file `config` too, once it sends.
+    fn notifier(app: &TestApp, config: &std::path::Path) -> Self {
+        let cova = common::Cova::sharing(&app.config, &[("COVA_CONFIG", config.display().to_string())]);
+        Self { child: cova.start_until("notifier", "deliveries running") }
     }
 
     fn memory_kib(&self, field: &str) -> u64 {
@@ -238,7 +252,7 @@ impl Drop for ServeProcess {
     }
 }
 
-impl Drop for ScraperProcess {
+impl Drop for RoleProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -254,6 +268,23 @@ impl Report {
         let value = value.into();
         println!("{name}: {value}");
         self.lines.push((name.to_owned(), value));
+    }
+}
+
+/// Runs `section` as a task of its own: a section that fails leaves a row saying why instead
+/// of ending the run (the other sections' rows are still written).
+async fn guarded<Fut>(report: &mut Report, name: &str, section: impl FnOnce(Report) -> Fut)
+where
+    Fut: std::future::Future<Output = Report> + Send + 'static,
+{
+    match tokio::spawn(section(Report { lines: Vec::new() })).await {
+        Ok(rows) => report.lines.extend(rows.lines),
+        Err(e) => {
+            let why = e.try_into_panic().ok().and_then(|p| {
+                p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            });
+            report.add(name, format!("failed: {}", why.unwrap_or_else(|| "cancelled".into())));
+        }
     }
 }
 
@@ -379,6 +410,30 @@ fn cpu_time(pid: u32) -> Duration {
     let rest = &stat[stat.rfind(')').expect("stat has a name") + 1..];
     let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
     Duration::from_micros((fields[10] + fields[11]) * 1_000_000 / hz)
+}
+
+/// Redis CPU per bare round trip on this machine (`PING` from 16 connections, 200,000 times,
+/// with redis-benchmark): what one request's round trip costs Redis before any command.
+fn redis_round_trip_floor(report: &mut Report, url: &str) {
+    let Some(pid) = redis_pid() else {
+        report.add("redis_cpu_per_round_trip_floor", "skipped (no local redis-server)");
+        return;
+    };
+    const PINGS: u32 = 200_000;
+    let before = cpu_time(pid);
+    let ran = std::process::Command::new("redis-benchmark")
+        .args(["-u", url, "-q", "-c", "16", "-n", &PINGS.to_string(), "PING"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ran {
+        report.add("redis_cpu_per_round_trip_floor", "skipped (redis-benchmark is not installed)");
+        return;
+    }
+    let per = cpu_time(pid).saturating_sub(before) / PINGS;
+    report.add(
+        "redis_cpu_per_round_trip_floor",
+        format!("{:.1} µs (PING from 16 connections: the round trip alone)", per.as_secs_f64() * 1e6),
+    );
 }
 
 /// The Redis server's process, when one runs on this machine.
@@ -709,13 +764,27 @@ fn post_of_20(n: u64) -> String {
 }
 
 /// Jobs per second with `processes` scraper processes when platform latency dominates, with
-/// the per-host politeness pace at `requests_per_second` per process (0: lifted). Enough
+/// the politeness pace at `requests_per_second` per host and route, shared by the processes
+/// (0: lifted), and `proxies` egress proxies (TCP relays to the simulator) besides. Enough
 /// accounts (three running analyses each) keep every process' slots full.
-async fn throughput(real: &RealBackends, processes: usize, requests_per_second: f64) -> Fleet {
+async fn throughput(real: &RealBackends, processes: usize, requests_per_second: f64, proxies: usize) -> Fleet {
     let sim = SimConfig { latency_ms: PLATFORM_LATENCY_MS, ..SimConfig::default() };
     let mut app = real.app(sim, Scraper::External).await;
     app.config.platforms.tiktok.requests_per_second = requests_per_second;
-    let scrapers: Vec<ScraperProcess> = (0..processes).map(|_| ScraperProcess::start(&app)).collect();
+    let mut relays = Vec::new();
+    for _ in 0..proxies {
+        let upstream = cova_tests::proxy::upstream_of(&app.config.platforms.tiktok.web_base_url);
+        relays.push(cova_tests::proxy::Proxy::spawn(upstream).await);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut more = Vec::new();
+    if !relays.is_empty() {
+        let list: Vec<String> = relays.iter().map(|r| format!("\"http://{}\"", r.addr)).collect();
+        let file = dir.path().join("proxies.toml");
+        std::fs::write(&file, format!("[platforms.tiktok]\nproxies = [{}]\n", list.join(", "))).expect("config");
+        more.push(("COVA_CONFIG", file.display().to_string()));
+    }
+    let scrapers: Vec<RoleProcess> = (0..processes).map(|_| RoleProcess::scraper_with(&app, &more)).collect();
     let accounts = THROUGHPUT_ACCOUNTS * processes.max(1) as u64;
     let mut clients = Vec::new();
     for _ in 0..accounts {
@@ -729,8 +798,7 @@ async fn throughput(real: &RealBackends, processes: usize, requests_per_second: 
     for (a, client) in (0..).zip(clients) {
         submitters.spawn(async move {
             for k in 0..JOBS_PER_ACCOUNT {
-                let reply = client.analyze(&post_of_20(a * JOBS_PER_ACCOUNT + k), None).await;
-                assert!(reply.status.is_success(), "analyze: {} {:?}", reply.status, reply.body);
+                submit(&client, &post_of_20(a * JOBS_PER_ACCOUNT + k)).await;
             }
         });
     }
@@ -761,6 +829,21 @@ async fn throughput(real: &RealBackends, processes: usize, requests_per_second: 
     }
 }
 
+/// Submits a post as an integrator would: an answer of 503 or 429 (the gateway's database
+/// pool or limits while the machine is saturated) is retried after a moment; answers the job.
+async fn submit(client: &cova_tests::client::Client, url: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let reply = client.analyze(url, None).await;
+        let busy = matches!(reply.status.as_u16(), 503 | 429);
+        if !busy || Instant::now() > deadline {
+            assert!(reply.status.is_success(), "analyze: {} {:?}", reply.status, reply.body);
+            return reply.ok();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// What a fleet run measured.
 struct Fleet {
     jobs_per_second: f64,
@@ -783,7 +866,7 @@ async fn count_rows(db: &cova_storage::Db, sql: &str) -> i64 {
 /// The scraper fleet: 1, 2, 4 and 8 processes on one queue with the politeness pace lifted
 /// (what the processes can do), then 1 and 4 at the default pace (what the platform allows).
 async fn throughput_and_scale(report: &mut Report, real: &RealBackends) {
-    let first = throughput(real, 1, 0.0).await;
+    let first = throughput(real, 1, 0.0, 0).await;
     let one = first.jobs_per_second;
     report.add("throughput_1_scraper", format!("{one:.1} jobs/s (politeness pace lifted, 100 ms per request)"));
     report.add(
@@ -796,17 +879,116 @@ async fn throughput_and_scale(report: &mut Report, real: &RealBackends) {
     );
     report.add("messages_per_job", format!("{:.2} outbox messages (command and events)", first.messages_per_job));
     for n in [2usize, 4, 8] {
-        let fleet = throughput(real, n, 0.0).await.jobs_per_second;
+        let fleet = throughput(real, n, 0.0, 0).await.jobs_per_second;
         report.add(&format!("throughput_{n}_scrapers"), format!("{fleet:.1} jobs/s"));
         report.add(&format!("throughput_scaling_{n}_vs_1"), format!("{:.2}", fleet / one));
     }
     let rate = cova_config::Config::default().platforms.tiktok.requests_per_second;
-    for n in [1usize, 4] {
-        let paced = throughput(real, n, rate).await.jobs_per_second;
+    for (n, proxies) in [(1usize, 0usize), (4, 0), (4, 2)] {
+        let paced = throughput(real, n, rate, proxies).await.jobs_per_second;
+        let (row, routes) = match proxies {
+            0 => (format!("throughput_{n}_scrapers_default_pace"), "one route".to_owned()),
+            p => {
+                (format!("throughput_{n}_scrapers_default_pace_{p}_proxies"), format!("{p} proxies, each its own pace"))
+            }
+        };
         report.add(
-            &format!("throughput_{n}_scrapers_default_pace"),
-            format!("{paced:.1} jobs/s (each process paces itself to {rate} requests/s per host)"),
+            &row,
+            format!("{paced:.1} jobs/s ({rate} requests/s per host and route, shared by the processes; {routes})"),
         );
+    }
+}
+
+/// AI runs per account in the AI fleet bench: as many as an account may have running.
+const AI_RUNS_PER_ACCOUNT: u64 = cova_domain::limits::MAX_RUNNING_AI_JOBS as u64;
+
+/// AI jobs per second with `processes` `cova ai-worker` processes (the OpenAI-compatible
+/// analyzer against the simulator's model at `PLATFORM_LATENCY_MS` per request). The posts
+/// are collected first, by as many scraper processes; then every post's AI run is queued at
+/// once, 16 accounts' worth per process.
+async fn ai_throughput(real: &RealBackends, processes: usize) -> f64 {
+    let sim = SimConfig { latency_ms: PLATFORM_LATENCY_MS, ..SimConfig::default() };
+    let mut app = real.app(sim, Scraper::External).await;
+    app.config.platforms.tiktok.requests_per_second = 0.0;
+    let accounts = 16 * processes as u64;
+    let jobs = (accounts * AI_RUNS_PER_ACCOUNT) as i64;
+    let scrapers: Vec<RoleProcess> = (0..processes).map(|_| RoleProcess::scraper(&app)).collect();
+    let mut clients = Vec::new();
+    let mut collecting = tokio::task::JoinSet::new();
+    for a in 0..accounts {
+        let (account, token) = app.integrator().await;
+        app.grant(&account, 10_000).await;
+        let client = app.client(Some(&token));
+        clients.push(client.clone());
+        collecting.spawn(async move {
+            let mut refs = Vec::new();
+            for k in 0..AI_RUNS_PER_ACCOUNT {
+                let job = submit(&client, &post_of_20(a * AI_RUNS_PER_ACCOUNT + k)).await;
+                refs.push(job["ref"].as_str().unwrap_or_default().to_owned());
+            }
+            refs
+        });
+    }
+    let refs: Vec<Vec<String>> = collecting.join_all().await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while app.job_progress().await.complete < jobs {
+        assert!(Instant::now() < deadline, "the posts were not collected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(scrapers);
+
+    let c = &app.config;
+    let ai = common::Cova::sharing(
+        c,
+        &[
+            ("COVA_AI__ANALYZER", "openai".to_owned()),
+            ("COVA_AI__OPENAI__BASE_URL", c.ai.openai.base_url.clone()),
+            ("COVA_AI__OPENAI__API_KEY", cova_sim::LLM_API_KEY.to_owned()),
+            ("COVA_AI__OPENAI__MODEL", c.ai.openai.model.clone()),
+        ],
+    );
+    let workers: Vec<RoleProcess> =
+        (0..processes).map(|_| RoleProcess { child: ai.start_until("ai-worker", "consuming") }).collect();
+    let mut running = tokio::task::JoinSet::new();
+    for (client, refs) in clients.into_iter().zip(refs) {
+        running.spawn(async move {
+            for r#ref in refs {
+                let quote = client.post_json("/api/v1/ai/quote", serde_json::json!({"ref": r#ref})).await.ok();
+                let run = client.post_json("/api/v1/ai/run", serde_json::json!({"quote_id": quote["quote_id"]})).await;
+                assert!(run.status.is_success(), "AI run: {} {:?}", run.status, run.body);
+            }
+        });
+    }
+    running.join_all().await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let done = "SELECT COUNT(*) AS n FROM jobs WHERE kind = 'ai' AND status IN ('complete', 'failed')";
+    while count_rows(app.db(), done).await < jobs {
+        assert!(Instant::now() < deadline, "the AI jobs did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(workers);
+    let failed = count_rows(app.db(), "SELECT COUNT(*) AS n FROM jobs WHERE kind = 'ai' AND status = 'failed'").await;
+    assert_eq!(failed, 0, "no AI job fails");
+    let span_ms =
+        count_rows(app.db(), "SELECT MAX(finished_at) - MIN(created_at) AS n FROM jobs WHERE kind = 'ai'").await;
+    app.stop().await;
+    jobs as f64 / (span_ms.max(1) as f64 / 1000.0)
+}
+
+/// The ai-worker fleet: 1, 2 and 4 processes on one queue.
+async fn ai_fleet(report: &mut Report, real: &RealBackends) {
+    let one = ai_throughput(real, 1).await;
+    let concurrency = cova_config::Config::default().ai.concurrency;
+    report.add(
+        "ai_throughput_1_worker",
+        format!(
+            "{one:.1} AI jobs/s ({concurrency} at once per process; model at {PLATFORM_LATENCY_MS} ms per request)"
+        ),
+    );
+    for n in [2usize, 4] {
+        let fleet = ai_throughput(real, n).await;
+        report.add(&format!("ai_throughput_{n}_workers"), format!("{fleet:.1} AI jobs/s"));
+        report.add(&format!("ai_throughput_scaling_{n}_vs_1"), format!("{:.2}", fleet / one));
     }
 }
 
@@ -814,7 +996,7 @@ async fn throughput_and_scale(report: &mut Report, real: &RealBackends) {
 /// of what it collected.
 async fn scraper_memory(report: &mut Report, real: &RealBackends) {
     let app = real.app(SimConfig::default(), Scraper::External).await;
-    let scraper = ScraperProcess::start(&app);
+    let scraper = RoleProcess::scraper(&app);
     let idle = scraper.memory_kib("VmRSS");
     let (account, token) = app.integrator().await;
     app.grant(&account, 10_000).await;
@@ -914,7 +1096,7 @@ async fn scheduler_scan(report: &mut Report, label: &str, database: TestDatabase
     let concurrency = cova_scheduler::starts_at_once(&cova_config::SchedulerConfig::default(), &db);
     report.add(
         &format!("scheduler_tick_{size}_watches_1000_due_{label}"),
-        format!("{} ({concurrency} starts at once)", ms(busy)),
+        format!("{} (groups of {} runs, {concurrency} at once)", ms(busy), cova_scheduler::RUNS_PER_TRANSACTION),
     );
     report.add(&format!("scheduler_tick_{size}_watches_none_due_{label}"), ms(idle));
 
@@ -1393,59 +1575,101 @@ async fn post_texts() -> Vec<String> {
     post.comments.iter().flat_map(|c| std::iter::once(c).chain(c.replies.iter())).map(|c| c.text.clone()).collect()
 }
 
-/// Webhook deliveries queued at once, sent by the notifier to HTTPS receivers that take
-/// `RECEIVER_LATENCY` per request (a new TLS connection per delivery, as cova pins each to
-/// its checked address): one receiver, bounded by the per-receiver limit, then eight, then
-/// fifty (bounded by the notifier's own concurrency).
-async fn delivery_throughput(report: &mut Report) {
+/// What a receiver takes to answer a webhook in the delivery benches.
+const RECEIVER_LATENCY: Duration = Duration::from_millis(50);
+
+/// HTTPS receivers `hook{n}.bench` (in this process) answering after [`RECEIVER_LATENCY`].
+async fn receivers(ca: &cova_tests::receiver::TestCa, n: usize) -> Vec<cova_tests::receiver::Receiver> {
+    let mut listening = Vec::new();
+    for k in 0..n {
+        let r = cova_tests::receiver::Receiver::spawn(ca, &format!("hook{k}.bench")).await;
+        r.set_latency(RECEIVER_LATENCY);
+        listening.push(r);
+    }
+    listening
+}
+
+/// Lets the app's notifiers reach the receivers by name (the test CA, loopback allowed).
+fn reach_receivers(c: &mut cova_config::Config, ca: &cova_tests::receiver::TestCa, receivers: usize) {
+    for k in 0..receivers {
+        cova_tests::use_receivers(c, ca, &format!("hook{k}.bench"));
+    }
+}
+
+/// An account per receiver with its webhook channel on; answers the accounts' ids.
+async fn hooked_accounts(app: &TestApp, listening: &[cova_tests::receiver::Receiver]) -> Vec<String> {
+    let mut accounts = Vec::new();
+    for r in listening {
+        let (account, token) = app.integrator().await;
+        app.grant(&account, 1_000).await;
+        let hook = serde_json::json!({"webhook": {"url": format!("{}/hook", r.base_url)}});
+        app.client(Some(&token)).put_json("/api/v1/notification-channels", hook).await.ok();
+        accounts.push(account.id.clone());
+    }
+    accounts
+}
+
+/// Queues `n` keyword alerts round-robin over `accounts`, makes them due at once and answers
+/// how long it took from then until the receivers had them all.
+async fn deliver_all(
+    app: &TestApp,
+    accounts: &[String],
+    listening: &[cova_tests::receiver::Receiver],
+    n: usize,
+) -> Duration {
     use cova_storage::repo::channels::Channel;
     use cova_storage::repo::deliveries::{self, NewDelivery};
-    const RECEIVER_LATENCY: Duration = Duration::from_millis(50);
+    use diesel_async::SimpleAsyncConnection;
+    let before: usize = listening.iter().map(|r| r.count()).sum();
+    // Queued an hour ahead, then made due by one statement: the clock starts with all of them
+    // due, whatever queuing them one by one took.
+    let later = cova_domain::time::now_ms() + 3_600_000;
+    let body = r#"{"type":"keyword.alert","id":"bench"}"#;
+    for k in 0..n {
+        let event_id = format!("bench-{k}");
+        let delivery = NewDelivery {
+            account_id: &accounts[k % accounts.len()],
+            event_id: &event_id,
+            event_type: "keyword.alert",
+            channel: Channel::Webhook,
+            payload: body,
+        };
+        deliveries::enqueue(&app.backends.db, delivery, later).await.expect("enqueue");
+    }
+    let due = format!(
+        "UPDATE deliveries SET next_attempt_at = {} WHERE next_attempt_at = {later}",
+        cova_domain::time::now_ms()
+    );
+    let mut conn = app.backends.db.conn().await.expect("conn");
+    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&due).await).expect("due");
+    drop(conn);
+    let started = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while listening.iter().map(|r| r.count()).sum::<usize>() < before + n {
+        assert!(Instant::now() < deadline, "the deliveries did not arrive");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+/// Webhook deliveries queued at once, sent by the notifier of `cova serve` (embedded
+/// backends) to HTTPS receivers that take [`RECEIVER_LATENCY`] per request, over connections
+/// kept per receiver: one receiver, bounded by the per-receiver limit, then eight, then fifty
+/// (bounded by the notifier's own concurrency).
+async fn delivery_throughput(report: &mut Report) {
     for receivers in [1usize, 8, 50] {
         let deliveries: usize = if receivers >= 50 { 5_000 } else { 800 };
         let ca = cova_tests::receiver::TestCa::new();
-        let hosts: Vec<String> = (0..receivers).map(|n| format!("hook{n}.bench")).collect();
-        let mut listening = Vec::new();
-        for host in &hosts {
-            let r = cova_tests::receiver::Receiver::spawn(&ca, host).await;
-            r.set_latency(RECEIVER_LATENCY);
-            listening.push(r);
-        }
+        let listening = self::receivers(&ca, receivers).await;
         let app = spawn_app_on(TestDatabase::sqlite(), SimConfig::default(), Scraper::InProcess, |c| {
             c.limits.api_requests_per_minute = 10_000_000;
-            for host in &hosts {
-                cova_tests::use_receivers(c, &ca, host);
-            }
+            reach_receivers(c, &ca, receivers);
         })
         .await;
         let per_receiver = app.config.notifier.per_receiver;
         let concurrency = app.config.notifier.concurrency;
-        let mut accounts = Vec::new();
-        for r in &listening {
-            let (account, token) = app.integrator().await;
-            app.grant(&account, 1_000).await;
-            let hook = serde_json::json!({"webhook": {"url": format!("{}/hook", r.base_url)}});
-            app.client(Some(&token)).put_json("/api/v1/notification-channels", hook).await.ok();
-            accounts.push(account.id.clone());
-        }
-        let now = cova_domain::time::now_ms();
-        let body = r#"{"type":"keyword.alert","id":"bench"}"#;
-        let started = Instant::now();
-        for n in 0..deliveries {
-            let event_id = format!("bench-{n}");
-            let delivery = NewDelivery {
-                account_id: &accounts[n % receivers],
-                event_id: &event_id,
-                event_type: "keyword.alert",
-                channel: Channel::Webhook,
-                payload: body,
-            };
-            deliveries::enqueue(&app.backends.db, delivery, now).await.expect("enqueue");
-        }
-        while listening.iter().map(|r| r.count()).sum::<usize>() < deliveries {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let took = started.elapsed();
+        let accounts = hooked_accounts(&app, &listening).await;
+        let took = deliver_all(&app, &accounts, &listening, deliveries).await;
         let bound = (concurrency.min(receivers * per_receiver)) as f64 / RECEIVER_LATENCY.as_secs_f64();
         report.add(
             &format!("delivery_throughput_{receivers}_receivers_50ms"),
@@ -1454,6 +1678,57 @@ async fn delivery_throughput(report: &mut Report) {
                 deliveries as f64 / took.as_secs_f64()
             ),
         );
+        app.stop().await;
+    }
+}
+
+/// The notifier fleet: 1, 2 and 4 `cova notifier` processes on PostgreSQL, Redis and
+/// RabbitMQ sending 5,000 webhooks to 50 receivers at [`RECEIVER_LATENCY`] (the receivers
+/// run in this process, on the same two cores).
+async fn notifier_fleet(report: &mut Report, real: &RealBackends) {
+    const RECEIVERS: usize = 50;
+    const DELIVERIES: usize = 5_000;
+    let ca = cova_tests::receiver::TestCa::new();
+    let listening = receivers(&ca, RECEIVERS).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("notifier.toml");
+    let hosts: String = (0..RECEIVERS).map(|k| format!("\"hook{k}.bench\" = \"127.0.0.1\"\n")).collect();
+    let toml = format!(
+        "[notifier]\ntick_ms = 50\nallow_private = [\"127.0.0.1/32\"]\nextra_ca_pem = \"{}\"\n[notifier.hosts]\n{hosts}",
+        ca.pem_path()
+    );
+    std::fs::write(&config, toml).expect("notifier config");
+    let mut one = 0.0;
+    for processes in [1usize, 2, 4] {
+        let database = TestDatabase::postgres(&real.database).await;
+        let app = spawn_app_on(database, SimConfig::default(), Scraper::External, |c| {
+            c.limits.api_requests_per_minute = 10_000_000;
+            c.cache.url = real.cache.clone();
+            c.queue.url = real.queue.clone();
+            reach_receivers(c, &ca, RECEIVERS);
+        })
+        .await;
+        let accounts = hooked_accounts(&app, &listening).await;
+        let notifiers: Vec<RoleProcess> = (0..processes).map(|_| RoleProcess::notifier(&app, &config)).collect();
+        let cpu = || notifiers.iter().map(|p| cpu_time(p.child.id())).sum::<Duration>();
+        let cpu_before = cpu();
+        let took = deliver_all(&app, &accounts, &listening, DELIVERIES).await;
+        let per_delivery = cpu().saturating_sub(cpu_before) / DELIVERIES as u32;
+        let rate = DELIVERIES as f64 / took.as_secs_f64();
+        if processes == 1 {
+            one = rate;
+        }
+        report.add(
+            &format!("delivery_fleet_{processes}_notifiers"),
+            format!(
+                "{rate:.0} deliveries/s ({DELIVERIES} to {RECEIVERS} receivers at 50 ms; PostgreSQL; notifier CPU {:.0} µs per delivery)",
+                per_delivery.as_secs_f64() * 1e6
+            ),
+        );
+        if processes > 1 {
+            report.add(&format!("delivery_fleet_scaling_{processes}_vs_1"), format!("{:.2}", rate / one));
+        }
+        drop(notifiers);
         app.stop().await;
     }
 }
@@ -1473,11 +1748,32 @@ fn main() {
                 "media" => media_serving(&mut report).await,
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
-                "delivery" => delivery_throughput(&mut report).await,
+                "delivery" => {
+                    delivery_throughput(&mut report).await;
+                    if real.reachable() {
+                        let r = real.clone();
+                        guarded(&mut report, "delivery_fleet", |mut rows| async move {
+                            notifier_fleet(&mut rows, &r).await;
+                            rows
+                        })
+                        .await;
+                    }
+                }
                 "fleet" => {
                     if real.reachable() {
-                        throughput_and_scale(&mut report, &real).await;
+                        let r = real.clone();
+            guarded(&mut report, "throughput", |mut rows| async move {
+                throughput_and_scale(&mut rows, &r).await;
+                rows
+            })
+            .await;
                         scraper_memory(&mut report, &real).await;
+                        let r = real.clone();
+                        guarded(&mut report, "ai_fleet", |mut rows| async move {
+                            ai_fleet(&mut rows, &r).await;
+                            rows
+                        })
+                        .await;
                     }
                 }
                 "purge" => {
@@ -1525,8 +1821,25 @@ fn main() {
             app.stop().await;
             scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await, 1_000).await;
             purge_at_scale(&mut report, &real).await;
-            throughput_and_scale(&mut report, &real).await;
+            let r = real.clone();
+            guarded(&mut report, "throughput", |mut rows| async move {
+                throughput_and_scale(&mut rows, &r).await;
+                rows
+            })
+            .await;
             scraper_memory(&mut report, &real).await;
+            let r = real.clone();
+            guarded(&mut report, "ai_fleet", |mut rows| async move {
+                ai_fleet(&mut rows, &r).await;
+                rows
+            })
+            .await;
+            let r = real.clone();
+            guarded(&mut report, "delivery_fleet", |mut rows| async move {
+                notifier_fleet(&mut rows, &r).await;
+                rows
+            })
+            .await;
         } else {
             report.add("real_backends", "skipped (PostgreSQL, Redis or RabbitMQ not reachable)");
         }
