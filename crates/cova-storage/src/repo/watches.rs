@@ -120,7 +120,7 @@ macro_rules! start_runs_in {
     ($c:ident, $insert:ident, $watches:expr, $accounts:expr, $month:expr, $trace:expr, $now:expr, $next:expr) => {{
         let (c, watches, accounts, month, trace_headers, now, next) =
             ($c, $watches, $accounts, $month, $trace, $now, $next);
-        c.lock_accounts(&accounts).await?;
+        c.lock_accounts(accounts).await?;
         let running: Vec<(String, String)> = jobs::table
             .filter(jobs::account_id.eq_any(accounts))
             .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
@@ -180,16 +180,8 @@ macro_rules! start_runs_in {
         for (watch, _, amount) in &started {
             *held.entry(watch.account_id.as_str()).or_default() += amount;
         }
-        for (account, amount) in &held {
-            let reserved = diesel::update(balances::table.find((*account, &month)))
-                .filter((balances::granted - balances::reserved - balances::spent).ge(*amount))
-                .set(balances::reserved.eq(balances::reserved + *amount))
-                .execute(c)
-                .await?;
-            if reserved != 1 {
-                return Err(StorageError::Conflict("a balance changed under the account lock".into()));
-            }
-        }
+        let held: Vec<(String, i64)> = held.into_iter().map(|(a, n)| (a.to_owned(), n)).collect();
+        c.hold(month, &held).await?;
         if !started.is_empty() {
             let rows: Vec<_> = started
                 .iter()
@@ -230,29 +222,9 @@ macro_rules! start_runs_in {
             crate::$insert!(c, outbox::table, rows);
         }
 
-        for (watch, outcome) in watches.iter().zip(&outcomes) {
-            // Only while this claim holds: a change of the watch meanwhile ended it and wins.
-            let next = next(watch, outcome);
-            let this_claim = analyses::id
-                .eq(&watch.id)
-                .and(analyses::watch_enabled.eq(true))
-                .and(analyses::watch_claimed_until.eq(watch.claimed_until));
-            let rescheduled = (
-                analyses::watch_next_run_at.eq(next.at),
-                analyses::watch_last_error.eq(next.error.as_deref()),
-                analyses::watch_claimed_until.eq(0),
-            );
-            match next.ran_at {
-                Some(at) => {
-                    diesel::update(analyses::table.filter(this_claim))
-                        .set((rescheduled, analyses::watch_last_run_at.eq(at)))
-                        .execute(c)
-                        .await?
-                }
-                None => diesel::update(analyses::table.filter(this_claim)).set(rescheduled).execute(c).await?,
-            };
-        }
-        let held: Vec<(String, i64)> = held.into_iter().map(|(a, n)| (a.to_owned(), n)).collect();
+        let schedule: Vec<(&DueWatch, NextRun)> =
+            watches.iter().zip(&outcomes).map(|(watch, outcome)| (watch, next(watch, outcome))).collect();
+        c.reschedule(&schedule).await?;
         Ok((outcomes, held))
     }};
 }
@@ -297,13 +269,26 @@ pub async fn start_runs(
     Ok(outcomes)
 }
 
-/// Takes the row locks of accounts inside a transaction, so that each account's job requests
-/// and watch runs are serialised (see [`super::jobs::create_analyze`]).
-trait LockAccounts {
+/// The writes of [`start_runs`] whose best form differs by database: set-based statements on
+/// PostgreSQL, where each statement is a round trip; one row at a time on SQLite, where a
+/// statement is a function call.
+trait GroupWrites {
+    /// Takes the accounts' row locks inside the transaction, so that each account's job
+    /// requests and watch runs are serialised (see [`super::jobs::create_analyze`]).
     async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()>;
+    /// Holds `amount` more on each account's balance of `month` (checked under the lock).
+    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()>;
+    /// Sets each watch's next run and releases its claim, unless the claim ended meanwhile (a
+    /// change of the watch wins).
+    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()>;
 }
 
-impl LockAccounts for AsyncPgConnection {
+/// A balance that changed under the account lock: never expected; the group is rolled back.
+fn hold_refused() -> StorageError {
+    StorageError::Conflict("a balance changed under the account lock".into())
+}
+
+impl GroupWrites for AsyncPgConnection {
     async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()> {
         // In id order: two groups that share accounts wait for each other, never in a cycle.
         accounts::table
@@ -315,11 +300,96 @@ impl LockAccounts for AsyncPgConnection {
             .await?;
         Ok(())
     }
+
+    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()> {
+        use diesel::sql_types::{Array, BigInt, Text};
+        if held.is_empty() {
+            return Ok(());
+        }
+        let (accounts, amounts): (Vec<&str>, Vec<i64>) = held.iter().map(|(a, n)| (a.as_str(), *n)).unzip();
+        let updated = diesel::sql_query(
+            "UPDATE balances AS b SET reserved = b.reserved + v.amount \
+             FROM unnest($1::text[], $2::bigint[]) AS v(account_id, amount) \
+             WHERE b.account_id = v.account_id AND b.month = $3 \
+               AND b.granted - b.reserved - b.spent >= v.amount",
+        )
+        .bind::<Array<Text>, _>(accounts)
+        .bind::<Array<BigInt>, _>(amounts)
+        .bind::<Text, _>(month)
+        .execute(self)
+        .await?;
+        if updated != held.len() {
+            return Err(hold_refused());
+        }
+        Ok(())
+    }
+
+    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()> {
+        use diesel::sql_types::{Array, BigInt, Nullable, Text};
+        let ids: Vec<&str> = schedule.iter().map(|(w, _)| w.id.as_str()).collect();
+        let claims: Vec<i64> = schedule.iter().map(|(w, _)| w.claimed_until).collect();
+        let next: Vec<i64> = schedule.iter().map(|(_, n)| n.at).collect();
+        let errors: Vec<Option<&str>> = schedule.iter().map(|(_, n)| n.error.as_deref()).collect();
+        let ran: Vec<Option<i64>> = schedule.iter().map(|(_, n)| n.ran_at).collect();
+        diesel::sql_query(
+            "UPDATE analyses AS a SET watch_next_run_at = v.next_at, watch_last_error = v.error, \
+               watch_claimed_until = 0, watch_last_run_at = COALESCE(v.ran_at, a.watch_last_run_at) \
+             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
+               AS v(id, claimed_until, next_at, error, ran_at) \
+             WHERE a.id = v.id AND a.watch_enabled AND a.watch_claimed_until = v.claimed_until",
+        )
+        .bind::<Array<Text>, _>(ids)
+        .bind::<Array<BigInt>, _>(claims)
+        .bind::<Array<BigInt>, _>(next)
+        .bind::<Array<Nullable<Text>>, _>(errors)
+        .bind::<Array<Nullable<BigInt>>, _>(ran)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
 }
 
-impl LockAccounts for SqliteConn {
+impl GroupWrites for SqliteConn {
     /// SQLite's `BEGIN IMMEDIATE` has already serialised every writer.
     async fn lock_accounts(&mut self, _ids: &[&str]) -> Result<()> {
+        Ok(())
+    }
+
+    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()> {
+        for (account, amount) in held {
+            let reserved = diesel::update(balances::table.find((account, month)))
+                .filter((balances::granted - balances::reserved - balances::spent).ge(*amount))
+                .set(balances::reserved.eq(balances::reserved + *amount))
+                .execute(self)
+                .await?;
+            if reserved != 1 {
+                return Err(hold_refused());
+            }
+        }
+        Ok(())
+    }
+
+    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()> {
+        for (watch, next) in schedule {
+            let this_claim = analyses::id
+                .eq(&watch.id)
+                .and(analyses::watch_enabled.eq(true))
+                .and(analyses::watch_claimed_until.eq(watch.claimed_until));
+            let rescheduled = (
+                analyses::watch_next_run_at.eq(next.at),
+                analyses::watch_last_error.eq(next.error.as_deref()),
+                analyses::watch_claimed_until.eq(0),
+            );
+            match next.ran_at {
+                Some(at) => {
+                    diesel::update(analyses::table.filter(this_claim))
+                        .set((rescheduled, analyses::watch_last_run_at.eq(at)))
+                        .execute(self)
+                        .await?
+                }
+                None => diesel::update(analyses::table.filter(this_claim)).set(rescheduled).execute(self).await?,
+            };
+        }
         Ok(())
     }
 }
