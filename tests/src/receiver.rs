@@ -151,22 +151,46 @@ impl Drop for Receiver {
     }
 }
 
-/// Reads one HTTP/1.1 request (Content-Length bodies), records it, answers, closes.
+/// Reads HTTP/1.1 requests (Content-Length bodies) one after the other on a kept-alive
+/// connection, as most receivers allow; records and answers each. Ends when the client closes.
 async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut io: S,
     state: Arc<Mutex<State>>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
-    let head_end = loop {
-        let mut chunk = [0u8; 4096];
-        let n = io.read(&mut chunk).await?;
-        if n == 0 {
+    loop {
+        buf = answer_one(&mut io, &state, buf).await?;
+        if buf.is_empty() && !io_open(&mut io, &mut buf).await? {
             return Ok(());
         }
-        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether the client sends more on this connection (the bytes read go to `buf`).
+async fn io_open<S: tokio::io::AsyncRead + Unpin>(io: &mut S, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    let mut chunk = [0u8; 4096];
+    let n = io.read(&mut chunk).await?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n > 0)
+}
+
+/// Reads one request (starting with the bytes in `buf`), records it and answers; returns the
+/// bytes read past it.
+async fn answer_one<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    io: &mut S,
+    state: &Arc<Mutex<State>>,
+    mut buf: Vec<u8>,
+) -> std::io::Result<Vec<u8>> {
+    let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
+        let mut chunk = [0u8; 4096];
+        let n = io.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
@@ -186,6 +210,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         }
         body.extend_from_slice(&chunk[..n]);
     }
+    let rest = body.split_off(length.min(body.len()));
     let reply = {
         let mut state = state.lock().expect("lock");
         state.received.push(Received { method, path, headers, body });
@@ -200,7 +225,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             (s, String::new())
         }
     };
-    let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n{extra}\r\nok");
+    let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n{extra}\r\nok");
     io.write_all(answer.as_bytes()).await?;
-    io.shutdown().await
+    Ok(rest)
 }

@@ -913,23 +913,22 @@ async fn ai_throughput(real: &RealBackends, processes: usize) -> f64 {
     let accounts = 16 * processes as u64;
     let jobs = (accounts * AI_RUNS_PER_ACCOUNT) as i64;
     let scrapers: Vec<RoleProcess> = (0..processes).map(|_| RoleProcess::scraper(&app)).collect();
-    let mut clients = Vec::new();
     let mut collecting = tokio::task::JoinSet::new();
     for a in 0..accounts {
         let (account, token) = app.integrator().await;
         app.grant(&account, 10_000).await;
         let client = app.client(Some(&token));
-        clients.push(client.clone());
         collecting.spawn(async move {
             let mut refs = Vec::new();
             for k in 0..AI_RUNS_PER_ACCOUNT {
                 let job = submit(&client, &post_of_20(a * AI_RUNS_PER_ACCOUNT + k)).await;
                 refs.push(job["ref"].as_str().unwrap_or_default().to_owned());
             }
-            refs
+            (client, refs)
         });
     }
-    let refs: Vec<Vec<String>> = collecting.join_all().await;
+    // Each account's client with the refs it collected (the tasks end in any order).
+    let collected: Vec<(cova_tests::client::Client, Vec<String>)> = collecting.join_all().await;
     let deadline = Instant::now() + Duration::from_secs(300);
     while app.job_progress().await.complete < jobs {
         assert!(Instant::now() < deadline, "the posts were not collected");
@@ -950,7 +949,7 @@ async fn ai_throughput(real: &RealBackends, processes: usize) -> f64 {
     let workers: Vec<RoleProcess> =
         (0..processes).map(|_| RoleProcess { child: ai.start_until("ai-worker", "consuming") }).collect();
     let mut running = tokio::task::JoinSet::new();
-    for (client, refs) in clients.into_iter().zip(refs) {
+    for (client, refs) in collected {
         running.spawn(async move {
             for r#ref in refs {
                 let quote = client.post_json("/api/v1/ai/quote", serde_json::json!({"ref": r#ref})).await.ok();
@@ -1776,6 +1775,16 @@ fn main() {
                         .await;
                     }
                 }
+                "ai" => {
+                    if real.reachable() {
+                        let r = real.clone();
+                        guarded(&mut report, "ai_fleet", |mut rows| async move {
+                            ai_fleet(&mut rows, &r).await;
+                            rows
+                        })
+                        .await;
+                    }
+                }
                 "purge" => {
                     if real.reachable() {
                         purge_at_scale(&mut report, &real).await;
@@ -1794,7 +1803,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet` and `delivery`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai` and `delivery`"
                 ),
             }
         });
