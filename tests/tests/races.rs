@@ -57,7 +57,10 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_concurrency_limit_is_exact_under_twenty_parallel_requests() {
-    let app = spawn_app_with_sim(SimConfig { latency_ms: 300, ..SimConfig::default() }, |_| {}).await;
+    // Slow platform answers while the twenty requests are decided, so that no accepted job can
+    // finish (and free its slot) before the last request is answered, however loaded the
+    // machine; then fast ones, so the accepted jobs finish soon.
+    let app = spawn_app_with_sim(SimConfig { latency_ms: 2_000, ..SimConfig::default() }, |_| {}).await;
     let (account, token) = app.integrator().await;
     app.grant(&account, 100_000).await;
     let mut tasks = Vec::new();
@@ -78,6 +81,7 @@ async fn the_concurrency_limit_is_exact_under_twenty_parallel_requests() {
         }
     }
     assert_eq!((accepted.len(), limited), (3, 17));
+    app.sim.set_latency_ms(0);
     let client = app.client(Some(&token));
     let mut charged = 0;
     for id in &accepted {
