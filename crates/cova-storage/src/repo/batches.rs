@@ -134,6 +134,7 @@ struct Waiting {
 pub async fn start_waiting(db: &Db, account_id: &str, trace: &str, now: i64) -> Result<usize> {
     let mut started = 0;
     let mut touched: Vec<String> = Vec::new();
+    let mut rechecked = false;
     loop {
         let next: Option<Waiting> = {
             let mut conn = db.conn().await?;
@@ -194,8 +195,11 @@ pub async fn start_waiting(db: &Db, account_id: &str, trace: &str, now: i64) -> 
             // No free slot: the rest waits for the next job of the account to end.
             CreateOutcome::ConcurrencyLimit => break,
             // The balance may only be held by the account's running jobs, which give back
-            // what they do not collect: wait for them. With none running, it has run out.
+            // what they do not collect: wait for them.
             CreateOutcome::QuotaExceeded if jobs::count_running(db, account_id).await? > 0 => break,
+            // None runs now, but the last may have ended (and given its hold back) after the
+            // balance was read: look once more before deciding that it has run out.
+            CreateOutcome::QuotaExceeded if !rechecked => rechecked = true,
             CreateOutcome::QuotaExceeded => {
                 refuse_rest(db, &item.batch_id, "quota_exceeded", QUOTA_DETAIL).await?;
             }
