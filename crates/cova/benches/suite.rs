@@ -288,6 +288,18 @@ where
     }
 }
 
+/// [`guarded`] for a section `$section(&mut Report, &RealBackends)` on the real backends.
+macro_rules! guarded_on_real {
+    ($report:expr, $name:literal, $real:expr, $section:ident) => {{
+        let real = $real.clone();
+        guarded($report, $name, |mut rows| async move {
+            $section(&mut rows, &real).await;
+            rows
+        })
+        .await
+    }};
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -1750,39 +1762,19 @@ fn main() {
                 "delivery" => {
                     delivery_throughput(&mut report).await;
                     if real.reachable() {
-                        let r = real.clone();
-                        guarded(&mut report, "delivery_fleet", |mut rows| async move {
-                            notifier_fleet(&mut rows, &r).await;
-                            rows
-                        })
-                        .await;
+                        guarded_on_real!(&mut report, "delivery_fleet", real, notifier_fleet);
                     }
                 }
                 "fleet" => {
                     if real.reachable() {
-                        let r = real.clone();
-            guarded(&mut report, "throughput", |mut rows| async move {
-                throughput_and_scale(&mut rows, &r).await;
-                rows
-            })
-            .await;
+                        guarded_on_real!(&mut report, "throughput", real, throughput_and_scale);
                         scraper_memory(&mut report, &real).await;
-                        let r = real.clone();
-                        guarded(&mut report, "ai_fleet", |mut rows| async move {
-                            ai_fleet(&mut rows, &r).await;
-                            rows
-                        })
-                        .await;
+                        guarded_on_real!(&mut report, "ai_fleet", real, ai_fleet);
                     }
                 }
                 "ai" => {
                     if real.reachable() {
-                        let r = real.clone();
-                        guarded(&mut report, "ai_fleet", |mut rows| async move {
-                            ai_fleet(&mut rows, &r).await;
-                            rows
-                        })
-                        .await;
+                        guarded_on_real!(&mut report, "ai_fleet", real, ai_fleet);
                     }
                 }
                 "purge" => {
@@ -1830,25 +1822,10 @@ fn main() {
             app.stop().await;
             scheduler_scan(&mut report, "real", TestDatabase::postgres(&real.database).await, 1_000).await;
             purge_at_scale(&mut report, &real).await;
-            let r = real.clone();
-            guarded(&mut report, "throughput", |mut rows| async move {
-                throughput_and_scale(&mut rows, &r).await;
-                rows
-            })
-            .await;
+            guarded_on_real!(&mut report, "throughput", real, throughput_and_scale);
             scraper_memory(&mut report, &real).await;
-            let r = real.clone();
-            guarded(&mut report, "ai_fleet", |mut rows| async move {
-                ai_fleet(&mut rows, &r).await;
-                rows
-            })
-            .await;
-            let r = real.clone();
-            guarded(&mut report, "delivery_fleet", |mut rows| async move {
-                notifier_fleet(&mut rows, &r).await;
-                rows
-            })
-            .await;
+            guarded_on_real!(&mut report, "ai_fleet", real, ai_fleet);
+            guarded_on_real!(&mut report, "delivery_fleet", real, notifier_fleet);
         } else {
             report.add("real_backends", "skipped (PostgreSQL, Redis or RabbitMQ not reachable)");
         }
