@@ -1,4 +1,5 @@
 //! The migrations are embedded in the library: a new or changed migration rebuilds it.
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=migrations-postgres");
 }

@@ -35,8 +35,22 @@ impl SpawnBlocking for Inline {
     }
 }
 
-/// One set of migrations in portable SQL, run on either database.
+/// The migrations in portable SQL, run on either database.
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
+/// What only PostgreSQL has (the comments' partitions by day), run among the portable ones in
+/// version order.
+const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations-postgres");
+
+/// Both sets on PostgreSQL; the harness runs what is pending in version order.
+struct PostgresMigrations;
+
+impl diesel::migration::MigrationSource<diesel::pg::Pg> for PostgresMigrations {
+    fn migrations(&self) -> diesel::migration::Result<Vec<Box<dyn diesel::migration::Migration<diesel::pg::Pg>>>> {
+        let mut all = diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS)?;
+        all.extend(diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&POSTGRES_MIGRATIONS)?);
+        Ok(all)
+    }
+}
 
 /// The same pool settings for both connection types (a macro: the generic bounds are unwieldy).
 macro_rules! build_pool {
@@ -74,6 +88,8 @@ pub struct Db {
     breaker: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Told of committed changes ([`crate::changes`]); shared by every clone.
     pub(crate) changes: crate::changes::Listener,
+    /// The comment days this process made sure of ([`crate::repo::comment_days::ensure`]).
+    pub(crate) comment_days: crate::repo::comment_days::KnownDays,
 }
 
 /// One pooled connection of either kind; see [`with_conn!`](crate::with_conn).
@@ -327,7 +343,14 @@ impl Db {
                 }
             }
         };
-        Ok(Self { inner, url: cfg.url.clone(), keyring, breaker: Default::default(), changes: Default::default() })
+        Ok(Self {
+            inner,
+            url: cfg.url.clone(),
+            keyring,
+            breaker: Default::default(),
+            changes: Default::default(),
+            comment_days: Default::default(),
+        })
     }
 
     /// The id of the key new secrets are sealed with (for the start-up line).
@@ -406,7 +429,7 @@ impl Db {
                 type Wrapped = diesel_async::async_connection_wrapper::AsyncConnectionWrapper<AsyncPgConnection>;
                 let mut conn = <Wrapped as diesel::Connection>::establish(&url)
                     .map_err(|e| StorageError::Unavailable(explain_connect(&e.to_string(), &url)))?;
-                conn.run_pending_migrations(MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+                conn.run_pending_migrations(PostgresMigrations).map_err(|e| StorageError::Migration(e.to_string()))?;
             }
             Ok(())
         })

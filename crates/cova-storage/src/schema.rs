@@ -86,6 +86,7 @@ diesel::table! {
         batch_id -> Nullable<Text>,
         comments_new -> Nullable<BigInt>,
         truncated_reason -> Nullable<Text>,
+        comments_day -> Nullable<BigInt>,
     }
 }
 
@@ -132,6 +133,7 @@ diesel::table! {
         search -> Text,
         first_seen_at -> Nullable<BigInt>,
         thread -> Nullable<BigInt>,
+        comments_day -> BigInt,
     }
 }
 
@@ -162,6 +164,7 @@ diesel::table! {
         watch_claimed_until -> BigInt,
         creator_ref -> Nullable<Text>,
         watch_until -> Nullable<BigInt>,
+        comments_day -> Nullable<BigInt>,
     }
 }
 

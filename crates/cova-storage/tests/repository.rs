@@ -519,63 +519,79 @@ fn only_the_exact_amount_in_the_checkouts_currency_pays() {
     );
 }
 
-/// The janitor purges exactly the breakdowns that expired: a day's worth at a time, their
-/// comments and nothing else (other entries' breakdowns, a job still collecting, an entry of
-/// another account with the same post), and a second pass at the same time finds nothing.
+/// Scrapes post `tiktok:{n}` for `account` through the scraper's calls: created and started at
+/// `started`, five comments stored, completed at `finished` (left collecting when `None`).
+async fn scrape(db: &cova_storage::Db, account: &str, n: i64, started: i64, finished: Option<i64>) -> String {
+    use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze, Scraped, Start, StoredComment};
+    let (r#ref, url) = (format!("tiktok:{n}"), format!("https://www.tiktok.com/@a/video/{n}"));
+    let new = NewAnalyze {
+        account_id: account,
+        token_id: None,
+        session_id: None,
+        r#ref: &r#ref,
+        url: &url,
+        idempotency_key: None,
+        known_comments: Some(5),
+        refresh: true,
+        batch_id: None,
+    };
+    let job = match jobs::create_analyze(db, new, "{}", started).await.expect("create") {
+        CreateOutcome::Created { job, .. } => job,
+        other => panic!("not created: {other:?}"),
+    };
+    let lease = ("scraper", 3_600_000);
+    let start = jobs::start(db, &job.id, lease.0, lease.1, started).await.expect("start");
+    assert!(matches!(start, Start::Collect { .. }), "{start:?}");
+    let comments: Vec<StoredComment> = (0..5)
+        .map(|c| StoredComment {
+            comment_id: format!("c{c}"),
+            parent_id: None,
+            body: format!(r#"{{"text":"comment {c}"}}"#),
+            likes: 0,
+            posted_at: 0,
+            search: format!("comment {c}"),
+        })
+        .collect();
+    jobs::append_comments(db, &job.id, lease, &comments, Some(5), started).await.expect("append");
+    if let Some(at) = finished {
+        assert!(jobs::complete(db, &job.id, lease.0, &Scraped::default(), "{}", at).await.expect("complete"));
+    }
+    job.id
+}
+
+/// The purge keeps exactly the rows it must. Comments are stored under the day their scrape
+/// started; an expired breakdown's rows go at once on SQLite, and on PostgreSQL with their day's
+/// partition, dropped whole once no breakdown and no running job uses it: a scrape that ran past
+/// midnight keeps its day, so does a job still collecting, and a day whose only breakdown moved
+/// to a newer scrape goes early. Every step runs on a clock the test sets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_purge_keeps_exactly_the_rows_it_must() {
-    use cova_storage::repo::analyses;
-    use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
-    const DAY: i64 = 86_400_000;
-    const PER_DAY: i64 = 7;
+async fn the_partitioned_purge_keeps_exactly_the_rows_it_must() {
+    use cova_storage::repo::comment_days::{self, DAY_MS, day_of};
+    use cova_storage::repo::{analyses, jobs};
+    const HOUR: i64 = 3_600_000;
+    const KEPT: i64 = 14 * DAY_MS;
     let t = TestDatabase::create().await;
     let db = t.db().await;
-    // Two accounts; 3 days × 7 entries each with its own job, 5 + n comments per job; the job
-    // of one more post is still collecting. The accounts share post refs.
-    let comments = |n: i64| 5 + n;
-    let mut sql = String::from(
-        "INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
-         VALUES ('a1', 'a1@example.com', 0, 0, 0, 0), ('a2', 'a2@example.com', 0, 0, 0, 0);",
-    );
-    let mut rows = Vec::new();
-    for n in 0..3 * PER_DAY {
-        let account = if n % 2 == 0 { "a1" } else { "a2" };
-        let r#ref = format!("tiktok:{}", 7_000_000_000_000_000_000i64 + n / 2);
-        let expires = NOW + (n / PER_DAY) * DAY;
-        sql.push_str(&format!(
-            "INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
-             VALUES ('j{n}', '{account}', 'analyze', '{ref}', 'https://www.tiktok.com/@a/video/1', 'complete', 0, 0); \
-             INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, last_scraped_at, \
-                                   expires_at, last_job_id, comment_count) \
-             VALUES ('an{n}', '{account}', '{ref}', 'https://www.tiktok.com/@a/video/1', 'tiktok', 'ready', 0, 0, 0, \
-                     {expires}, 'j{n}', {count});",
-            count = comments(n),
-        ));
-        rows.push((format!("j{n}"), comments(n)));
-    }
-    sql.push_str(
-        "INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at) \
-         VALUES ('running', 'a1', 'analyze', 'tiktok:1', 'https://www.tiktok.com/@a/video/1', 'in_progress', 0);",
-    );
-    rows.push(("running".to_owned(), 40));
-    for (job, count) in &rows {
-        let values: Vec<String> = (0..*count)
-            .map(|c| format!("('{job}', 'c{c}', NULL, {c}, '{{\"text\":\"comment {c}\"}}', 0, 0, 'comment {c}')"))
-            .collect();
-        sql.push_str(&format!(
-            "INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search) \
-             VALUES {};",
-            values.join(", ")
-        ));
-    }
-    let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed");
-    drop(conn);
-    let left = |job: String| {
-        let db = db.clone();
+    let pg = db.is_postgres();
+    seed_runs(&db, &[("a1", 10_000, 0), ("a2", 10_000, 0)], &[], &[]).await;
+    let d0 = day_of(NOW) * DAY_MS;
+    let (day0, day1, day2, day3) = (day_of(d0), day_of(d0) + 1, day_of(d0) + 2, day_of(d0) + 3);
+    // Day 0: a scrape, and one that starts before midnight and ends after it.
+    let a = scrape(&db, "a1", 1, d0 + 10 * HOUR, Some(d0 + 10 * HOUR)).await;
+    let c = scrape(&db, "a1", 2, d0 + 24 * HOUR - 60_000, Some(d0 + 24 * HOUR + 60_000)).await;
+    // Day 1: another account's scrape of the same post, and a job that goes on collecting.
+    let e = scrape(&db, "a2", 1, d0 + 36 * HOUR, Some(d0 + 36 * HOUR)).await;
+    let r = scrape(&db, "a2", 3, d0 + 36 * HOUR, None).await;
+    // Day 2, then day 3: a watched post scraped again; the newer scrape takes over.
+    let w1 = scrape(&db, "a1", 4, d0 + 60 * HOUR, Some(d0 + 60 * HOUR)).await;
+    let w2 = scrape(&db, "a1", 4, d0 + 84 * HOUR, Some(d0 + 84 * HOUR)).await;
+
+    let left = |job: &str| {
+        let (db, job) = (db.clone(), job.to_owned());
         async move {
             use cova_storage::schema::job_comments;
             use diesel::{ExpressionMethods, QueryDsl};
+            use diesel_async::RunQueryDsl;
             let mut conn = db.conn().await.expect("conn");
             cova_storage::with_conn!(&mut conn, |c| {
                 job_comments::table.filter(job_comments::job_id.eq(job)).count().get_result::<i64>(c).await
@@ -583,25 +599,86 @@ async fn the_purge_keeps_exactly_the_rows_it_must() {
             .expect("count")
         }
     };
-    for day in 0..3 {
-        // A small batch, so that the purge goes through several claims.
-        let now = NOW + day * DAY;
-        let mut expired = 0;
-        loop {
-            let n = analyses::expire_due(&db, now, 3).await.expect("purge");
-            expired += n;
-            if n < 3 {
-                break;
+    // The janitor's purge at `now`: breakdowns expired (in small claims), then unused days dropped.
+    let janitor = |now: i64| {
+        let db = db.clone();
+        async move {
+            let mut expired = 0;
+            loop {
+                let n = analyses::expire_due(&db, now, 2).await.expect("expire");
+                expired += n;
+                if n < 2 {
+                    break;
+                }
             }
+            (expired, comment_days::drop_unused(&db, now).await.expect("drop days"))
         }
-        assert_eq!(expired as i64, PER_DAY, "day {day}: a day's worth expired");
-        assert_eq!(analyses::expire_due(&db, now, 3).await.expect("again"), 0, "nothing left at the same time");
-        for (n, (job, count)) in rows.iter().enumerate() {
-            let n = n as i64;
-            let gone = job != "running" && n / PER_DAY <= day;
-            let expected = if gone { 0 } else { *count };
-            assert_eq!(left(job.clone()).await, expected, "day {day}: the comments of {job}");
+    };
+    let on_pg = |days: Vec<i64>| if pg { days } else { Vec::new() };
+    // The days this test stored comments under, among those dropped (the janitor also makes
+    // today's and tomorrow's partitions, which a later jump of the clock finds unused).
+    let scraped = [day0, day1, day2, day3];
+    let janitor = |now: i64| {
+        let run = janitor(now);
+        async move {
+            let (expired, mut dropped) = run.await;
+            dropped.retain(|day| scraped.contains(day));
+            (expired, dropped)
         }
+    };
+    // An expired breakdown's rows: gone on SQLite; on PostgreSQL until its day is dropped.
+    let lingering = |n: i64| if pg { n } else { 0 };
+    assert_eq!(left(&w1).await, 0, "the older scrape of a post is released when the newer completes");
+    for job in [&a, &c, &e, &r, &w2] {
+        assert_eq!(left(job).await, 5, "{job} stored its five comments");
+    }
+
+    // Day 0 + 14 days: `a` expired. Day 0 is kept for `c`, which ended on day 1; day 2 is no
+    // longer used by anything.
+    assert_eq!(janitor(d0 + 10 * HOUR + KEPT).await, (1, on_pg(vec![day2])));
+    assert_eq!(left(&a).await, lingering(5));
+    for job in [&c, &e, &r, &w2] {
+        assert_eq!(left(job).await, 5, "{job} is still used");
+    }
+    // Again at the same time: nothing more.
+    assert_eq!(janitor(d0 + 10 * HOUR + KEPT).await, (0, Vec::new()));
+
+    // `c` expired: day 0 goes.
+    assert_eq!(janitor(d0 + 24 * HOUR + 60_000 + KEPT).await, (1, on_pg(vec![day0])));
+    assert_eq!((left(&a).await, left(&c).await), (0, 0));
+    // `e` expired: day 1 is kept for `r`, still collecting, until it fails.
+    let at = d0 + 36 * HOUR + KEPT;
+    assert_eq!(janitor(at).await, (1, Vec::new()));
+    assert_eq!((left(&e).await, left(&r).await), (lingering(5), 5));
+    assert!(jobs::fail(&db, &r, "scraper", "post_unavailable", "gone", "{}", at).await.expect("fail"));
+    assert_eq!(janitor(at).await, (0, on_pg(vec![day1])));
+    assert_eq!((left(&e).await, left(&r).await, left(&w2).await), (0, 0, 5));
+    // `w2` expired: day 3 goes, and nothing is left.
+    assert_eq!(janitor(d0 + 84 * HOUR + KEPT).await, (1, on_pg(vec![day3])));
+    assert_eq!(left(&w2).await, 0);
+    if pg {
+        // Left: the days the janitor made ahead (yesterday's, today's, tomorrow's), nothing else.
+        let today = day_of(d0 + 84 * HOUR + KEPT);
+        let mut conn = db.conn().await.expect("conn");
+        let names: Vec<String> = cova_storage::with_conn!(&mut conn, |c| {
+            use diesel_async::RunQueryDsl;
+            #[derive(diesel::QueryableByName)]
+            struct Name {
+                #[diesel(sql_type = diesel::sql_types::Text)]
+                name: String,
+            }
+            diesel::sql_query(
+                "SELECT c.relname::TEXT AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+                 WHERE i.inhparent = 'job_comments'::regclass",
+            )
+            .load::<Name>(c)
+            .await
+            .map(|rows| rows.into_iter().map(|r| r.name).collect())
+        })
+        .expect("partitions");
+        let name = |day: i64| format!("job_comments_d{day}");
+        assert!(names.contains(&name(today)) && names.contains(&name(today + 1)), "{names:?}");
+        assert!(names.iter().all(|n| (today - 1..=today + 1).any(|day| n == &name(day))), "{names:?}");
     }
     t.drop_database().await.expect("drop");
 }

@@ -1150,31 +1150,39 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     let database = TestDatabase::postgres(&real.database).await;
     let db = database.db().await;
     let now = cova_domain::time::now_ms();
+    let today = cova_storage::repo::comment_days::day_of(now);
     let jobs = PURGE_JOBS_PER_DAY * 14;
     let total = jobs * PURGE_COMMENTS_PER_JOB;
+    // Job g's scrape started on day `today - 14 + k` (k = its day among the 14) and its breakdown
+    // expires 14 days later: the oldest day at `now`, the next at `now` + a day, and so on.
+    let day_of_job = format!("({today} - 14 + (g - 1) / {PURGE_JOBS_PER_DAY})");
     let sql = format!(
         "SET statement_timeout = 0; \
+         SELECT cova_comments_day(d) FROM generate_series({today} - 14, {today} + 1) d; \
          INSERT INTO accounts (id, email, email_confirmed_at, active_tokens, free_comments_left, created_at) \
            VALUES ('acct-p', 'p@example.com', 0, 0, 0, 0); \
-         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at, comments_day) \
            SELECT 'job-' || g, 'acct-p', 'analyze', 'tiktok:' || (7000000000000000000 + g), \
-                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'complete', 0, 0 \
+                  'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'complete', 0, 0, {day_of_job} \
            FROM generate_series(1, {jobs}) g; \
          INSERT INTO analyses (id, account_id, ref, url, platform, status, created_at, saved_at, last_scraped_at, \
-                               expires_at, last_job_id, comment_count) \
+                               expires_at, last_job_id, comments_day, comment_count) \
            SELECT 'an-' || g, 'acct-p', 'tiktok:' || (7000000000000000000 + g), \
                   'https://www.tiktok.com/@a/video/' || (7000000000000000000 + g), 'tiktok', 'ready', 0, 0, 0, \
-                  {now} - 1000 + ((g - 1) / {PURGE_JOBS_PER_DAY}) * {DAY}, 'job-' || g, {PURGE_COMMENTS_PER_JOB} \
+                  {now} - 1000 + ((g - 1) / {PURGE_JOBS_PER_DAY}) * {DAY}, 'job-' || g, {day_of_job}, \
+                  {PURGE_COMMENTS_PER_JOB} \
            FROM generate_series(1, {jobs}) g; \
-         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread) \
-           SELECT 'job-' || ((g - 1) / {PURGE_COMMENTS_PER_JOB} + 1), 'c' || g, NULL, g, \
+         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread, \
+                                   comments_day) \
+           SELECT 'job-' || job, 'c' || g, NULL, g, \
                   '{{\"id\":\"' || g || '\",\"text\":\"a comment of about the usual length, with a few words\",' \
                   || '\"author\":{{\"handle\":\"someone\",\"name\":\"Some One\"}},\"likes\":3,\"reply_count\":0}}', \
-                  3, 0, 'a comment of about the usual length, with a few words someone some one', g \
-           FROM generate_series(1, {total}) g; \
-         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at) \
+                  3, 0, 'a comment of about the usual length, with a few words someone some one', g, \
+                  {today} - 14 + (job - 1) / {PURGE_JOBS_PER_DAY} \
+           FROM (SELECT g, (g - 1) / {PURGE_COMMENTS_PER_JOB} + 1 AS job FROM generate_series(1, {total}) g) rows; \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, started_at, comments_day) \
            SELECT 'live-' || g, 'acct-p', 'analyze', 'tiktok:' || g, 'https://www.tiktok.com/@a/video/' || g, \
-                  'in_progress', 0 FROM generate_series(1, 2) g; \
+                  'in_progress', 0, {now}, {today} FROM generate_series(1, 2) g; \
          INSERT INTO job_leases (job_id, owner, expires_at) \
            SELECT 'live-' || g, 'bench', {far} FROM generate_series(1, 2) g; \
          ANALYZE;",
@@ -1183,7 +1191,15 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     let mut conn = db.conn().await.expect("conn");
     cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed 5,000,800 comments");
     drop(conn);
-    let size = async || count_rows(&db, "SELECT pg_total_relation_size('job_comments') AS n").await as u64;
+    // A partitioned table's size is its partitions'.
+    let size = async || {
+        count_rows(
+            &db,
+            "SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0)::BIGINT AS n FROM pg_inherits \
+             WHERE inhparent = 'job_comments'::regclass",
+        )
+        .await as u64
+    };
     let before = size().await;
 
     // A scrape storing pages of 50 comments until told to stop: each page's latency.
@@ -1216,6 +1232,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let alone = scrape("live-1", done, 200).await;
 
+    // The janitor's purge: the breakdowns expire, then their days' partitions are dropped.
     let purge = async |at: i64| {
         let started = Instant::now();
         let mut breakdowns = 0;
@@ -1226,35 +1243,35 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
                 break;
             }
         }
-        (started.elapsed(), breakdowns as i64)
+        let days = cova_storage::repo::comment_days::drop_unused(&db, at).await.expect("drop days");
+        (started.elapsed(), breakdowns as i64, days.len())
     };
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let beside = tokio::spawn(scrape("live-2", stop.clone(), 20));
-    let (one_day, first) = purge(now).await;
+    let (one_day, first, first_days) = purge(now).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let beside = beside.await.expect("scrape");
-    let (two_days, second) = purge(now + 2 * DAY).await;
+    let (two_days, second, second_days) = purge(now + 2 * DAY).await;
     assert_eq!((first, second), (PURGE_JOBS_PER_DAY, 2 * PURGE_JOBS_PER_DAY), "a day's worth, then two");
+    assert_eq!((first_days, second_days), (1, 2), "a day's partition, then two");
     let after = size().await;
-    // What autovacuum does on its own, done now: the purged rows' space is then reused by the
-    // next day's scrapes, so the table stays at 14 days' worth instead of growing.
+    // A new day's scrapes go to their own partition: the table holds the days still used.
     let refill = format!(
         "SET statement_timeout = 0; \
-         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at) \
+         INSERT INTO jobs (id, account_id, kind, ref, url, status, created_at, finished_at, comments_day) \
            SELECT 'new-' || g, 'acct-p', 'analyze', 'tiktok:' || g, 'https://www.tiktok.com/@a/video/' || g, \
-                  'complete', 0, 0 FROM generate_series(1, {PURGE_JOBS_PER_DAY}) g; \
-         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread) \
+                  'complete', 0, 0, {next} FROM generate_series(1, {PURGE_JOBS_PER_DAY}) g; \
+         INSERT INTO job_comments (job_id, comment_id, parent_id, position, body, likes, posted_at, search, thread, \
+                                   comments_day) \
            SELECT 'new-' || ((g - 1) / {PURGE_COMMENTS_PER_JOB} + 1), 'c' || g, NULL, g, \
                   '{{\"id\":\"' || g || '\",\"text\":\"a comment of about the usual length, with a few words\",' \
                   || '\"author\":{{\"handle\":\"someone\",\"name\":\"Some One\"}},\"likes\":3,\"reply_count\":0}}', \
-                  3, 0, 'a comment of about the usual length, with a few words someone some one', g \
+                  3, 0, 'a comment of about the usual length, with a few words someone some one', g, {next} \
            FROM generate_series(1, {day}) g;",
+        next = today + 1,
         day = PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB,
     );
     let mut conn = db.conn().await.expect("conn");
-    // VACUUM runs alone: several statements in one go are one transaction, which it refuses.
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute("SET statement_timeout = 0").await).expect("untimed");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute("VACUUM job_comments").await).expect("vacuum");
     cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&refill).await).expect("a new day's scrapes");
     drop(conn);
     let refilled = size().await;
@@ -1266,7 +1283,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     report.add(
         "purge_5m_comments_one_day",
         format!(
-            "{} for {} breakdowns, {} comments ({:.0} comments/s)",
+            "{} for {} breakdowns, {} comments ({:.0} comments/s; their day's partition dropped)",
             ms(one_day),
             PURGE_JOBS_PER_DAY,
             rows(1),
@@ -1296,7 +1313,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     report.add(
         "purge_table_size",
         format!(
-            "job_comments {:.0} MiB with 5,000,800 rows, {:.0} MiB after 3 days purged, {:.0} MiB after a vacuum and a new day's {} rows (the freed space reused)",
+            "job_comments {:.0} MiB with 5,000,800 rows in 14 day partitions, {:.0} MiB after 3 days purged (their partitions dropped), {:.0} MiB after a new day's {} rows",
             mib(before / 1024),
             mib(after / 1024),
             mib(refilled / 1024),

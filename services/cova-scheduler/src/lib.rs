@@ -103,6 +103,8 @@ pub struct Tick {
     pub skipped: usize,
     /// Breakdowns purged by the janitor.
     pub expired: usize,
+    /// Days of comments dropped whole by the janitor (PostgreSQL's partitions).
+    pub comment_days_dropped: usize,
     /// Images deleted by the janitor.
     pub media_deleted: usize,
     /// Ended sessions, used or expired e-mailed links and expired AI quotes purged.
@@ -118,6 +120,7 @@ impl Pass for Scheduler {
                 joined = t.joined,
                 skipped = t.skipped,
                 expired = t.expired,
+                comment_days_dropped = t.comment_days_dropped,
                 media_deleted = t.media_deleted,
                 ended = t.ended,
                 "scheduler tick"
@@ -192,6 +195,10 @@ impl Scheduler {
             if (expired as i64) < batch {
                 break;
             }
+        }
+        match cova_storage::repo::comment_days::drop_unused(db, now).await {
+            Ok(days) => tick.comment_days_dropped += days.len(),
+            Err(e) => tracing::warn!(error = %e, "dropping the unused days of comments failed; trying again next tick"),
         }
         // Sessions, e-mailed links and AI quotes that ended a day ago are only clutter.
         let ended = [

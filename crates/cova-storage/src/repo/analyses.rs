@@ -338,8 +338,9 @@ pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
     Ok(expired.len())
 }
 
-/// Deletes the comments of expired analyses that still point at a scrape (also finishing a
-/// purge that was interrupted). Returns how many breakdowns were deleted.
+/// Releases the comments of expired analyses that still point at a scrape (also finishing a
+/// purge that was interrupted): deleted on SQLite, left to their day's partition on PostgreSQL.
+/// Returns how many breakdowns were released.
 pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
     let mut conn = db.conn().await?;
     let stale: Vec<(String, String, String, String)> = with_conn!(&mut conn, |c| {
@@ -351,9 +352,15 @@ pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
             .load(c)
             .await
     })?;
+    // On PostgreSQL the rows stay until their day's partition is dropped whole
+    // (`comment_days::drop_unused`), once no breakdown uses it: deleting them one by one would
+    // cost as much as writing them and leave the table to bloat.
+    let delete_rows = !db.is_postgres();
     for (id, account_id, r#ref, job) in &stale {
         in_transaction!(&mut conn, |c| {
-            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
+            if delete_rows {
+                diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
+            }
             expire_media!(c, account_id, r#ref);
             diesel::update(analyses::table.filter(analyses::id.eq(id)))
                 .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
@@ -373,6 +380,8 @@ pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
 /// A completed scrape, as the account's analysis of its post records it.
 pub(crate) struct Scrape<'a> {
     pub job: &'a super::jobs::Job,
+    /// The day its comments are stored under ([`super::comment_days`]).
+    pub comments_day: Option<i64>,
     /// When the post was bookmarked (`None`: not in the library).
     pub saved_at: Option<i64>,
     /// Comments the scrape kept, top-level and replies; top-level; new to the analysis.
@@ -413,6 +422,7 @@ macro_rules! record_scrape_in {
                 analyses::last_scraped_at.eq($now),
                 analyses::expires_at.eq(cova_domain::library::expires_at($now)),
                 analyses::last_job_id.eq(&job.id),
+                analyses::comments_day.eq(scrape.comments_day),
                 analyses::comment_count.eq(scrape.comments),
                 analyses::top_level_count.eq(scrape.top_level),
                 analyses::new_count.eq(scrape.new),

@@ -109,9 +109,10 @@ macro_rules! filters {
 
 /// The top-level comments a page lists, in its order, as a boxed query selecting `$select`.
 macro_rules! top_level {
-    ($job_id:expr, $query:expr, $matching:expr, $select:expr) => {{
+    ($job_id:expr, $day:expr, $query:expr, $matching:expr, $select:expr) => {{
         let mut top = job_comments::table
             .filter(job_comments::job_id.eq($job_id))
+            .filter(job_comments::comments_day.eq($day))
             .filter(job_comments::parent_id.is_null())
             .select($select)
             .into_boxed();
@@ -132,17 +133,39 @@ macro_rules! top_level {
     }};
 }
 
+/// Evaluates to the day a scrape's comments are stored under ([`super::comment_days`]), or
+/// returns `$none` when there is no such scrape. Every read names the day, so that PostgreSQL
+/// plans and reads that day's partition alone.
+macro_rules! day_or {
+    ($c:ident, $job_id:expr, $none:expr) => {
+        match crate::schema::jobs::table
+            .find($job_id)
+            .select(crate::schema::jobs::comments_day)
+            .first::<Option<i64>>($c)
+            .await
+            .optional()?
+            .flatten()
+        {
+            Some(day) => day,
+            None => return Ok($none),
+        }
+    };
+}
+
 pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
     let mut conn = db.read_conn().await?;
     with_read_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, Page::default());
         if !query.filtered() && query.sort == Sort::Platform {
             // In platform order, one statement prepared once: the threads (a top-level comment
             // and its replies) of the page's top-level comments, by the index on threads.
             // Every comment of the selected threads, a parent before its replies.
             let rows: Vec<RowTuple> = job_comments::table
                 .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::comments_day.eq(day))
                 .filter(job_comments::thread.eq_any(top_level!(
                     job_id,
+                    day,
                     query,
                     None::<Vec<String>>,
                     job_comments::position.nullable()
@@ -158,7 +181,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         if !query.filtered() {
             // Two statements, each prepared once: the page's top-level comments, then the
             // replies of the same selection (a subquery rather than a list of bound ids).
-            let top: Vec<Row> = top_level!(job_id, query, None::<Vec<String>>, COLUMNS)
+            let top: Vec<Row> = top_level!(job_id, day, query, None::<Vec<String>>, COLUMNS)
                 .load::<RowTuple>(c)
                 .await?
                 .into_iter()
@@ -167,9 +190,10 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
             if top.is_empty() {
                 return Ok(Page::default());
             }
-            let ids = top_level!(job_id, query, None::<Vec<String>>, job_comments::comment_id.nullable());
+            let ids = top_level!(job_id, day, query, None::<Vec<String>>, job_comments::comment_id.nullable());
             let replies = job_comments::table
                 .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::comments_day.eq(day))
                 .filter(job_comments::parent_id.eq_any(ids))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
@@ -183,6 +207,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         // With a filter: a top-level comment is listed when it or one of its replies matches.
         let q = job_comments::table
             .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::comments_day.eq(day))
             .filter(job_comments::parent_id.is_not_null())
             .select(job_comments::parent_id)
             .distinct()
@@ -191,18 +216,24 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         let mut listed: Vec<String> = found.into_iter().flatten().collect();
         let own = job_comments::table
             .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::comments_day.eq(day))
             .filter(job_comments::parent_id.is_null())
             .select(job_comments::comment_id)
             .into_boxed();
         let own: Vec<String> = filters!(own, query).load(c).await?;
         listed.extend(own);
-        let top: Vec<Row> =
-            top_level!(job_id, query, Some(listed), COLUMNS).load::<RowTuple>(c).await?.into_iter().map(row).collect();
+        let top: Vec<Row> = top_level!(job_id, day, query, Some(listed), COLUMNS)
+            .load::<RowTuple>(c)
+            .await?
+            .into_iter()
+            .map(row)
+            .collect();
         let ids: Vec<&str> = top.iter().map(|r| r.comment_id.as_str()).collect();
         let mut replies = Vec::new();
         for chunk in ids.chunks(500) {
             let q = job_comments::table
                 .filter(job_comments::job_id.eq(job_id))
+                .filter(job_comments::comments_day.eq(day))
                 .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
@@ -218,8 +249,10 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
 pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;
     let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, Vec::new());
         job_comments::table
             .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::comments_day.eq(day))
             .filter(job_comments::position.gt(after))
             .order(job_comments::position.asc())
             .limit(limit)
@@ -234,8 +267,10 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
 pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;
     let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, Vec::new());
         job_comments::table
             .filter(job_comments::job_id.eq(job_id))
+            .filter(job_comments::comments_day.eq(day))
             .filter(job_comments::first_seen_at.eq(at))
             .order(job_comments::position.asc())
             .select(COLUMNS)

@@ -8,6 +8,7 @@ pub mod balances;
 pub mod batches;
 pub mod breakdown;
 pub mod channels;
+pub mod comment_days;
 pub mod creators;
 pub mod deliveries;
 pub mod email_links;

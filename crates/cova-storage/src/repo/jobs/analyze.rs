@@ -176,7 +176,16 @@ pub async fn append_comments(
         if renewed == 0 {
             return Err(StorageError::Conflict("another worker took this job over".into()));
         }
-        let base = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        // The day this attempt started under (set by `start`): on PostgreSQL its partition.
+        let day = jobs::table
+            .find(job_id)
+            .select(jobs::comments_day)
+            .first::<Option<i64>>(c)
+            .await?
+            .ok_or_else(|| StorageError::Conflict("the job was not started".into()))?;
+        let stored =
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::comments_day.eq(day));
+        let base = stored.count().get_result::<i64>(c).await?;
         // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
         // transaction this is cheap.
         for (i, item) in batch.iter().enumerate() {
@@ -190,12 +199,13 @@ pub async fn append_comments(
                     job_comments::likes.eq(item.likes),
                     job_comments::posted_at.eq(item.posted_at),
                     job_comments::search.eq(&item.search),
+                    job_comments::comments_day.eq(day),
                 ))
                 .on_conflict_do_nothing()
                 .execute(c)
                 .await?;
         }
-        let total = job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
+        let total = stored.count().get_result::<i64>(c).await?;
         diesel::update(jobs::table.find(job_id))
             .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
             .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected)))
@@ -226,16 +236,18 @@ pub struct Scraped {
 /// hold returns to the balance; a token's job is bookmarked; the `job.complete` event is
 /// queued. Returns false when the job was not in progress (a duplicate delivery).
 pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, trace: &str, now: i64) -> Result<bool> {
+    // Each statement names the days of the scrapes it reads (see `comment_days`).
     let carry_sql = crate::pool::bind_params(
         db.is_postgres(),
         "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
-         WHERE p.job_id = ? AND p.comment_id = job_comments.comment_id) WHERE job_id = ?",
+         WHERE p.job_id = ? AND p.comments_day = ? AND p.comment_id = job_comments.comment_id) \
+         WHERE job_id = ? AND comments_day = ?",
     );
     let thread_sql = crate::pool::bind_params(
         db.is_postgres(),
         "UPDATE job_comments SET thread = COALESCE((SELECT p.position FROM job_comments p \
-         WHERE p.job_id = job_comments.job_id AND p.comment_id = job_comments.parent_id), position) \
-         WHERE job_id = ?",
+         WHERE p.job_id = job_comments.job_id AND p.comments_day = job_comments.comments_day \
+         AND p.comment_id = job_comments.parent_id), position) WHERE job_id = ? AND comments_day = ?",
     );
     let mut conn = db.conn().await?;
     let done: Option<Ended> = in_transaction!(&mut conn, |c| {
@@ -246,27 +258,32 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         if job.status != JobStatus::InProgress {
             return Ok(None);
         }
+        let day = jobs::table.find(job_id).select(jobs::comments_day).first::<Option<i64>>(c).await?.unwrap_or(0);
         let existing = analyses::table
             .find((&job.account_id, &job.r#ref))
-            .select((analyses::status, analyses::last_job_id, analyses::saved_at))
-            .first::<(String, Option<String>, Option<i64>)>(c)
+            .select((analyses::status, analyses::last_job_id, analyses::saved_at, analyses::comments_day))
+            .first::<(String, Option<String>, Option<i64>, Option<i64>)>(c)
             .await
             .optional()?;
+        // The breakdown this scrape replaces, and the day its comments are stored under.
         let previous_job = existing
             .as_ref()
-            .filter(|(status, _, _)| status == AnalysisStatus::Ready.as_str())
-            .and_then(|(_, last, _)| last.clone())
-            .filter(|last| last != job_id);
-        if let Some(previous) = &previous_job {
+            .filter(|(status, _, _, _)| status == AnalysisStatus::Ready.as_str())
+            .and_then(|(_, last, _, previous_day)| Some((last.clone()?, previous_day.unwrap_or(0))))
+            .filter(|(last, _)| last != job_id);
+        if let Some((previous, previous_day)) = &previous_job {
             diesel::sql_query(&carry_sql)
                 .bind::<diesel::sql_types::Text, _>(previous)
+                .bind::<diesel::sql_types::BigInt, _>(previous_day)
                 .bind::<diesel::sql_types::Text, _>(job_id)
+                .bind::<diesel::sql_types::BigInt, _>(day)
                 .execute(c)
                 .await?;
         }
+        let stored =
+            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::comments_day.eq(day));
         // Comments new to the analysis, in collection order (a parent before its replies).
-        let new_rows: Vec<(String, Option<String>)> = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
+        let new_rows: Vec<(String, Option<String>)> = stored
             .filter(job_comments::first_seen_at.is_null())
             .order(job_comments::position.asc())
             .select((job_comments::comment_id, job_comments::parent_id))
@@ -282,31 +299,21 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .unwrap_or(0);
         let dropped = beyond_budget(&new_rows, hold);
         for chunk in dropped.chunks(500) {
-            diesel::delete(
-                job_comments::table
-                    .filter(job_comments::job_id.eq(job_id))
-                    .filter(job_comments::comment_id.eq_any(chunk)),
-            )
-            .execute(c)
-            .await?;
+            diesel::delete(stored.filter(job_comments::comment_id.eq_any(chunk))).execute(c).await?;
         }
         let new_count = (new_rows.len() - dropped.len()) as i64;
         // The comments kept, nested by position: see `breakdown::page`.
-        diesel::sql_query(&thread_sql).bind::<diesel::sql_types::Text, _>(job_id).execute(c).await?;
-        diesel::update(
-            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::first_seen_at.is_null()),
-        )
-        .set(job_comments::first_seen_at.eq(now))
-        .execute(c)
-        .await?;
-        let collected =
-            job_comments::table.filter(job_comments::job_id.eq(job_id)).count().get_result::<i64>(c).await?;
-        let top_level = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::parent_id.is_null())
-            .count()
-            .get_result::<i64>(c)
+        diesel::sql_query(&thread_sql)
+            .bind::<diesel::sql_types::Text, _>(job_id)
+            .bind::<diesel::sql_types::BigInt, _>(day)
+            .execute(c)
             .await?;
+        diesel::update(stored.filter(job_comments::first_seen_at.is_null()))
+            .set(job_comments::first_seen_at.eq(now))
+            .execute(c)
+            .await?;
+        let collected = stored.count().get_result::<i64>(c).await?;
+        let top_level = stored.filter(job_comments::parent_id.is_null()).count().get_result::<i64>(c).await?;
         // New comments beyond the hold: the balance stopped them.
         let truncation = if dropped.is_empty() { scraped.truncated } else { Some(cova_domain::Truncation::Balance) };
         diesel::update(jobs::table.find(job_id))
@@ -321,13 +328,20 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .execute(c)
             .await?;
         let closed = close_in!(c, job_id, Some(new_count), now)?;
-        if let Some(previous) = &previous_job {
-            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(previous))).execute(c).await?;
+        if let Some((previous, previous_day)) = &previous_job {
+            diesel::delete(
+                job_comments::table
+                    .filter(job_comments::job_id.eq(previous))
+                    .filter(job_comments::comments_day.eq(previous_day)),
+            )
+            .execute(c)
+            .await?;
         }
         // A token's completed job is bookmarked (if absent); a session's job is not.
-        let saved_at = existing.as_ref().and_then(|(_, _, saved)| *saved).or(job.token_id.as_ref().map(|_| now));
+        let saved_at = existing.as_ref().and_then(|(_, _, saved, _)| *saved).or(job.token_id.as_ref().map(|_| now));
         let scrape = crate::repo::analyses::Scrape {
             job: &job,
+            comments_day: Some(day),
             saved_at,
             comments: collected,
             top_level,
@@ -337,7 +351,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
         crate::repo::analyses::record_scrape_in!(c, existing.is_none(), &scrape, now);
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job }))
+        Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job.map(|(job, _)| job) }))
     })?;
     drop(conn);
     Ok(ended(db, job_id, done).await)

@@ -56,6 +56,23 @@ macro_rules! find_job {
 }
 pub(crate) use find_job;
 
+/// Inside a transaction: deletes the comments the job's last attempt stored, under the day it
+/// started (none when it never started).
+macro_rules! discard_attempt {
+    ($c:ident, $job_id:expr) => {{
+        let attempted = jobs::table.find($job_id).select(jobs::comments_day).first::<Option<i64>>($c).await?;
+        if let Some(attempted) = attempted {
+            diesel::delete(
+                job_comments::table
+                    .filter(job_comments::job_id.eq($job_id))
+                    .filter(job_comments::comments_day.eq(attempted)),
+            )
+            .execute($c)
+            .await?;
+        }
+    }};
+}
+
 /// The `job.complete` / `job.failed` event of a finished job: the job webhook's fields.
 pub(crate) fn end_event(job: &Job) -> Outgoing {
     let (event_type, error) = match job.status {
@@ -155,6 +172,9 @@ pub enum Start {
 
 /// Claims the job for `owner` for `lease_ms` and moves it to `in_progress`.
 pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<Start> {
+    // This attempt's comments are stored under the day it starts.
+    let day = crate::repo::comment_days::day_of(now);
+    crate::repo::comment_days::ensure(db, day).await?;
     let mut conn = db.conn().await?;
     let start = in_transaction!(&mut conn, |c| {
         let Some(job) = find_job!(c, job_id)? else {
@@ -186,13 +206,15 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             .set((job_leases::owner.eq(owner), job_leases::expires_at.eq(now + lease_ms)))
             .execute(c)
             .await?;
-        // Whatever an interrupted attempt wrote is discarded, so nothing is counted twice.
-        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        // Whatever an interrupted attempt wrote (under the day it started) is discarded, so
+        // nothing is counted twice.
+        discard_attempt!(c, job_id);
         diesel::update(jobs::table.find(job_id))
             .set((
                 jobs::status.eq(JobStatus::InProgress.as_str()),
                 jobs::started_at.eq(job.started_at.unwrap_or(now)),
                 jobs::comments_collected.eq(0),
+                jobs::comments_day.eq(day),
             ))
             .execute(c)
             .await?;
@@ -283,7 +305,7 @@ pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, 
             return Ok(None);
         }
         let closed = close_in!(c, job_id, None, now)?;
-        diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job_id))).execute(c).await?;
+        discard_attempt!(c, job_id);
         let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
         outbox_in!(c, &end_event(&job), trace, now);
         Ok(Some(Ended { closed, account_id: job.account_id, released: None }))

@@ -1,0 +1,167 @@
+//! The days comments are stored under. A scrape attempt stores its comments under the UTC day it
+//! started (`jobs.comments_day`, copied to `job_comments` and to the analysis it becomes).
+//!
+//! On PostgreSQL each day is a partition of `job_comments` (`job_comments_d<day>`), made before
+//! the first row needs it and dropped whole once no breakdown and no running job uses it: a day
+//! expires at the cost of a catalog change, whatever its size, and the table never holds more
+//! than the days still in use. SQLite keeps one plain table: its purge deletes rows
+//! ([`crate::repo::analyses::purge_expired`]).
+
+use crate::{Db, DbConn, Result, with_conn};
+use diesel::sql_types::{BigInt, Bool, Text};
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+
+pub const DAY_MS: i64 = 86_400_000;
+
+/// Days younger than this many days before today are never dropped, used or not: a process
+/// whose clock lags a little may still start a scrape under yesterday.
+pub const NEWEST_DROPPABLE: i64 = 2;
+
+/// Keeps two janitors from detaching the same partition at once (`pg_try_advisory_lock`).
+const DROP_LOCK: i64 = 0x636f_7661_6461_7973; // "covadays"
+
+/// The UTC day (days since the epoch) of a time in milliseconds.
+pub fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(DAY_MS)
+}
+
+/// Makes sure the partition of `day` exists (PostgreSQL; nothing to do on SQLite). Each process
+/// remembers the days it made sure of, so a day costs it one round trip.
+pub async fn ensure(db: &Db, day: i64) -> Result<()> {
+    if !db.is_postgres() || db.comment_days.known(day) {
+        return Ok(());
+    }
+    let mut conn = db.conn().await?;
+    with_conn!(&mut conn, |c| {
+        diesel::sql_query("SELECT cova_comments_day($1)").bind::<BigInt, _>(day).execute(c).await
+    })?;
+    db.comment_days.remember(day);
+    Ok(())
+}
+
+#[derive(diesel::QueryableByName)]
+struct Partition {
+    #[diesel(sql_type = Text)]
+    name: String,
+    /// A detach that was interrupted (its second step is still to run).
+    #[diesel(sql_type = Bool)]
+    pending: bool,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Used {
+    #[diesel(sql_type = Bool)]
+    used: bool,
+}
+
+/// The janitor's step on PostgreSQL: drops the partitions of days at least
+/// [`NEWEST_DROPPABLE`] days old that no breakdown (`analyses.last_job_id`) and no queued or
+/// running job uses, and makes today's and tomorrow's. Returns the days dropped, oldest first;
+/// none when another replica is at it, and always none on SQLite.
+///
+/// The detach is `CONCURRENTLY`: it waits for the queries already reading the table instead of
+/// locking writers out, and one that was interrupted is finished on the next call.
+pub async fn drop_unused(db: &Db, now: i64) -> Result<Vec<i64>> {
+    if !db.is_postgres() {
+        return Ok(Vec::new());
+    }
+    let today = day_of(now);
+    for day in [today, today + 1] {
+        ensure(db, day).await?;
+    }
+    let mut conn = db.conn().await?;
+    let locked = with_conn!(&mut conn, |c| {
+        diesel::sql_query("SELECT pg_try_advisory_lock($1) AS used")
+            .bind::<BigInt, _>(DROP_LOCK)
+            .get_result::<Used>(c)
+            .await
+    })?
+    .used;
+    if !locked {
+        return Ok(Vec::new());
+    }
+    let dropped = drop_unused_locked(&mut conn, today - NEWEST_DROPPABLE).await;
+    let unlocked = with_conn!(&mut conn, |c| c.batch_execute(&format!("SELECT pg_advisory_unlock({DROP_LOCK})")).await);
+    if unlocked.is_err()
+        && let DbConn::Pg(obj) = conn
+    {
+        // A session lock must not go back to the pool with its connection: closed instead.
+        drop(deadpool::managed::Object::take(obj));
+    }
+    for day in dropped.iter().flatten() {
+        db.comment_days.forget(*day);
+    }
+    dropped
+}
+
+async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> {
+    let partitions: Vec<Partition> = with_conn!(conn, |c| {
+        diesel::sql_query(
+            "SELECT c.relname::TEXT AS name, i.inhdetachpending AS pending FROM pg_inherits i \
+             JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'job_comments'::regclass",
+        )
+        .load(c)
+        .await
+    })?;
+    let mut days: Vec<(i64, Partition)> = partitions
+        .into_iter()
+        .filter_map(|p| Some((p.name.strip_prefix("job_comments_d")?.parse().ok()?, p)))
+        .filter(|(day, _)| *day <= newest)
+        .collect();
+    days.sort_by_key(|(day, _)| *day);
+    let mut dropped = Vec::new();
+    for (day, partition) in days {
+        if !partition.pending {
+            let used = with_conn!(conn, |c| {
+                diesel::sql_query(
+                    "SELECT EXISTS (SELECT 1 FROM analyses WHERE comments_day = $1 AND last_job_id IS NOT NULL) \
+                     OR EXISTS (SELECT 1 FROM jobs WHERE comments_day = $1 AND status IN ('queued', 'in_progress')) \
+                     AS used",
+                )
+                .bind::<BigInt, _>(day)
+                .get_result::<Used>(c)
+                .await
+            })?
+            .used;
+            if used {
+                continue;
+            }
+        }
+        // Nothing can start using the day again: a scrape attempt takes the day it starts on,
+        // and an analysis only ever moves to a newer scrape.
+        let step = if partition.pending { "FINALIZE" } else { "CONCURRENTLY" };
+        let name = &partition.name;
+        with_conn!(conn, |c| {
+            c.batch_execute(&format!("ALTER TABLE job_comments DETACH PARTITION \"{name}\" {step}")).await?;
+            c.batch_execute(&format!("DROP TABLE \"{name}\"")).await
+        })?;
+        dropped.push(day);
+    }
+    Ok(dropped)
+}
+
+/// The days this process has made sure of ([`ensure`]), shared by the clones of a [`Db`].
+#[derive(Clone, Default)]
+pub(crate) struct KnownDays(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>);
+
+impl KnownDays {
+    fn known(&self, day: i64) -> bool {
+        self.0.lock().is_ok_and(|days| days.contains(&day))
+    }
+
+    fn forget(&self, day: i64) {
+        if let Ok(mut days) = self.0.lock() {
+            days.remove(&day);
+        }
+    }
+
+    fn remember(&self, day: i64) {
+        if let Ok(mut days) = self.0.lock() {
+            // Only the newest few matter; the set stays small in a process that runs for years.
+            while days.len() >= 8 {
+                days.pop_first();
+            }
+            days.insert(day);
+        }
+    }
+}
