@@ -46,6 +46,9 @@ struct Partition {
     /// A detach that was interrupted (its second step is still to run).
     #[diesel(sql_type = Bool)]
     pending: bool,
+    /// Detached, but the drop that follows did not happen.
+    #[diesel(sql_type = Bool)]
+    detached: bool,
 }
 
 #[derive(diesel::QueryableByName)]
@@ -95,10 +98,15 @@ pub async fn drop_unused(db: &Db, now: i64) -> Result<Vec<i64>> {
 }
 
 async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> {
+    // The days' tables in this schema, attached or not: a table made by `cova_comments_day` is
+    // attached in the same statement, so one that is not was detached here before.
     let partitions: Vec<Partition> = with_conn!(conn, |c| {
         diesel::sql_query(
-            "SELECT c.relname::TEXT AS name, i.inhdetachpending AS pending FROM pg_inherits i \
-             JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'job_comments'::regclass",
+            "SELECT c.relname::TEXT AS name, COALESCE(i.inhdetachpending, FALSE) AS pending, \
+                    i.inhrelid IS NULL AS detached \
+             FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid \
+             WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
+               AND c.relname LIKE 'job\\_comments\\_d%'",
         )
         .load(c)
         .await
@@ -111,7 +119,7 @@ async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> 
     days.sort_by_key(|(day, _)| *day);
     let mut dropped = Vec::new();
     for (day, partition) in days {
-        if !partition.pending {
+        if !partition.pending && !partition.detached {
             let used = with_conn!(conn, |c| {
                 diesel::sql_query(
                     "SELECT EXISTS (SELECT 1 FROM analyses WHERE comments_day = $1 AND last_job_id IS NOT NULL) \
@@ -129,10 +137,16 @@ async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> 
         }
         // Nothing can start using the day again: a scrape attempt takes the day it starts on,
         // and an analysis only ever moves to a newer scrape.
-        let step = if partition.pending { "FINALIZE" } else { "CONCURRENTLY" };
         let name = &partition.name;
+        let detach = match (partition.detached, partition.pending) {
+            (true, _) => None,
+            (false, true) => Some("FINALIZE"),
+            (false, false) => Some("CONCURRENTLY"),
+        };
         with_conn!(conn, |c| {
-            c.batch_execute(&format!("ALTER TABLE job_comments DETACH PARTITION \"{name}\" {step}")).await?;
+            if let Some(step) = detach {
+                c.batch_execute(&format!("ALTER TABLE job_comments DETACH PARTITION \"{name}\" {step}")).await?;
+            }
             c.batch_execute(&format!("DROP TABLE \"{name}\"")).await
         })?;
         dropped.push(day);
