@@ -7,9 +7,9 @@
 //! than the days still in use. SQLite keeps one plain table: its purge deletes rows
 //! ([`crate::repo::analyses::purge_expired`]).
 
-use crate::{Db, DbConn, Result, with_conn};
-use diesel::sql_types::{BigInt, Bool, Text};
-use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+use crate::{Db, DbConn, Result};
+use diesel::sql_types::{Array, BigInt, Bool, Text};
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
 pub const DAY_MS: i64 = 86_400_000;
 
@@ -31,10 +31,10 @@ pub async fn ensure(db: &Db, day: i64) -> Result<()> {
     if !db.is_postgres() || db.comment_days.known(day) {
         return Ok(());
     }
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::sql_query("SELECT cova_comments_day($1)").bind::<BigInt, _>(day).execute(c).await
-    })?;
+    let DbConn::Pg(mut conn) = db.conn().await? else {
+        return Ok(());
+    };
+    diesel::sql_query("SELECT cova_comments_day($1)").bind::<BigInt, _>(day).execute(&mut *conn).await?;
     db.comment_days.remember(day);
     Ok(())
 }
@@ -52,9 +52,15 @@ struct Partition {
 }
 
 #[derive(diesel::QueryableByName)]
-struct Used {
+struct Locked {
     #[diesel(sql_type = Bool)]
-    used: bool,
+    locked: bool,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Day {
+    #[diesel(sql_type = BigInt)]
+    day: i64,
 }
 
 /// The janitor's step on PostgreSQL: drops the partitions of days at least
@@ -72,24 +78,21 @@ pub async fn drop_unused(db: &Db, now: i64) -> Result<Vec<i64>> {
     for day in [today, today + 1] {
         ensure(db, day).await?;
     }
-    let mut conn = db.conn().await?;
-    let locked = with_conn!(&mut conn, |c| {
-        diesel::sql_query("SELECT pg_try_advisory_lock($1) AS used")
-            .bind::<BigInt, _>(DROP_LOCK)
-            .get_result::<Used>(c)
-            .await
-    })?
-    .used;
+    let DbConn::Pg(mut conn) = db.conn().await? else {
+        return Ok(Vec::new());
+    };
+    let locked = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
+        .bind::<BigInt, _>(DROP_LOCK)
+        .get_result::<Locked>(&mut *conn)
+        .await?
+        .locked;
     if !locked {
         return Ok(Vec::new());
     }
     let dropped = drop_unused_locked(&mut conn, today - NEWEST_DROPPABLE).await;
-    let unlocked = with_conn!(&mut conn, |c| c.batch_execute(&format!("SELECT pg_advisory_unlock({DROP_LOCK})")).await);
-    if unlocked.is_err()
-        && let DbConn::Pg(obj) = conn
-    {
+    if conn.batch_execute(&format!("SELECT pg_advisory_unlock({DROP_LOCK})")).await.is_err() {
         // A session lock must not go back to the pool with its connection: closed instead.
-        drop(deadpool::managed::Object::take(obj));
+        drop(deadpool::managed::Object::take(conn));
     }
     for day in dropped.iter().flatten() {
         db.comment_days.forget(*day);
@@ -97,44 +100,39 @@ pub async fn drop_unused(db: &Db, now: i64) -> Result<Vec<i64>> {
     dropped
 }
 
-async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> {
+async fn drop_unused_locked(c: &mut AsyncPgConnection, newest: i64) -> Result<Vec<i64>> {
     // The days' tables in this schema, attached or not: a table made by `cova_comments_day` is
     // attached in the same statement, so one that is not was detached here before.
-    let partitions: Vec<Partition> = with_conn!(conn, |c| {
-        diesel::sql_query(
-            "SELECT c.relname::TEXT AS name, COALESCE(i.inhdetachpending, FALSE) AS pending, \
-                    i.inhrelid IS NULL AS detached \
-             FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid \
-             WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
-               AND c.relname LIKE 'job\\_comments\\_d%'",
-        )
-        .load(c)
-        .await
-    })?;
+    let partitions: Vec<Partition> = diesel::sql_query(
+        "SELECT c.relname::TEXT AS name, COALESCE(i.inhdetachpending, FALSE) AS pending, \
+                i.inhrelid IS NULL AS detached \
+         FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid \
+         WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
+           AND c.relname LIKE 'job\\_comments\\_d%'",
+    )
+    .load(c)
+    .await?;
     let mut days: Vec<(i64, Partition)> = partitions
         .into_iter()
         .filter_map(|p| Some((p.name.strip_prefix("job_comments_d")?.parse().ok()?, p)))
         .filter(|(day, _)| *day <= newest)
         .collect();
     days.sort_by_key(|(day, _)| *day);
+    // Of the attached days, those still used, in one statement (two index probes a day).
+    let attached: Vec<i64> = days.iter().filter(|(_, p)| !p.pending && !p.detached).map(|(day, _)| *day).collect();
+    let used: std::collections::HashSet<i64> = diesel::sql_query(
+        "SELECT d AS day FROM unnest($1) AS d \
+         WHERE EXISTS (SELECT 1 FROM analyses WHERE comments_day = d AND last_job_id IS NOT NULL) \
+            OR EXISTS (SELECT 1 FROM jobs WHERE comments_day = d AND status IN ('queued', 'in_progress'))",
+    )
+    .bind::<Array<BigInt>, _>(&attached)
+    .load::<Day>(c)
+    .await?
+    .into_iter()
+    .map(|d| d.day)
+    .collect();
     let mut dropped = Vec::new();
-    for (day, partition) in days {
-        if !partition.pending && !partition.detached {
-            let used = with_conn!(conn, |c| {
-                diesel::sql_query(
-                    "SELECT EXISTS (SELECT 1 FROM analyses WHERE comments_day = $1 AND last_job_id IS NOT NULL) \
-                     OR EXISTS (SELECT 1 FROM jobs WHERE comments_day = $1 AND status IN ('queued', 'in_progress')) \
-                     AS used",
-                )
-                .bind::<BigInt, _>(day)
-                .get_result::<Used>(c)
-                .await
-            })?
-            .used;
-            if used {
-                continue;
-            }
-        }
+    for (day, partition) in days.into_iter().filter(|(day, _)| !used.contains(day)) {
         // Nothing can start using the day again: a scrape attempt takes the day it starts on,
         // and an analysis only ever moves to a newer scrape.
         let name = &partition.name;
@@ -143,12 +141,10 @@ async fn drop_unused_locked(conn: &mut DbConn, newest: i64) -> Result<Vec<i64>> 
             (false, true) => Some("FINALIZE"),
             (false, false) => Some("CONCURRENTLY"),
         };
-        with_conn!(conn, |c| {
-            if let Some(step) = detach {
-                c.batch_execute(&format!("ALTER TABLE job_comments DETACH PARTITION \"{name}\" {step}")).await?;
-            }
-            c.batch_execute(&format!("DROP TABLE \"{name}\"")).await
-        })?;
+        if let Some(step) = detach {
+            c.batch_execute(&format!("ALTER TABLE job_comments DETACH PARTITION \"{name}\" {step}")).await?;
+        }
+        c.batch_execute(&format!("DROP TABLE \"{name}\"")).await?;
         dropped.push(day);
     }
     Ok(dropped)
