@@ -864,6 +864,11 @@ struct Fleet {
 }
 
 /// A `SELECT COUNT(*) AS n …` (or any one bigint named `n`) on the database.
+/// What the kept comments take on PostgreSQL, with their indexes and TOAST: the sum of the
+/// days' partitions (the partitioned table itself holds nothing).
+const JOB_COMMENTS_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0)::BIGINT AS n \
+     FROM pg_inherits WHERE inhparent = 'job_comments'::regclass";
+
 async fn count_rows(db: &cova_storage::Db, sql: &str) -> i64 {
     use diesel_async::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
@@ -1024,7 +1029,7 @@ async fn scraper_memory(report: &mut Report, real: &RealBackends) {
     report.add("scraper_peak_rss_5000_comments", format!("{:.1} MiB ({:.1} MiB idle)", mib(peak), mib(idle)));
     // What a kept comment costs PostgreSQL: its row with indexes and TOAST, kept 14 days.
     let rows = count_rows(app.db(), "SELECT COUNT(*) AS n FROM job_comments").await;
-    let bytes = count_rows(app.db(), "SELECT pg_total_relation_size('job_comments') AS n").await;
+    let bytes = count_rows(app.db(), JOB_COMMENTS_BYTES).await;
     report.add(
         "postgres_bytes_per_comment",
         format!(
@@ -1191,15 +1196,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     let mut conn = db.conn().await.expect("conn");
     cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed 5,000,800 comments");
     drop(conn);
-    // A partitioned table's size is its partitions'.
-    let size = async || {
-        count_rows(
-            &db,
-            "SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0)::BIGINT AS n FROM pg_inherits \
-             WHERE inhparent = 'job_comments'::regclass",
-        )
-        .await as u64
-    };
+    let size = async || count_rows(&db, JOB_COMMENTS_BYTES).await as u64;
     let before = size().await;
 
     // A scrape storing pages of 50 comments until told to stop: each page's latency.
