@@ -21,6 +21,7 @@ use cova_platforms::Platforms;
 use cova_runtime::periodic::Pass;
 use cova_runtime::{Backends, Periodic};
 use cova_storage::StorageError;
+use cova_storage::repo::comment_days;
 use cova_storage::repo::creators;
 use cova_storage::repo::watches::{self, DueWatch, NextRun, RunStart};
 use futures::StreamExt;
@@ -40,6 +41,8 @@ pub struct Scheduler {
     /// Wakes the outbox relay after runs were started.
     outbox: Arc<Notify>,
     platforms: Platforms,
+    /// When (ms, on the clock) the janitor next looks at the days of comments.
+    days_due_at: std::sync::atomic::AtomicI64,
 }
 
 /// Lists due creators, `creator_concurrency` at once.
@@ -132,7 +135,7 @@ impl Pass for Scheduler {
 
 impl Scheduler {
     pub fn new(backends: Backends, config: SchedulerConfig, outbox: Arc<Notify>, platforms: Platforms) -> Self {
-        Self { backends, config, outbox, platforms }
+        Self { backends, config, outbox, platforms, days_due_at: Default::default() }
     }
 
     /// Ticks until `stop` is cancelled; a tick in progress finishes first.
@@ -196,9 +199,17 @@ impl Scheduler {
                 break;
             }
         }
-        match cova_storage::repo::comment_days::drop_unused(db, now).await {
-            Ok(days) => tick.comment_days_dropped += days.len(),
-            Err(e) => tracing::warn!(error = %e, "dropping the unused days of comments failed; trying again next tick"),
+        // Days change once a day: looking at them on every tick would only load the database.
+        if now >= self.days_due_at.load(std::sync::atomic::Ordering::Relaxed) {
+            match comment_days::drop_unused(db, now).await {
+                Ok(days) => {
+                    tick.comment_days_dropped += days.len();
+                    self.days_due_at.store(now + comment_days::LOOK_EVERY_MS, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "dropping the unused days of comments failed; trying again next tick")
+                }
+            }
         }
         // Sessions, e-mailed links and AI quotes that ended a day ago are only clutter.
         let ended = [

@@ -17,6 +17,9 @@ pub const DAY_MS: i64 = 86_400_000;
 /// whose clock lags a little may still start a scrape under yesterday.
 pub const NEWEST_DROPPABLE: i64 = 2;
 
+/// How often the janitor looks at the days ([`drop_unused`]): they change once a day.
+pub const LOOK_EVERY_MS: i64 = 60_000;
+
 /// Keeps two janitors from detaching the same partition at once (`pg_try_advisory_lock`).
 const DROP_LOCK: i64 = 0x636f_7661_6461_7973; // "covadays"
 
