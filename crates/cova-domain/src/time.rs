@@ -72,6 +72,9 @@ impl ManualClock {
     }
 }
 
+/// A day in milliseconds (UTC days have no leap seconds in unix time).
+pub const DAY_MS: i64 = 86_400_000;
+
 /// Unix milliseconds on the system clock (prefer a [`Clock`] where a rule depends on it).
 pub fn now_ms() -> i64 {
     Utc::now().timestamp_millis()

@@ -11,7 +11,7 @@ use crate::{Db, DbConn, Result};
 use diesel::sql_types::{Array, BigInt, Bool, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
-pub const DAY_MS: i64 = 86_400_000;
+pub use cova_domain::time::DAY_MS;
 
 /// Days younger than this many days before today are never dropped, used or not: a process
 /// whose clock lags a little may still start a scrape under yesterday.

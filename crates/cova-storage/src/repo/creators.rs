@@ -348,7 +348,7 @@ pub async fn end_run(db: &Db, creator: &CreatorRow, end: RunEnd<'_>, trace: &str
             }
             // Following a post re-collects it: only when the creator's posts are collected.
             if creator.follow_days > 0 && creator.collect_comments {
-                let until = post.published_at + i64::from(creator.follow_days) * 86_400_000;
+                let until = post.published_at + i64::from(creator.follow_days) * cova_domain::time::DAY_MS;
                 diesel::update(entry)
                     .filter(analyses::watch_enabled.eq(false))
                     .set((

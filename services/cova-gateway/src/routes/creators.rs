@@ -15,13 +15,12 @@ use cova_domain::library;
 use cova_domain::limits::{
     CREATOR_BACKFILL_DAYS, CREATOR_FOLLOW_DAYS, CREATOR_INTERVAL_MIN, LIBRARY_PAGE_DEFAULT, LIBRARY_PAGE_MAX,
 };
-use cova_domain::time::rfc3339;
+use cova_domain::time::{DAY_MS, rfc3339};
 use cova_errors::{ApiError, ErrorCode};
 use cova_storage::repo::creators::{self, Added, CreatorPost, CreatorRow, Following};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-const DAY_MS: i64 = 86_400_000;
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 async fn checked<T>(
