@@ -2,6 +2,7 @@
 //! top-level comments with their replies, sorted and filtered in the database; the stored
 //! comment bodies are handed out as they are.
 
+use super::comment_days::rows_of;
 use crate::schema::job_comments;
 use crate::{Db, Result, with_conn, with_read_conn};
 use diesel::prelude::*;
@@ -111,8 +112,7 @@ macro_rules! filters {
 macro_rules! top_level {
     ($job_id:expr, $day:expr, $query:expr, $matching:expr, $select:expr) => {{
         let mut top = job_comments::table
-            .filter(job_comments::job_id.eq($job_id))
-            .filter(job_comments::comments_day.eq($day))
+            .filter(rows_of($job_id, $day))
             .filter(job_comments::parent_id.is_null())
             .select($select)
             .into_boxed();
@@ -161,8 +161,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
             // and its replies) of the page's top-level comments, by the index on threads.
             // Every comment of the selected threads, a parent before its replies.
             let rows: Vec<RowTuple> = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::comments_day.eq(day))
+                .filter(rows_of(job_id, day))
                 .filter(job_comments::thread.eq_any(top_level!(
                     job_id,
                     day,
@@ -192,8 +191,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
             }
             let ids = top_level!(job_id, day, query, None::<Vec<String>>, job_comments::comment_id.nullable());
             let replies = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::comments_day.eq(day))
+                .filter(rows_of(job_id, day))
                 .filter(job_comments::parent_id.eq_any(ids))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
@@ -206,8 +204,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         }
         // With a filter: a top-level comment is listed when it or one of its replies matches.
         let q = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::comments_day.eq(day))
+            .filter(rows_of(job_id, day))
             .filter(job_comments::parent_id.is_not_null())
             .select(job_comments::parent_id)
             .distinct()
@@ -215,8 +212,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         let found: Vec<Option<String>> = filters!(q, query).load(c).await?;
         let mut listed: Vec<String> = found.into_iter().flatten().collect();
         let own = job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::comments_day.eq(day))
+            .filter(rows_of(job_id, day))
             .filter(job_comments::parent_id.is_null())
             .select(job_comments::comment_id)
             .into_boxed();
@@ -232,8 +228,7 @@ pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
         let mut replies = Vec::new();
         for chunk in ids.chunks(500) {
             let q = job_comments::table
-                .filter(job_comments::job_id.eq(job_id))
-                .filter(job_comments::comments_day.eq(day))
+                .filter(rows_of(job_id, day))
                 .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
@@ -251,8 +246,7 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
     let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
         let day = day_or!(c, job_id, Vec::new());
         job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::comments_day.eq(day))
+            .filter(rows_of(job_id, day))
             .filter(job_comments::position.gt(after))
             .order(job_comments::position.asc())
             .limit(limit)
@@ -269,8 +263,7 @@ pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
     let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
         let day = day_or!(c, job_id, Vec::new());
         job_comments::table
-            .filter(job_comments::job_id.eq(job_id))
-            .filter(job_comments::comments_day.eq(day))
+            .filter(rows_of(job_id, day))
             .filter(job_comments::first_seen_at.eq(at))
             .order(job_comments::position.asc())
             .select(COLUMNS)

@@ -7,8 +7,10 @@
 //! than the days still in use. SQLite keeps one plain table: its purge deletes rows
 //! ([`crate::repo::analyses::purge_expired`]).
 
+use crate::schema::job_comments;
 use crate::{Db, DbConn, Result};
 use diesel::sql_types::{Array, BigInt, Bool, Text};
+use diesel::{BoolExpressionMethods, ExpressionMethods};
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
 pub use cova_domain::time::DAY_MS;
@@ -26,6 +28,15 @@ const DROP_LOCK: i64 = 0x636f_7661_6461_7973; // "covadays"
 /// The UTC day (days since the epoch) of a time in milliseconds.
 pub fn day_of(ms: i64) -> i64 {
     ms.div_euclid(DAY_MS)
+}
+
+/// The rows a scrape stored: its job and the day it stored them under, so that PostgreSQL plans
+/// and reads that day's partition alone.
+pub(crate) fn rows_of(
+    job_id: &str,
+    day: i64,
+) -> diesel::dsl::And<diesel::dsl::Eq<job_comments::job_id, &str>, diesel::dsl::Eq<job_comments::comments_day, i64>> {
+    job_comments::job_id.eq(job_id).and(job_comments::comments_day.eq(day))
 }
 
 /// Makes sure the partition of `day` exists (PostgreSQL; nothing to do on SQLite). Each process

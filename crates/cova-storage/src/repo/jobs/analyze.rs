@@ -6,6 +6,7 @@
 use super::new::{NewJob, Repeat, insert_job, lock_account, month_balance, remember_key, repeated};
 use super::{Ended, Job, end_event, ended, find_job, holds_lease};
 use crate::repo::balances::{close_in, reserve_in};
+use crate::repo::comment_days::rows_of;
 use crate::repo::outbox::insert_in as outbox_in;
 use crate::schema::{accounts, analyses, job_comments, job_leases, jobs, reservations};
 use crate::{Change, Db, Result, StorageError, in_transaction};
@@ -183,8 +184,7 @@ pub async fn append_comments(
             .first::<Option<i64>>(c)
             .await?
             .ok_or_else(|| StorageError::Conflict("the job was not started".into()))?;
-        let stored =
-            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::comments_day.eq(day));
+        let stored = job_comments::table.filter(rows_of(job_id, day));
         let base = stored.count().get_result::<i64>(c).await?;
         // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
         // transaction this is cheap.
@@ -280,8 +280,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
                 .execute(c)
                 .await?;
         }
-        let stored =
-            job_comments::table.filter(job_comments::job_id.eq(job_id)).filter(job_comments::comments_day.eq(day));
+        let stored = job_comments::table.filter(rows_of(job_id, day));
         // Comments new to the analysis, in collection order (a parent before its replies).
         let new_rows: Vec<(String, Option<String>)> = stored
             .filter(job_comments::first_seen_at.is_null())
@@ -329,13 +328,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .await?;
         let closed = close_in!(c, job_id, Some(new_count), now)?;
         if let Some((previous, previous_day)) = &previous_job {
-            diesel::delete(
-                job_comments::table
-                    .filter(job_comments::job_id.eq(previous))
-                    .filter(job_comments::comments_day.eq(previous_day)),
-            )
-            .execute(c)
-            .await?;
+            diesel::delete(job_comments::table.filter(rows_of(previous, *previous_day))).execute(c).await?;
         }
         // A token's completed job is bookmarked (if absent); a session's job is not.
         let saved_at = existing.as_ref().and_then(|(_, _, saved, _)| *saved).or(job.token_id.as_ref().map(|_| now));

@@ -62,13 +62,9 @@ macro_rules! discard_attempt {
     ($c:ident, $job_id:expr) => {{
         let attempted = jobs::table.find($job_id).select(jobs::comments_day).first::<Option<i64>>($c).await?;
         if let Some(attempted) = attempted {
-            diesel::delete(
-                job_comments::table
-                    .filter(job_comments::job_id.eq($job_id))
-                    .filter(job_comments::comments_day.eq(attempted)),
-            )
-            .execute($c)
-            .await?;
+            diesel::delete(job_comments::table.filter(crate::repo::comment_days::rows_of($job_id, attempted)))
+                .execute($c)
+                .await?;
         }
     }};
 }
