@@ -482,20 +482,31 @@ async fn jobs_sharing_a_small_balance_never_overdraw_it_and_report_truncation() 
         ids.push(reply.ok()["job_id"].as_str().expect("id").to_owned());
     }
     app.sim.resume();
+    // The balance covers one post whole; the next is cut at what is left once the first has
+    // settled (never to a sliver while it runs); the third finds nothing left and ends
+    // `quota_exceeded`, charged nothing.
     let mut collected = 0;
     let mut truncated = 0;
+    let mut refused = 0;
     for (id, size) in ids.iter().zip([60, 61, 62]) {
         let done = client.wait_job(id).await;
+        if done["status"] == "failed" {
+            assert_eq!(done["error"]["code"], "quota_exceeded", "{done}");
+            refused += 1;
+            continue;
+        }
         assert_eq!(done["status"], "complete", "{done}");
         let got = count_all(&done["result"]["comments"]);
         collected += got;
         if done["result"]["truncated"] == true {
             truncated += 1;
             assert!(got < size, "a truncated job collected part of its post");
+            assert_eq!(done["result"]["truncated_reason"], "balance");
         } else {
             assert_eq!(got, size, "an untruncated job collected its whole post");
         }
     }
+    assert_eq!((truncated, refused, collected), (1, 1, 100), "one whole, one cut at the rest, one refused");
     assert!(collected <= 100, "never more than the balance: {collected}");
     assert!(truncated >= 1, "a job that ran out of balance says so");
     let (spent, reserved, remaining) = used(&app, &token).await;

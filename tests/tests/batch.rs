@@ -67,8 +67,9 @@ async fn a_batch_runs_three_at_a_time_pays_as_it_goes_and_stops_when_the_balance
     let id = batch["batch_id"].as_str().expect("batch_id").to_owned();
     let items = batch["items"].as_array().expect("items");
     assert_eq!(items.len(), 20);
-    assert_eq!(count(&batch, "running"), 3, "three start at once: {batch}");
-    assert_eq!(count(&batch, "waiting"), 17);
+    // The first starts at once; each next one once the one before it has been sized.
+    assert_eq!(count(&batch, "running"), 1, "{batch}");
+    assert_eq!(count(&batch, "waiting"), 19);
     for (n, item) in items.iter().enumerate() {
         assert_eq!(item["position"], n);
         assert_eq!(item["url"], urls[n]);
@@ -88,6 +89,7 @@ async fn a_batch_runs_three_at_a_time_pays_as_it_goes_and_stops_when_the_balance
     let (done, most) = watched(&client, &id).await;
     assert_eq!(done["status"], "complete");
     assert!(most <= 3, "never a fourth running job: {most}");
+    eprintln!("at most {most} of the batch's jobs were seen running at once");
     assert_eq!(count(&done, "complete"), 12, "{done}");
     assert_eq!(count(&done, "refused"), 8, "{done}");
     for item in done["items"].as_array().expect("items").iter().filter(|i| i["state"] == "refused") {
@@ -127,17 +129,24 @@ async fn a_cancelled_batch_starts_nothing_more_and_charges_only_what_ran() {
     let (_, batch) = create(&client, &urls, None).await;
     let id = batch["batch_id"].as_str().expect("batch_id").to_owned();
 
+    // Once two of its URLs run, the batch is cancelled.
+    until("two URLs of the batch running", async || {
+        let batch = client.get::<Value>(&format!("/api/v1/analyze/batch/{id}")).await.ok();
+        (count(&batch, "running") + count(&batch, "complete") >= 2).then_some(())
+    })
+    .await;
     let cancelled = client.post_json(&format!("/api/v1/analyze/batch/{id}/cancel"), json!({})).await.ok();
     assert_eq!(cancelled["status"], "cancelled");
     assert!(cancelled["cancelled_at"].is_string());
-    assert_eq!(count(&cancelled, "cancelled"), 5, "{cancelled}");
+    let ran = 8 - count(&cancelled, "cancelled");
+    assert!((2..=3).contains(&ran), "{cancelled}");
 
     let done = finished(&client, &id).await;
-    assert_eq!(count(&done, "complete"), 3, "the jobs already running finish: {done}");
-    assert_eq!(count(&done, "cancelled"), 5);
-    assert_eq!(client.usage().await.ok().comments.used, 3, "nothing charged for what never started");
+    assert_eq!(count(&done, "complete"), ran, "the jobs already running finish: {done}");
+    assert_eq!(count(&done, "cancelled"), 8 - ran);
+    assert_eq!(client.usage().await.ok().comments.used as u64, ran, "nothing charged for what never started");
     let page = client.get::<Value>(&format!("/api/v1/analyze?batch={id}")).await.ok();
-    assert_eq!(page["items"].as_array().map(Vec::len), Some(3), "no job started after the cancel");
+    assert_eq!(page["items"].as_array().map(|i| i.len() as u64), Some(ran), "no job started after the cancel");
 
     let (status, err) = client.post_json("/api/v1/analyze/batch/no-such-batch/cancel", json!({})).await.err();
     assert_eq!((status, err.code.as_str()), (StatusCode::NOT_FOUND, "not_found"));

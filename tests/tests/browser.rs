@@ -140,6 +140,9 @@ async fn the_workspace_in_a_browser() {
     assert_eq!(driver.count("#comments li.comment").await, all);
     shots.take(&driver, "analyze").await;
     driver.click("#save-analysis").await;
+    // As a person would, the page is left once it says the post is saved (leaving at once
+    // could abort the request before it is sent).
+    driver.wait_text("#save-status", "saved", |t| t.starts_with("Saved")).await;
 
     // AI on the collected comments: quote, consent, run, and the charts of the result.
     driver.goto(&format!("{base}/#/ai?ref=tiktok:{id}")).await;
@@ -531,6 +534,59 @@ async fn following_a_creator_in_a_browser() {
     driver.wait_url("the analysis", |u| u.contains("#/analyze")).await;
     driver.wait_text("#comments-count", "the comments", |t| t.contains("12 comments")).await;
 
+    driver.quit().await;
+    app.stop().await;
+}
+
+/// A list's cost before it starts, and each row saying where the balance cut it: 25 comments
+/// on three posts of 10 cover two whole, and the third is cut at the 5 left once the others
+/// have settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn a_list_is_previewed_and_says_where_the_balance_cut_it() {
+    let app = spawn_app_with_sim(SimConfig { latency_ms: 40, ..SimConfig::default() }, |c| {
+        c.auth.token_cache_ms = 0;
+        c.billing.free_allowance = 0;
+    })
+    .await;
+    let shots = Shots::from_env();
+    let driver = Driver::start().await;
+    let base = app.base_url.clone();
+    let email = "lists@example.com";
+    cova_tests::workspace::signed_up(&app, email).await;
+    let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 25).await;
+    log_in(&driver, &base, email).await;
+
+    // Posts of exactly 10 comments.
+    let list: Vec<String> = (0..3)
+        .map(|k| format!("https://www.tiktok.com/@someone/video/{}", 6_900_000_000_000_000_010_u64 + 1_000 * k))
+        .collect();
+    driver.goto(&format!("{base}/#/analyze")).await;
+    driver.set_value("#analyze-url", &list.join("\n")).await;
+
+    // A limit that is not a whole number is refused in words before anything is sent.
+    driver.fill("#analyze-max", "0").await;
+    driver.click("#preview-submit").await;
+    let refused = driver.wait_text(".alert", "the refusal", |t| !t.is_empty()).await;
+    assert!(refused.contains("whole number"), "{refused}");
+    driver.fill("#analyze-max", "").await;
+
+    driver.click("#preview-submit").await;
+    let summary = driver.wait_text("#list-preview-summary", "the preview", |t| !t.is_empty()).await;
+    assert!(summary.contains("3 posts, 30 comments counted") && summary.contains("You have 25"), "{summary}");
+    assert!(summary.contains("enough for 2 posts of 3 whole"), "{summary}");
+    assert_eq!(driver.count("#list-preview-table tbody tr.covered").await, 2);
+    assert_eq!(driver.count("#list-preview-table .not-covered").await, 1);
+    shots.take(&driver, "list-preview").await;
+
+    driver.click("#analyze-submit").await;
+    driver.wait_text("#batch-summary", "the list's end", |t| t.contains("The list is done")).await;
+    assert_eq!(driver.count("#batch [data-state=complete]").await, 3);
+    let cut = driver.wait_text("#batch .batch-cut", "the cut row", |t| !t.is_empty()).await;
+    assert!(cut.contains("your comment balance ran out (5 of its 10)"), "{cut}");
+    assert_eq!(driver.count("#batch .batch-cut").await, 1, "only the post the balance could not cover");
+    shots.take(&driver, "list-cut-row").await;
     driver.quit().await;
     app.stop().await;
 }

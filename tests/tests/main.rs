@@ -15,6 +15,7 @@ mod hardening;
 mod http;
 mod library;
 mod media;
+mod money;
 mod notifications;
 mod openapi;
 mod races;

@@ -496,6 +496,8 @@ async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#
     assert!(matches!(refresh.status, 200 | 202), "{}", refresh.body);
     let repeated = caller.call(post.clone(), refresh_template, &refresh_path, t, None, &key).await;
     assert_eq!((repeated.status, &repeated.body["job_id"]), (200, &refresh.body["job_id"]));
+    let capped = json!({"max_comments": 0});
+    assert_eq!(caller.call(post.clone(), refresh_template, &refresh_path, t, Some(capped), &[]).await.status, 400);
     let refresh_id = refresh.body["job_id"].as_str().expect("job_id").to_owned();
     poll_until(caller, token, &refresh_id, "complete").await;
     let latest = caller.call(get.clone(), session, session, t, None, &[]).await;
@@ -930,6 +932,14 @@ async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     let analyze_history = caller.call(get.clone(), history, &format!("{history}?status=complete"), t, None, &[]).await;
     assert_eq!(analyze_history.status, 200);
     assert_eq!(analyze_history.body["items"][0]["job_id"], analyze_id.as_str(), "{}", analyze_history.body);
+
+    // A list's preview: each post counted, the total and what the balance covers.
+    let preview = "/api/v1/analyze/batch/preview";
+    let urls = json!({"urls": [tiktok(31), tiktok(31), "https://example.com/v/1"], "max_comments": 100});
+    let previewed = caller.call(post.clone(), preview, preview, t, Some(urls), &[]).await;
+    assert_eq!(previewed.status, 200, "{}", previewed.body);
+    let bad = caller.call(post.clone(), preview, preview, t, Some(json!({"urls": [], "max_comments": 0})), &[]).await;
+    assert_eq!(bad.status, 400);
 
     // A batch: created, read, cancelled, repeated under its key; a bad list.
     let batches = "/api/v1/analyze/batch";

@@ -25,7 +25,8 @@ pub enum Role {
     Gateway,
     /// Collects comments for analyze jobs.
     Scraper,
-    /// Starts due watch runs and purges expired breakdowns.
+    /// Starts due watch runs, lets an account's work go on when its jobs end (waiting jobs,
+    /// batch URLs), and purges expired breakdowns.
     Scheduler,
     /// Raises keyword alerts and delivers notifications.
     Notifier,
@@ -171,6 +172,11 @@ impl StackBuilder {
             let deliverer =
                 cova_notifier::Deliverer::new(backends.clone(), notify.clone(), config.notifier.clone(), queued);
             tasks.spawn(Arc::new(deliverer).run(stop.clone()));
+        }
+
+        if has(Role::Scheduler) {
+            let flow = cova_runtime::Flow::new(backends.clone(), outbox.clone());
+            tasks.spawn(worker::run(backends.clone(), Arc::new(flow), stop.clone()));
         }
 
         // The periodic roles.

@@ -60,10 +60,9 @@ pub fn profile(row: &CreatorRow) -> Option<Creator> {
 pub struct Run {
     /// The refs of the posts it found, newest first.
     pub found: Vec<String>,
-    /// The batch collecting them, when collection is on.
+    /// The batch collecting them, when collection is on (the caller starts its URLs:
+    /// `cova_runtime::flow::start_waiting`).
     pub batch_id: Option<String>,
-    /// Analyze jobs the batch started at once (others wait for a free slot).
-    pub started: usize,
     /// Why the platform could not be listed; the creator shows it until the next run.
     pub error: Option<PlatformError>,
 }
@@ -77,8 +76,8 @@ pub enum Occasion {
     Asked,
 }
 
-/// Runs a creator this caller has claimed: lists its new posts, records them and starts their
-/// collection, and releases the claim. A platform failure is recorded on the creator (and
+/// Runs a creator this caller has claimed: lists its new posts, records them and the batch that
+/// collects them (whose URLs the caller then starts), and releases the claim. A platform failure is recorded on the creator (and
 /// answered in [`Run::error`]), not raised.
 pub async fn run(
     db: &Db,
@@ -127,7 +126,20 @@ pub async fn run(
     posts.truncate(MAX_BATCH_URLS);
     let found: Vec<Found> = posts.iter().map(found).collect();
     let batch_id = if row.collect_comments && !found.is_empty() {
-        let items = found.iter().map(|f| NewItem { url: f.url.clone(), post: Ok(f.post_ref.clone()) }).collect();
+        let items = posts
+            .iter()
+            .zip(&found)
+            .map(|(post, f)| NewItem {
+                url: f.url.clone(),
+                post: Ok(f.post_ref.clone()),
+                // The listing read each post's count: the balance it needs is known.
+                known_comments: post
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.metrics.comments)
+                    .and_then(|n| i64::try_from(n).ok()),
+            })
+            .collect();
         let digest = format!("creator:{}:{now}", row.r#ref);
         let new = NewBatch {
             account_id: &row.account_id,
@@ -136,6 +148,7 @@ pub async fn run(
             idempotency_key: None,
             request_digest: &digest,
             items,
+            max_comments: None,
         };
         match batches::create(db, new, now).await? {
             batches::Created::New(id) | batches::Created::Repeated(id) => Some(id),
@@ -145,15 +158,10 @@ pub async fn run(
         None
     };
     let recorded = creators::end_run(db, row, end(&found, batch_id.as_deref(), None), trace, now).await?;
-    // The entries exist now, so the jobs find them saved; waiting URLs start as slots free.
-    let started = match &batch_id {
-        Some(_) => batches::start_waiting(db, &row.account_id, trace, now).await?,
-        None => 0,
-    };
     if !recorded.is_empty() {
-        tracing::info!(creator.r#ref = %row.r#ref, found = recorded.len(), started, "new posts of a creator found");
+        tracing::info!(creator.r#ref = %row.r#ref, found = recorded.len(), "new posts of a creator found");
     }
-    Ok(Run { found: recorded, batch_id, started, error: None })
+    Ok(Run { found: recorded, batch_id, error: None })
 }
 
 fn found(post: &FoundPost) -> Found {

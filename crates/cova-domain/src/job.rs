@@ -160,6 +160,8 @@ pub enum Truncation {
     PostCap,
     /// What the balance allowed (the job's hold).
     Balance,
+    /// The customer's own cap on the job (`max_comments`).
+    MaxComments,
 }
 
 impl Truncation {
@@ -167,11 +169,12 @@ impl Truncation {
         match self {
             Truncation::PostCap => "post_cap",
             Truncation::Balance => "balance",
+            Truncation::MaxComments => "max_comments",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Truncation::PostCap, Truncation::Balance].into_iter().find(|t| t.as_str() == s)
+        [Truncation::PostCap, Truncation::Balance, Truncation::MaxComments].into_iter().find(|t| t.as_str() == s)
     }
 }
 

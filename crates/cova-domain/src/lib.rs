@@ -10,6 +10,7 @@ pub mod export;
 pub mod job;
 pub mod library;
 pub mod limits;
+pub mod money;
 #[cfg(feature = "diesel")]
 mod sql;
 pub mod text;

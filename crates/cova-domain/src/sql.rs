@@ -32,4 +32,4 @@ macro_rules! stored_as_text {
     )*};
 }
 
-stored_as_text!(crate::JobStatus, crate::JobKind, crate::AnalysisStatus);
+stored_as_text!(crate::JobStatus, crate::JobKind, crate::AnalysisStatus, crate::money::Stage);

@@ -24,7 +24,10 @@ pub mod event_queues {
     /// and keyword alerts.
     pub const NOTIFIER: (&str, &[&str]) =
         ("notifier.events", &["job.complete", "job.failed", "batch.complete", "keyword.alert", "creator.post_found"]);
-    pub const ALL: &[(&str, &[&str])] = &[NOTIFIER];
+    /// The flow's (`cova_runtime::flow`): job ends of either kind, which let the account's
+    /// waiting jobs and batch URLs go on.
+    pub const FLOW: (&str, &[&str]) = ("flow.events", &["job.complete", "job.failed"]);
+    pub const ALL: &[(&str, &[&str])] = &[NOTIFIER, FLOW];
 }
 
 /// A message for one worker role.

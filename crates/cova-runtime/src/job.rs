@@ -80,6 +80,9 @@ pub enum JobError {
     Backend(String),
     /// Another worker took the job over (this one's lease had expired): nothing to store.
     LeaseLost,
+    /// The job waits for the balance: it was parked (its lease given up) and is delivered
+    /// again when a job of its account ends. Nothing to store.
+    Parked,
 }
 
 impl JobError {
@@ -127,12 +130,6 @@ pub trait JobRunner: Send + Sync + 'static {
 
     /// Logs (inside the job's span) and counts a completion this attempt stored.
     fn completed(&self, output: &Self::Output, took: Duration);
-
-    /// After this attempt stored the job's end (complete or failed): what the freed slot lets
-    /// happen next. Best effort: the scheduler's tick does it should this fail.
-    fn after_end(&self, _claimed: &Claimed, _now: i64) -> impl Future<Output = ()> + Send {
-        async {}
-    }
 }
 
 /// A [`JobRunner`] as a handler of the worker runtime.
@@ -230,6 +227,11 @@ impl<R: JobRunner> JobStep<R> {
                     .await;
             }
             Err(JobError::LeaseLost) => return Outcome::Done,
+            Err(JobError::Parked) => {
+                tracing::info!("job waits for the balance: comments held by the account's other jobs may come back");
+                self.0.outbox().notify_one();
+                return Outcome::Done;
+            }
             Err(JobError::Backend(reason)) => {
                 tracing::info!(reason, "job attempt stopped: cova's database did not answer; it will be resumed");
                 give_up_lease(backends, claimed);
@@ -260,9 +262,10 @@ impl<R: JobRunner> JobStep<R> {
     }
 
     /// The outcome of storing a job's end: `stored` says whether this attempt ended the job
-    /// (false: another attempt already had), and then `announce` logs and counts it and the
-    /// runner's [`JobRunner::after_end`] runs. The outbox relay is nudged either way; a database
-    /// failure defers the message, and the lease is given up as soon as the database answers.
+    /// (false: another attempt already had), and then `announce` logs and counts it (its event,
+    /// in the outbox, lets the account's work go on: see [`crate::flow`]). The outbox relay is
+    /// nudged either way; a database failure defers the message, and the lease is given up as
+    /// soon as the database answers.
     async fn ended(
         &self,
         claimed: &Claimed,
@@ -274,7 +277,6 @@ impl<R: JobRunner> JobStep<R> {
             Ok(ended) => {
                 if ended {
                     announce();
-                    self.0.after_end(claimed, self.0.backends().clock.now_ms()).await;
                 }
                 self.0.outbox().notify_one();
                 then

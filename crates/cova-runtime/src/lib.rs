@@ -3,12 +3,14 @@
 //! handler of, the job step every job-running role is a runner of, and the outbox relay that
 //! connects database writes to the queue.
 
+pub mod flow;
 pub mod job;
 mod journal;
 pub mod outbox;
 pub mod periodic;
 pub mod worker;
 
+pub use flow::Flow;
 pub use job::{Claimed, JobError, JobRunner, JobSettings, JobStep};
 pub use periodic::{Periodic, Progress};
 pub use worker::{Delivered, Handler, Outcome, Source};

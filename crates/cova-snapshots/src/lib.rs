@@ -318,6 +318,10 @@ mod tests {
                 batch_id: Some("b".into()),
                 error_code: Some("parse_error".into()),
                 error_detail: None,
+                hold_stage: cova_domain::money::Stage::Waiting,
+                waiting_since: Some(5),
+                max_comments: Some(100),
+                free_allowance: true,
             },
             current: false,
         };

@@ -87,6 +87,10 @@ diesel::table! {
         comments_new -> Nullable<BigInt>,
         truncated_reason -> Nullable<Text>,
         comments_day -> Nullable<BigInt>,
+        hold_stage -> Text,
+        waiting_since -> Nullable<BigInt>,
+        max_comments -> Nullable<BigInt>,
+        free_allowance -> Bool,
     }
 }
 
@@ -101,6 +105,7 @@ diesel::table! {
         created_at -> BigInt,
         cancelled_at -> Nullable<BigInt>,
         finished_at -> Nullable<BigInt>,
+        max_comments -> Nullable<BigInt>,
     }
 }
 
@@ -118,6 +123,7 @@ diesel::table! {
         error_code -> Nullable<Text>,
         error_detail -> Nullable<Text>,
         queued_at -> BigInt,
+        known_comments -> Nullable<BigInt>,
     }
 }
 
@@ -165,6 +171,7 @@ diesel::table! {
         creator_ref -> Nullable<Text>,
         watch_until -> Nullable<BigInt>,
         comments_day -> Nullable<BigInt>,
+        max_comments -> Nullable<BigInt>,
     }
 }
 

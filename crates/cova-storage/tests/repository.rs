@@ -100,77 +100,185 @@ async fn concurrent_token_creation_never_exceeds_the_cap() {
     t.drop_database().await.expect("drop");
 }
 
+/// A token's analyze job of `tiktok:{n}` for `account`, claimed by `owner` at `now`: it holds
+/// its opening hold until the scraper sizes it.
+async fn started_job(
+    db: &cova_storage::Db,
+    account: &str,
+    n: i64,
+    owner: &str,
+    known: Option<i64>,
+    now: i64,
+) -> String {
+    use cova_storage::repo::jobs::{self, Cap, CreateOutcome, NewAnalyze, Start};
+    let (r#ref, url) = (format!("tiktok:{n}"), format!("https://www.tiktok.com/@a/video/{n}"));
+    let new = NewAnalyze {
+        account_id: account,
+        token_id: None,
+        session_id: None,
+        r#ref: &r#ref,
+        url: &url,
+        idempotency_key: None,
+        known_comments: known,
+        refresh: false,
+        batch_id: None,
+        max_comments: Cap::Set(None),
+    };
+    let job = match jobs::create_analyze(db, new, "{}", now).await.expect("create") {
+        CreateOutcome::Created { job, .. } => job,
+        other => panic!("not created: {other:?}"),
+    };
+    let start = jobs::start(db, &job.id, owner, 3_600_000, now).await.expect("start");
+    assert!(matches!(start, Start::Collect { .. }), "{start:?}");
+    job.id
+}
+
+/// The holds of an account's running jobs, as stored.
+async fn holds(db: &cova_storage::Db, account: &str) -> i64 {
+    use cova_storage::schema::reservations;
+    use diesel::{ExpressionMethods, QueryDsl};
+    use diesel_async::RunQueryDsl;
+    let mut conn = db.conn().await.expect("conn");
+    let held: Vec<i64> = cova_storage::with_conn!(&mut conn, |c| {
+        reservations::table
+            .filter(reservations::account_id.eq(account))
+            .filter(reservations::state.eq("held"))
+            .select(reservations::amount)
+            .load(c)
+            .await
+    })
+    .expect("holds");
+    held.iter().sum()
+}
+
+/// Thirty jobs of ten accounts sized at once, each to a post the balance cannot cover twice:
+/// under any interleaving (PostgreSQL's row locks, SQLite's single writer), each account's
+/// first sized job holds the post's count and the two others wait, holding nothing; nothing is
+/// overdrawn and every hold is accounted for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fifty_parallel_reservations_never_overdraw() {
+async fn parallel_sizing_never_overdraws_and_the_rest_wait() {
+    use cova_storage::repo::jobs::{self, SizeOutcome};
     let t = TestDatabase::create().await;
     let db = t.db().await;
-    let a = accounts::create(&db, "money@example.com", true, 0, NOW).await.expect("account");
-    balances::grant(&db, &a.id, 10, "test", NOW).await.expect("grant");
-    let db = Arc::new(db);
+    let mut jobs_of = Vec::new();
+    for a in 0..10 {
+        let account = accounts::create(&db, &format!("size{a}@example.com"), true, 0, NOW).await.expect("account");
+        balances::grant(&db, &account.id, 100, "test", NOW).await.expect("grant");
+        for n in 0..3 {
+            let job = started_job(&db, &account.id, a * 10 + n, "scraper", None, NOW).await;
+            jobs_of.push((account.id.clone(), job));
+        }
+    }
     let mut tasks = Vec::new();
-    for i in 0..50 {
-        let db = db.clone();
-        let id = a.id.clone();
-        tasks.push(tokio::spawn(async move { balances::reserve(&db, &id, &format!("job-{i}"), 1, NOW).await }));
+    for (account, job) in &jobs_of {
+        let (db, account, job) = (db.clone(), account.clone(), job.clone());
+        tasks.push(tokio::spawn(async move {
+            (account, jobs::size_hold(&db, &job, "scraper", Some(60), 0, "{}", NOW).await.expect("size"))
+        }));
     }
-    let mut held = 0;
+    let mut collecting = std::collections::HashMap::<String, usize>::new();
     for task in tasks {
-        held += task.await.expect("join").expect("reserve never errors");
+        let (account, outcome) = task.await.expect("join");
+        match outcome {
+            SizeOutcome::Collect(c) => {
+                assert_eq!((c.hold.amount, c.expected), (60, Some(60)), "the count alone: 110 does not fit");
+                *collecting.entry(account).or_default() += 1;
+            }
+            SizeOutcome::Waiting => {}
+            other => panic!("neither collecting nor waiting: {other:?}"),
+        }
     }
-    assert_eq!(held, 10);
+    for (account, _) in jobs_of.iter().step_by(3) {
+        assert_eq!(collecting.get(account), Some(&1), "one collects, two wait");
+        let b = balances::current(&db, account, NOW).await.expect("balance");
+        assert_eq!((b.reserved, b.available), (60, 40), "the waiting jobs hold nothing");
+        assert_eq!(holds(&db, account).await, b.reserved);
+    }
+    t.drop_database().await.expect("drop");
+}
+
+/// A hold follows the post: lowered at once when the post is smaller than its opening hold,
+/// raised as far as the balance allows; a job the balance cannot cover waits while another job
+/// holds comments, and is sized anew, with what came back, once that job has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_follows_the_post_and_a_job_waits_for_comments_that_may_come_back() {
+    use cova_storage::repo::jobs::{self, SizeOutcome};
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "hold@example.com", true, 0, NOW).await.expect("account");
+    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
+    // Opened with a known count of 700 (770 held), the post turns out to have 70.
+    let j = started_job(&db, &a.id, 1, "s1", Some(700), NOW).await;
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 230);
+    let SizeOutcome::Collect(c) = jobs::size_hold(&db, &j, "s1", Some(70), 0, "{}", NOW).await.expect("size") else {
+        panic!("collects")
+    };
+    assert_eq!(c.hold.amount, 120);
+    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 880);
+    let k = started_job(&db, &a.id, 2, "s2", Some(650), NOW).await;
+    let m = started_job(&db, &a.id, 3, "s3", None, NOW).await;
+    // 164 left: m's post of 500 waits for what j and k hold.
+    assert_eq!(jobs::size_hold(&db, &m, "s3", Some(500), 0, "{}", NOW).await.expect("size"), SizeOutcome::Waiting);
+    let parked = jobs::get(&db, &m).await.expect("db").expect("job");
+    assert_eq!(parked.hold_stage, cova_domain::money::Stage::Waiting);
+    assert_eq!(parked.comments_expected, Some(500), "the post's own count, not what the balance could pay");
+    // A sizing by a worker that no longer holds the job does nothing.
+    assert_eq!(jobs::size_hold(&db, &m, "s3", Some(500), 0, "{}", NOW).await.expect("size"), SizeOutcome::Lost);
+    // k fails: its hold comes back and the end wakes m (a command in the outbox).
+    assert!(jobs::fail(&db, &k, "s2", "parse_error", "gone", "{}", NOW).await.expect("fail"));
+    assert!(!jobs::fail(&db, &k, "s2", "parse_error", "gone", "{}", NOW).await.expect("fail again"), "once");
+    assert_eq!(jobs::wake_waiting(&db, &a.id, "{}", NOW).await.expect("wake"), 1);
+    jobs::start(&db, &m, "s4", 3_600_000, NOW).await.expect("start again");
+    let SizeOutcome::Collect(c) = jobs::size_hold(&db, &m, "s4", Some(500), 0, "{}", NOW).await.expect("size") else {
+        panic!("collects")
+    };
+    assert_eq!(c.hold.amount, 550);
     let b = balances::current(&db, &a.id, NOW).await.expect("balance");
-    assert_eq!((b.granted, b.reserved, b.spent, b.available), (10, 10, 0, 0));
+    assert_eq!((b.reserved, b.spent, b.available), (670, 0, 330));
+    assert_eq!(holds(&db, &a.id).await, 670);
     t.drop_database().await.expect("drop");
 }
 
+/// A completed job is charged the new comments it kept, never more than its hold (those beyond
+/// it are dropped, and the result says the balance cut it); a failed one is charged nothing;
+/// each hold is closed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn parallel_partial_reservations_spend_exactly_the_balance() {
-    let t = TestDatabase::create().await;
-    let db = t.db().await;
-    let a = accounts::create(&db, "partial@example.com", true, 0, NOW).await.expect("account");
-    balances::grant(&db, &a.id, 100, "test", NOW).await.expect("grant");
-    let mut tasks = Vec::new();
-    for i in 0..50 {
-        let db = db.clone();
-        let id = a.id.clone();
-        tasks.push(tokio::spawn(async move { balances::reserve(&db, &id, &format!("job-{i}"), 7, NOW).await }));
-    }
-    let mut held = 0;
-    for task in tasks {
-        let amount = task.await.expect("join").expect("reserve");
-        assert!((0..=7).contains(&amount));
-        held += amount;
-    }
-    assert_eq!(held, 100, "min(wanted, available) each time: the balance is used up exactly");
-    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 0);
-    t.drop_database().await.expect("drop");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn settle_and_release_happen_once() {
+async fn a_hold_is_closed_once_and_never_charges_beyond_itself() {
+    use cova_storage::repo::jobs::{self, Scraped, SizeOutcome, StoredComment};
     let t = TestDatabase::create().await;
     let db = t.db().await;
     let a = accounts::create(&db, "settle@example.com", true, 0, NOW).await.expect("account");
     balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
-    assert_eq!(balances::reserve(&db, &a.id, "j1", 400, NOW).await.expect("reserve"), 400);
-    assert_eq!(balances::reserve(&db, &a.id, "j1", 400, NOW).await.expect("same job"), 400, "idempotent per job");
-    assert_eq!(balances::reserve(&db, &a.id, "j2", 5_000, NOW).await.expect("reserve"), 600, "capped at what is left");
-    assert_eq!(balances::reserve(&db, &a.id, "j3", 10, NOW).await.expect("reserve"), 0, "nothing left");
-
-    assert_eq!(balances::settle(&db, "j1", 123, NOW).await.expect("settle"), Some(123));
-    assert_eq!(balances::settle(&db, "j1", 123, NOW).await.expect("settle again"), None, "second settle is a no-op");
-    assert_eq!(balances::release(&db, "j1", NOW).await.expect("release after settle"), None);
-    assert_eq!(balances::release(&db, "j2", NOW).await.expect("release"), Some(0));
-    assert_eq!(balances::release(&db, "j2", NOW).await.expect("release again"), None);
-    assert_eq!(balances::settle(&db, "unknown", 5, NOW).await.expect("unknown job"), None);
-
+    let j = started_job(&db, &a.id, 1, "s1", None, NOW).await;
+    let SizeOutcome::Collect(c) = jobs::size_hold(&db, &j, "s1", Some(100), 0, "{}", NOW).await.expect("size") else {
+        panic!("collects")
+    };
+    assert_eq!(c.hold.amount, 150);
+    // The post grew: 200 comments arrive, 150 are paid for.
+    let comments: Vec<StoredComment> = (0..200)
+        .map(|n| StoredComment {
+            comment_id: format!("c{n}"),
+            parent_id: None,
+            body: format!(r#"{{"text":"comment {n}"}}"#),
+            likes: 0,
+            posted_at: 0,
+            search: format!("comment {n}"),
+        })
+        .collect();
+    jobs::append_comments(&db, &j, ("s1", 3_600_000), &comments, c.expected, NOW).await.expect("append");
+    assert!(jobs::complete(&db, &j, "s1", &Scraped::default(), "{}", NOW).await.expect("complete"));
+    assert!(!jobs::complete(&db, &j, "s1", &Scraped::default(), "{}", NOW).await.expect("again"), "once");
+    let done = jobs::get(&db, &j).await.expect("db").expect("job");
+    assert_eq!((done.comments_collected, done.truncated_reason.as_deref()), (150, Some("balance")));
+    let k = started_job(&db, &a.id, 2, "s2", None, NOW).await;
+    assert!(jobs::fail(&db, &k, "s2", "parse_error", "gone", "{}", NOW).await.expect("fail"));
     let b = balances::current(&db, &a.id, NOW).await.expect("balance");
-    assert_eq!((b.granted, b.reserved, b.spent, b.available), (1_000, 0, 123, 877));
-    let r = balances::reservation(&db, "j1").await.expect("db").expect("exists");
-    assert_eq!((r.state.as_str(), r.charged), ("settled", 123));
-    // A settle can never charge more than was held.
-    balances::reserve(&db, &a.id, "j4", 10, NOW).await.expect("reserve");
-    assert_eq!(balances::settle(&db, "j4", 999, NOW).await.expect("settle"), Some(10));
+    assert_eq!((b.granted, b.reserved, b.spent, b.available), (1_000, 0, 150, 850));
+    let (r, f) = (
+        balances::reservation(&db, &j).await.expect("db").expect("exists"),
+        balances::reservation(&db, &k).await.expect("db").expect("exists"),
+    );
+    assert_eq!((r.state.as_str(), r.charged, f.state.as_str(), f.charged), ("settled", 150, "released", 0));
     t.drop_database().await.expect("drop");
 }
 
@@ -186,10 +294,22 @@ async fn the_month_boundary_expires_the_old_balance() {
     assert_eq!((nov.month.as_str(), nov.available), ("2026-11", 2_000));
     let dec = balances::current(&db, &a.id, next_month).await.expect("dec");
     assert_eq!((dec.month.as_str(), dec.granted, dec.available), ("2026-12", 0, 0));
-    assert_eq!(
-        balances::reserve(&db, &a.id, "late", 10, next_month).await.expect("reserve"),
-        0,
-        "November's comments are gone"
+    let late = cova_storage::repo::jobs::NewAnalyze {
+        account_id: &a.id,
+        token_id: None,
+        session_id: None,
+        r#ref: "tiktok:1",
+        url: "https://www.tiktok.com/@a/video/1",
+        idempotency_key: None,
+        known_comments: None,
+        refresh: false,
+        batch_id: None,
+        max_comments: cova_storage::repo::jobs::Cap::Set(None),
+    };
+    let refused = cova_storage::repo::jobs::create_analyze(&db, late, "{}", next_month).await.expect("create");
+    assert!(
+        matches!(refused, cova_storage::repo::jobs::CreateOutcome::QuotaExceeded),
+        "November's comments are gone: {refused:?}"
     );
     // A pack bought in December adds to December only.
     balances::grant(&db, &a.id, 500, "pack", next_month).await.expect("grant");
@@ -214,52 +334,6 @@ async fn the_check_constraint_refuses_overdraft_written_directly() {
             .await
     });
     assert!(res.is_err(), "spent > granted must be refused by the database itself");
-    t.drop_database().await.expect("drop");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hold_shrinks_at_once_and_grows_only_as_far_as_the_balance_allows() {
-    let t = TestDatabase::create().await;
-    let db = t.db().await;
-    let a = accounts::create(&db, "hold@example.com", true, 0, NOW).await.expect("account");
-    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
-    assert_eq!(balances::reserve(&db, &a.id, "j", 800, NOW).await.expect("reserve"), 800);
-    assert_eq!(balances::adjust_hold(&db, "j", 120).await.expect("shrink"), Some(120));
-    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 880);
-    assert_eq!(balances::reserve(&db, &a.id, "k", 700, NOW).await.expect("reserve k"), 700);
-    // 180 are left: the raise of j to 500 gets only those.
-    assert_eq!(balances::adjust_hold(&db, "j", 500).await.expect("grow"), Some(300));
-    assert_eq!(balances::current(&db, &a.id, NOW).await.expect("balance").available, 0);
-    assert_eq!(balances::adjust_hold(&db, "j", 900).await.expect("nothing left"), Some(300));
-    assert_eq!(balances::settle(&db, "j", 350, NOW).await.expect("settle"), Some(300), "charge capped by the hold");
-    assert_eq!(balances::adjust_hold(&db, "j", 10).await.expect("closed"), None);
-    assert_eq!(balances::release(&db, "k", NOW).await.expect("release"), Some(0));
-    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
-    assert_eq!((b.reserved, b.spent, b.available), (0, 300, 700));
-    t.drop_database().await.expect("drop");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn parallel_raises_never_overdraw() {
-    let t = TestDatabase::create().await;
-    let db = t.db().await;
-    let a = accounts::create(&db, "raise@example.com", true, 0, NOW).await.expect("account");
-    balances::grant(&db, &a.id, 1_000, "test", NOW).await.expect("grant");
-    for n in 0..10 {
-        assert_eq!(balances::reserve(&db, &a.id, &format!("j{n}"), 1, NOW).await.expect("reserve"), 1);
-    }
-    let mut tasks = Vec::new();
-    for n in 0..10 {
-        let db = db.clone();
-        tasks.push(tokio::spawn(async move { balances::adjust_hold(&db, &format!("j{n}"), 400).await }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.expect("join").expect("adjust").expect("held");
-    }
-    assert_eq!(total, 1_000, "the holds add up to the balance, never more");
-    let b = balances::current(&db, &a.id, NOW).await.expect("balance");
-    assert_eq!((b.reserved, b.available), (1_000, 0));
     t.drop_database().await.expect("drop");
 }
 
@@ -534,6 +608,7 @@ async fn scrape(db: &cova_storage::Db, account: &str, n: i64, started: i64, fini
         known_comments: Some(5),
         refresh: true,
         batch_id: None,
+        max_comments: cova_storage::repo::jobs::Cap::Set(None),
     };
     let job = match jobs::create_analyze(db, new, "{}", started).await.expect("create") {
         CreateOutcome::Created { job, .. } => job,

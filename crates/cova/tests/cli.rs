@@ -243,6 +243,7 @@ async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
             known_comments: None,
             refresh: false,
             batch_id: None,
+            max_comments: cova_storage::repo::jobs::Cap::Set(None),
         },
         "{}",
         now - 600_000,

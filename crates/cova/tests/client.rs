@@ -166,6 +166,25 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     let ids: BTreeSet<String> = lines.iter().filter_map(|l| l["id"].as_str().map(str::to_owned)).collect();
     assert_eq!(ids, comment_ids(&post2));
 
+    // `--preview` starts nothing and says what the posts would cost; `--max-comments` caps each.
+    let id3 = tiktok_post_id(TikTokScenario::Normal, 60);
+    let url3 = format!("https://www.tiktok.com/@someone/video/{id3}");
+    let out = caller.run(&full, &["analyze", &url3, &url2, "--preview", "--max-comments", "25"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let preview: Value = serde_json::from_str(&stdout(&out)).expect("the preview is JSON");
+    assert_eq!(
+        (&preview["items"][0]["comments"], &preview["items"][0]["charge_at_most"]),
+        (&Value::from(60), &Value::from(25))
+    );
+    assert_eq!(preview["covered_whole"], 2);
+    let out = caller.run(&full, &["analyze", &url3, "--max-comments", "25", "--wait", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let capped: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
+    assert_eq!((&capped["max_comments"], &capped["result"]["comments_total"]), (&Value::from(25), &Value::from(25)));
+    assert_eq!(capped["result"]["truncated_reason"], "max_comments");
+    let out = caller.run(&full, &["analyze", &url3, "--max-comments", "0"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error: {}", stderr(&out));
+
     // Without --wait: `<job_id> <status>`; the post was just collected, so the same job comes back.
     let out = caller.run(&analyze_only, &["analyze", &url2]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -203,8 +222,8 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     let refs: BTreeSet<&str> =
         library["items"].as_array().map(|a| a.iter().filter_map(|e| e["ref"].as_str()).collect()).unwrap_or_default();
     let wanted = format!("tiktok:{id}");
-    let wanted2 = format!("tiktok:{id2}");
-    assert_eq!(refs, BTreeSet::from([wanted.as_str(), wanted2.as_str()]));
+    let (wanted2, wanted3) = (format!("tiktok:{id2}"), format!("tiktok:{id3}"));
+    assert_eq!(refs, BTreeSet::from([wanted.as_str(), wanted2.as_str(), wanted3.as_str()]));
     let out = caller.run(&full, &["library", "get", &wanted]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let entry: Value = serde_json::from_str(&stdout(&out)).expect("the entry is JSON");

@@ -56,7 +56,7 @@ struct UrlBody {
 }
 
 /// Longest URL accepted (real post URLs are far shorter).
-const MAX_URL_LEN: usize = 2_048;
+pub const MAX_URL_LEN: usize = 2_048;
 
 /// Whether `If-None-Match` names `etag` (a weak `W/` form too) or is `*`: the client's copy
 /// is current, and the answer is 304.
@@ -67,17 +67,110 @@ pub fn etag_matches(req: &actix_web::HttpRequest, etag: &str) -> bool {
         .any(|v| v.split(',').map(str::trim).any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag))
 }
 
-/// The `{"url": …}` body of the metadata and analyze endpoints.
-pub fn url_body(body: &Bytes) -> Result<String, ApiError> {
-    let parsed: UrlBody = json(body, r#"{"url": "<post URL>"}"#)?;
-    let url = text("url", parsed.url.trim())?;
+/// A post URL as sent: trimmed, not empty, at most [`MAX_URL_LEN`] characters, no control
+/// character. The same checks for `POST /analyze`, `POST /metadata` and each URL of a list.
+pub fn post_url(field: &str, raw: &str) -> Result<String, ApiError> {
+    let url = text(field, raw.trim())?;
     if url.is_empty() {
-        return Err(ApiError::validation("`url` must not be empty."));
+        return Err(ApiError::validation(format!("`{field}` must not be empty.")));
     }
-    if url.len() > MAX_URL_LEN {
-        return Err(ApiError::validation(format!("`url` is longer than {MAX_URL_LEN} characters.")));
+    if url.chars().count() > MAX_URL_LEN {
+        return Err(ApiError::validation(format!("`{field}` is longer than {MAX_URL_LEN} characters.")));
     }
     Ok(url.to_owned())
+}
+
+/// A URL that was refused, as it can be stored and shown back: control characters replaced by
+/// U+FFFD and cut at [`MAX_URL_LEN`] characters (a NUL byte cannot be stored by PostgreSQL).
+pub fn shown_url(raw: &str) -> String {
+    let mut shown: String = raw
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c })
+        .take(MAX_URL_LEN)
+        .collect();
+    if raw.trim().chars().count() > MAX_URL_LEN {
+        shown.push('…');
+    }
+    shown
+}
+
+/// The `{"url": …}` body of the metadata and sandbox endpoints.
+pub fn url_body(body: &Bytes) -> Result<String, ApiError> {
+    let parsed: UrlBody = json(body, r#"{"url": "<post URL>"}"#)?;
+    post_url("url", &parsed.url)
+}
+
+/// An integer of a JSON body. JSON Schema counts a number with a zero fraction (`2099.0`) as
+/// an integer, so generated clients may send one: it is accepted as that integer. Anything
+/// else that is not a whole number is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Integer(pub i64);
+
+impl<'de> Deserialize<'de> for Integer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Integer;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Integer, E> {
+                Ok(Integer(v))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Integer, E> {
+                i64::try_from(v).map(Integer).map_err(|_| E::custom(format!("{v} is too large")))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Integer, E> {
+                // i64::MAX as f64 rounds up to 2^63, which is already out of range.
+                if v.is_finite() && v.fract() == 0.0 && v >= i64::MIN as f64 && v < i64::MAX as f64 {
+                    Ok(Integer(v as i64))
+                } else {
+                    Err(E::custom(format!("expected an integer, found {v}")))
+                }
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+/// A present, possibly null, member: `Some(None)` for `null`, `None` when the member is absent
+/// (with `#[serde(default, deserialize_with = "present")]`).
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// The customer's cap on the comments collected for a post (`max_comments`), checked.
+pub fn max_comments(value: Option<Integer>) -> Result<Option<i64>, ApiError> {
+    use cova_domain::limits::MAX_COMMENTS_PER_POST;
+    match value {
+        None => Ok(None),
+        Some(Integer(n)) if (1..=MAX_COMMENTS_PER_POST).contains(&n) => Ok(Some(n)),
+        Some(Integer(n)) => Err(ApiError::validation(format!(
+            "`max_comments` must be between 1 and {MAX_COMMENTS_PER_POST} (it was {n})."
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnalyzeBody {
+    url: String,
+    max_comments: Option<Integer>,
+}
+
+/// The body of `POST /analyze`: the post URL and the optional cap on its comments.
+pub fn analyze_body(body: &Bytes) -> Result<(String, Option<i64>), ApiError> {
+    let parsed: AnalyzeBody = json(body, r#"{"url": "<post URL>", "max_comments": 1000}"#)?;
+    Ok((post_url("url", &parsed.url)?, max_comments(parsed.max_comments)?))
 }
 
 #[cfg(test)]
@@ -93,5 +186,25 @@ mod tests {
         let ok = Bytes::from(r#"{"url": "https://www.tiktok.com/@a/video/1 "}"#);
         assert_eq!(url_body(&ok).expect("valid"), "https://www.tiktok.com/@a/video/1");
         assert!(!has_control("émoji 🎉 ok"));
+        assert_eq!(shown_url(" a\u{0}b "), "a\u{fffd}b");
+        let long = "x".repeat(MAX_URL_LEN + 5);
+        assert!(post_url("url", &long).is_err());
+        assert_eq!(shown_url(&long).chars().count(), MAX_URL_LEN + 1);
+    }
+
+    #[test]
+    fn integral_numbers_are_integers_and_caps_are_checked() {
+        let cap = |body: &str| analyze_body(&Bytes::from(body.to_owned())).map(|(_, cap)| cap);
+        assert_eq!(cap(r#"{"url": "u", "max_comments": 100}"#).expect("int"), Some(100));
+        assert_eq!(cap(r#"{"url": "u", "max_comments": 100.0}"#).expect("integral"), Some(100));
+        assert_eq!(cap(r#"{"url": "u"}"#).expect("none"), None);
+        for bad in [
+            r#"{"url": "u", "max_comments": 1.5}"#,
+            r#"{"url": "u", "max_comments": 0}"#,
+            r#"{"url": "u", "max_comments": 5001}"#,
+            r#"{"url": "u", "max_comments": "9"}"#,
+        ] {
+            assert_eq!(cap(bad).expect_err(bad).code, ErrorCode::ValidationError, "{bad}");
+        }
     }
 }

@@ -239,7 +239,7 @@ pub async fn cache_batch(state: &AppState, reads: &[Read<'_>]) -> Vec<Reply> {
 }
 
 /// What the caller may spend: the month's balance, plus the free allowance for a session.
-fn spendable(principal: &Principal, usage: &Usage) -> Balance {
+pub fn spendable(principal: &Principal, usage: &Usage) -> Balance {
     let free = if principal.session_id().is_some() { usage.account.free_comments_left.max(0) } else { 0 };
     let balance = &usage.balance;
     Balance { granted: balance.granted + free, available: balance.available + free, ..balance.clone() }

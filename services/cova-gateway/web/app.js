@@ -133,7 +133,7 @@ const STATE_WORDS = {
   waiting: "waiting for a free slot", running: "collecting", refused: "not started", cancelled: "cancelled",
   ready: "ready", expired: "expired", metadata_only: "details only", pending: "pending", paid: "paid",
   review: "under review", delivered: "delivered", given_up: "given up", post_cap: "the 5,000-comment limit per post",
-  balance: "your comment balance",
+  balance: "your comment balance", max_comments: "your limit of comments per post",
 };
 const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
 
@@ -144,6 +144,7 @@ const FIELD_WORDS = {
   interval_min: "the watch interval", enabled: "the on/off switch", name: "the name", scopes: "the scopes",
   email: "the e-mail address", password: "the password", pack: "the pack", ref: "the post",
   limit: "the page size", cursor: "the page", format: "the format", quote_id: "the quote", token: "the link",
+  max_comments: "the limit of comments per post",
   follow_days: "the days each new post is followed", backfill_days: "the days of earlier posts to take",
 };
 function plainWords(detail) {
@@ -655,6 +656,8 @@ async function viewAnalyze(v, route) {
   const batchBox = h("div", { id: "batch-box" });
   const results = h("div", { id: "results" });
   const collect = h("button", { id: "analyze-submit", type: "submit", class: "primary", text: "Collect comments" });
+  // Checked by the page itself, so that a wrong value is answered in words.
+  const max = h("input", { id: "analyze-max", type: "text", inputmode: "numeric", autocomplete: "off", placeholder: fmtNum(LIMITS.comments_per_post) });
 
   // A new request starts from a clean page: nothing of the previous post stays under it.
   const clearPage = () => {
@@ -666,14 +669,22 @@ async function viewAnalyze(v, route) {
   };
   const f = form("analyze-form", [
     fieldRow("Post URLs", url, `One TikTok or YouTube post, or up to ${fmtNum(LIMITS.batch_urls)} (one per line). Collecting spends one comment of your balance per comment. Enter collects; Shift+Enter starts a new line.`),
+    fieldRow("At most this many comments per post", max, `Optional. Each post is collected, and paid for, up to this many comments (replies included); empty collects up to ${fmtNum(LIMITS.comments_per_post)}.`),
     h("div", { class: "buttons" },
-      h("button", { id: "preview-submit", type: "submit", text: "Preview" }), collect),
+      h("button", { id: "preview-submit", type: "submit", text: "Preview the cost" }), collect),
   ], (btn) => {
     const urls = urlsOf(url.value);
+    const cap = capOf(max);
+    if (cap === undefined) {
+      showError(v, { detail: `The limit of comments per post must be a whole number from 1 to ${fmtNum(LIMITS.comments_per_post)}, or empty.` });
+      return;
+    }
     clearPage();
-    if (btn?.id === "preview-submit") return preview(v, btn, urls, previewBox);
-    if (urls.length > 1) return startBatch(v, btn, urls, batchBox);
-    return startAnalysis(v, btn, urls[0] ?? "", job, results);
+    if (btn?.id === "preview-submit") {
+      return urls.length > 1 ? previewList(v, btn, urls, cap, previewBox) : preview(v, btn, urls, cap, previewBox);
+    }
+    if (urls.length > 1) return startBatch(v, btn, urls, cap, batchBox);
+    return startAnalysis(v, btn, urls[0] ?? "", cap, job, results);
   });
   // Enter runs the highlighted action, Collect; a list is pasted or typed with Shift+Enter.
   url.addEventListener("keydown", (event) => {
@@ -692,28 +703,71 @@ async function viewAnalyze(v, route) {
   else if (ref) await showSavedBreakdown(v, ref, results);
 }
 
+// The limit of comments per post typed in `input`: null when empty, undefined when invalid.
+function capOf(input) {
+  const raw = input.value.trim().replace(/[\s,.](?=\d{3}\b)/g, "");
+  if (!raw) return null;
+  if (!/^\d+$/.test(raw)) return undefined;
+  const n = Number(raw);
+  return Number.isInteger(n) && n >= 1 && n <= LIMITS.comments_per_post ? n : undefined;
+}
+
+// The body of a collection: the cap only when one is set.
+const withCap = (body, cap) => (cap ? { ...body, max_comments: cap } : body);
+
 // The post's card, and what collecting it would cost against what can be spent.
-async function preview(v, btn, urls, box) {
-  if (urls.length > 1) {
-    showError(v, { detail: "Preview shows one post: keep one URL in the field, or collect the list." });
-    return;
-  }
+async function preview(v, btn, urls, cap, box) {
   await busy(v, btn, async () => {
     const [md, usage] = await Promise.all([api("POST", "/metadata", { url: urls[0] ?? "" }), api("GET", "/usage").catch(() => null)]);
-    box.append(h("div", { id: "preview" }, previewCard(md), usage && costLine(md, usage.comments)));
+    box.append(h("div", { id: "preview" }, previewCard(md), usage && costLine(md, usage.comments, cap)));
   });
 }
 
-function costLine(md, c) {
+// A list's cost before it starts: each post's size, the total, and how many posts the balance
+// covers whole.
+async function previewList(v, btn, urls, cap, box) {
+  if (urls.length > LIMITS.batch_urls) {
+    showError(v, { detail: `A list holds at most ${fmtNum(LIMITS.batch_urls)} post URLs; this one has ${fmtNum(urls.length)}. Split it.` });
+    return;
+  }
+  const p = await busy(v, btn, () => api("POST", "/analyze/batch/preview", withCap({ urls }, cap)));
+  if (!p) return;
+  const t = table("list-preview-table", ["Post", "Comments", "Costs at most", "Your balance"], "What each post of the list costs");
+  for (const item of p.items) {
+    const why = item.same_as != null
+      ? `the same post as line ${fmtNum(item.same_as + 1)}: collected once`
+      : item.error ? plainWords(item.error.detail) : null;
+    t.tbody.append(row(t.headers, [
+      h("div", {}, h("span", { class: "batch-url", text: truncate(item.url, 70) }), item.ref && h("br"), item.ref && h("code", { class: "ref", text: item.ref })),
+      item.comments == null ? h("span", { class: "muted", text: "not counted" }) : fmtNum(item.comments),
+      item.charge_at_most == null ? "—" : plural(item.charge_at_most, "comment"),
+      h("div", {}, item.covered ? h("span", { class: "covered", text: "covered" })
+        : item.charge_at_most > 0 ? h("span", { class: "not-covered", text: "not covered whole" }) : "—",
+      why && h("small", { class: "muted preview-why", text: ` ${why}` })),
+    ], { "data-position": item.position, class: item.covered ? "covered" : null }));
+  }
+  const uncounted = p.posts - p.counted;
+  const enough = p.covered_whole >= p.counted;
+  const summary = h("p", { id: "list-preview-summary", class: enough ? "notice" : "notice warning" },
+    `${plural(p.posts, "post")}, ${plural(p.total_comments, "comment")} counted` +
+    (p.max_comments ? `, at most ${fmtNum(p.charge_at_most)} collected with your limit of ${fmtNum(p.max_comments)} per post` : "") +
+    `. You have ${fmtNum(p.available)}: ` +
+    (enough ? `enough for every counted post.` : `enough for ${plural(p.covered_whole, "post")} of ${fmtNum(p.counted)} whole, in list order; the others are cut where your balance ends, or not started.`) +
+    (uncounted > 0 ? ` ${plural(uncounted, "post")} could not be counted (see below).` : ""),
+    !enough ? h("a", { href: "#/billing", text: " Buy a comment pack" }) : null);
+  box.append(card("What the list costs", summary, h("div", { class: "table-wrap" }, t.el)));
+}
+
+function costLine(md, c, max) {
   const have = spendable(c);
   const reported = md.metrics?.comments;
-  const cap = c.per_post_limit;
+  const cap = Math.min(c.per_post_limit, max ?? c.per_post_limit);
   let text;
   if (reported == null) {
     text = `The platform does not say how many comments this post has. You have ${fmtNum(have)}: collection stops at ${fmtNum(Math.min(have, cap))}.`;
   } else {
     const wanted = Math.min(reported, cap);
-    const about = `About ${plural(reported, "comment")}${reported > cap ? ` (at most ${fmtNum(cap)} are collected per post)` : ""}`;
+    const about = `About ${plural(reported, "comment")}${reported > cap ? ` (at most ${fmtNum(cap)} are collected${max ? " with your limit" : " per post"})` : ""}`;
     text = have >= wanted
       ? `${about}; you have ${fmtNum(have)}: enough to collect ${reported > cap ? "the first " + fmtNum(cap) : "them all"}.`
       : `${about}; you have ${fmtNum(have)}: collection stops at ${fmtNum(have)}.`;
@@ -742,8 +796,9 @@ function supersededCheck(holder) {
 function drawProgress(ui, job) {
   ui.el.hidden = false;
   // The final states read as themselves; the others as what is happening.
-  ui.status.textContent = inWords(job.status);
-  ui.status.dataset.status = job.status;
+  const waiting = job.progress?.waiting_for === "balance";
+  ui.status.textContent = waiting ? "waiting for your comment balance" : inWords(job.status);
+  ui.status.dataset.status = waiting ? "waiting_balance" : job.status;
   const got = job.progress?.comments_collected ?? 0;
   const expected = job.progress?.comments_expected;
   if (job.status === "complete") {
@@ -756,13 +811,15 @@ function drawProgress(ui, job) {
     ui.bar.max = Math.max(expected, 1);
     ui.bar.value = Math.min(got, expected);
   }
-  ui.count.textContent = expected == null || job.status === "complete"
-    ? `${plural(got, "comment")} collected`
-    : `${fmtNum(got)} of about ${plural(expected, "comment")}`;
+  ui.count.textContent = waiting
+    ? `This post has about ${plural(expected ?? 0, "comment")}, more than your balance has left while your other collections run. It starts as soon as they finish and give back what they did not use; if the balance is still short then, it collects what is left.`
+    : expected == null || job.status === "complete"
+      ? `${plural(got, "comment")} collected${expected != null && got < expected ? ` of the post's ${fmtNum(expected)}` : ""}`
+      : `${fmtNum(got)} of about ${plural(expected, "comment")}`;
 }
 
-async function startAnalysis(v, btn, url, ui, results) {
-  const job = await busy(v, btn, () => api("POST", "/analyze", { url }));
+async function startAnalysis(v, btn, url, cap, ui, results) {
+  const job = await busy(v, btn, () => api("POST", "/analyze", withCap({ url }, cap)));
   if (!job) return;
   // The job id in the address lets a reload pick the job up again.
   history.replaceState(null, "", hashFor("analyze", { job: job.job_id }));
@@ -807,9 +864,21 @@ async function savedEntry(ref) {
 
 function truncationWords(r) {
   if (!r.truncated) return "";
-  return r.truncated_reason === "post_cap"
-    ? ` — stopped at ${inWords("post_cap")}: the post has more`
-    : ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
+  if (r.truncated_reason === "post_cap") return ` — stopped at ${inWords("post_cap")}: the post has more`;
+  if (r.truncated_reason === "max_comments") return ` — stopped at ${inWords("max_comments")}: the post has more`;
+  return ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
+}
+
+// Why a list's post was cut, with what it collected against the post's own count.
+function cutWords(item) {
+  const p = item.job?.progress ?? {};
+  const of = p.comments_expected != null ? ` (${fmtNum(p.comments_collected)} of its ${fmtNum(p.comments_expected)})` : "";
+  switch (item.truncated_reason) {
+    case "balance": return `cut short: your comment balance ran out${of}`;
+    case "max_comments": return `stopped at your limit per post${of}`;
+    case "post_cap": return `stopped at the 5,000-comment limit per post${of}`;
+    default: return null;
+  }
 }
 
 function renderJobResult(v, job, results, entry) {
@@ -899,12 +968,12 @@ async function fillEntryHistory(box, entry) {
 
 // ---------------------------------------------------------------- batches
 
-async function startBatch(v, btn, urls, box) {
+async function startBatch(v, btn, urls, cap, box) {
   if (urls.length > LIMITS.batch_urls) {
     showError(v, { detail: `A list holds at most ${fmtNum(LIMITS.batch_urls)} post URLs; this one has ${fmtNum(urls.length)}. Split it.` });
     return;
   }
-  const batch = await busy(v, btn, () => api("POST", "/analyze/batch", { urls }));
+  const batch = await busy(v, btn, () => api("POST", "/analyze/batch", withCap({ urls }, cap)));
   if (!batch) return;
   history.replaceState(null, "", hashFor("analyze", { batch: batch.batch_id }));
   await followBatch(v, batch.batch_id, box, batch);
@@ -918,7 +987,7 @@ async function followBatch(v, id, box, first) {
     draw(await api("POST", `/analyze/batch/${encodeURIComponent(id)}/cancel`));
   }));
   box.replaceChildren(card("Your list", summary, h("div", { class: "table-wrap" }, t.el),
-    h("p", { class: "hint", text: `Three of your collections run at a time; the others wait and start as those finish. Each is paid when it starts. Stopping the list starts nothing more (nothing is charged for what did not start).` }),
+    h("p", { class: "hint", text: `Three of your collections run at a time; the others wait and start as those finish. Each is paid when it starts. When your balance cannot cover a post while other collections run, it waits for what they give back; a post is cut short only where your balance really ends, and the posts after it are not started. Stopping the list starts nothing more (nothing is charged for what did not start).` }),
     h("p", { class: "buttons" }, cancel)));
   const draw = (b) => {
     const n = b.counts;
@@ -929,11 +998,16 @@ async function followBatch(v, id, box, first) {
     t.tbody.replaceChildren(...b.items.map((item) => {
       const j = item.job;
       const why = item.error ?? j?.error;
-      const state = h("span", { class: `state state-${item.state}`, "data-state": item.state, text: inWords(item.state) });
+      const waiting = j?.progress?.waiting_for === "balance";
+      const state = h("span", { class: `state state-${item.state}`, "data-state": item.state, text: waiting ? "waiting for your balance" : inWords(item.state) });
+      const cut = cutWords(item);
+      const p = j?.progress;
       return row(t.headers, [
         h("div", {}, h("span", { class: "batch-url", text: truncate(item.url, 70) }), item.ref && h("br"), item.ref && h("code", { class: "ref", text: item.ref })),
-        h("div", {}, state, why && h("small", { class: "muted batch-why", text: ` ${plainWords(why.detail)}` })),
-        j ? fmtNum(j.progress?.comments_collected ?? 0) : "—",
+        h("div", {}, state, why && h("small", { class: "muted batch-why", text: ` ${plainWords(why.detail)}` }),
+          cut && h("small", { class: "batch-cut", text: ` ${cut}` })),
+        !p ? "—" : p.comments_expected != null && item.state !== "complete"
+          ? `${fmtNum(p.comments_collected)} of ${fmtNum(p.comments_expected)}` : fmtNum(p.comments_collected),
         j && item.state === "complete" ? h("a", { class: "batch-open", href: hashFor("analyze", { job: j.job_id }), text: "Open" }) : "",
       ], { "data-position": item.position });
     }));

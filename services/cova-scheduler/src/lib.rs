@@ -65,7 +65,14 @@ impl Pass for Creators {
             let runs = due.iter().map(|row| cova_creators::run(db, &self.platforms, row, scheduled, "{}", now));
             for (row, result) in due.iter().zip(futures::future::join_all(runs).await) {
                 match result {
-                    Ok(_) => listed += 1,
+                    Ok(run) => {
+                        listed += 1;
+                        if run.batch_id.is_some()
+                            && let Err(e) = cova_runtime::flow::start_waiting(db, &row.account_id, "{}", now).await
+                        {
+                            tracing::warn!(error = %e, "starting a creator's posts failed; the next tick will");
+                        }
+                    }
                     // The claim expires and a later pass tries again.
                     Err(e) => {
                         tracing::warn!(creator.r#ref = %row.r#ref, error = %e, "recording a creator's run failed")
@@ -83,6 +90,11 @@ impl Pass for Creators {
         Ok(())
     }
 }
+
+/// A job waiting for the balance is woken by the end of a job of its account; one that nothing
+/// woke within this long, while its account runs no job that could give comments back, is woken
+/// by the tick.
+pub const WAITING_RECHECK: Duration = Duration::from_secs(10);
 
 /// Due watches started in one transaction: one statement each for its reschedule and one
 /// per account for its hold, the rest set-based; a group stays short enough that the accounts
@@ -104,6 +116,8 @@ pub struct Tick {
     pub joined: usize,
     /// Due watches that could not run now (no pack, no balance, three analyses running).
     pub skipped: usize,
+    /// Jobs waiting for the balance that nothing else would have woken.
+    pub woken: usize,
     /// Breakdowns purged by the janitor.
     pub expired: usize,
     /// Days of comments dropped whole by the janitor (PostgreSQL's partitions).
@@ -122,6 +136,7 @@ impl Pass for Scheduler {
                 started = t.started,
                 joined = t.joined,
                 skipped = t.skipped,
+                woken = t.woken,
                 expired = t.expired,
                 comment_days_dropped = t.comment_days_dropped,
                 media_deleted = t.media_deleted,
@@ -183,13 +198,14 @@ impl Scheduler {
                 break;
             }
         }
-        // Batch URLs waiting for a slot start when a job of their account ends; should that
-        // have failed, they start here.
+        // Batch URLs waiting for a slot, and jobs waiting for the balance, go on when a job of
+        // their account ends (`cova_runtime::flow`); should that have failed, they go on here.
         for account_id in cova_storage::repo::batches::accounts_waiting(db, batch).await? {
-            tick.started += cova_storage::repo::batches::start_waiting(db, &account_id, "{}", now).await?;
+            tick.started += cova_runtime::flow::start_waiting(db, &account_id, "{}", now).await?;
         }
         cova_storage::repo::batches::settle_open(db, now, batch).await?;
-        if tick.started > 0 {
+        tick.woken = cova_storage::repo::jobs::wake_stale(db, ms(WAITING_RECHECK), batch, now).await?;
+        if tick.started + tick.woken > 0 {
             self.outbox.notify_one();
         }
         loop {

@@ -1,21 +1,21 @@
 //! The scraper role, a runner on the job step ([`cova_runtime::job`], which claims, renews,
 //! retries, fails and announces). For each analyze job: read the post (which tells private,
 //! restricted and deleted posts apart and how many comments to expect), size the job's hold to
-//! the post, collect its comments up to that hold (writing pages as they arrive), then complete
-//! it (charge what was collected, bookmark, event).
+//! the post by the money rules (or park the job until the account's other jobs give comments
+//! back), collect its comments up to that hold (writing pages as they arrive), then complete it
+//! (charge what was collected, bookmark, event).
 //! While it collects, the cover and the comment images are downloaded into the media store;
 //! a download that fails never fails the job (the image is fetched when first asked for).
 
 use cova_config::{MediaConfig, ScraperConfig};
 use cova_domain::JobKind;
-use cova_domain::limits::{MAX_COMMENTS_PER_POST, hold};
+use cova_errors::ErrorCode;
 use cova_media::{Prefetcher, catalog};
 use cova_messages::AnalyzeCommand;
 use cova_metrics::JobKind as JobMetric;
 use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
-use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings};
-use cova_storage::repo::batches;
-use cova_storage::repo::jobs::{self, Job, Scraped, StoredComment};
+use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings, flow};
+use cova_storage::repo::jobs::{self, Job, Scraped, SizeOutcome, StoredComment};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -88,18 +88,6 @@ impl JobRunner for Scraper {
         );
         cova_metrics::job_finished(JobMetric::Analyze, "complete", took, output.comments);
     }
-
-    /// A slot of the account is free: its waiting batch URLs start, and the batches this job
-    /// answered may be over.
-    async fn after_end(&self, claimed: &Claimed, now: i64) {
-        let db = &self.backends.db;
-        if let Err(e) = batches::start_waiting(db, &claimed.job.account_id, "{}", now).await {
-            tracing::warn!(error = %e, "starting the account's waiting batch URLs failed; the scheduler will");
-        }
-        if let Err(e) = batches::settle_for_job(db, &claimed.job.id, now).await {
-            tracing::warn!(error = %e, "ending a batch failed; the scheduler will");
-        }
-    }
 }
 
 impl Scraper {
@@ -132,24 +120,40 @@ impl Scraper {
             Err(e) => tracing::warn!(error = %e, "listing the post's images failed; they are left out"),
         }
         let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
-        // Size the hold to what may be charged: the whole post on a first scrape, its growth on
-        // a re-scrape. Lower it (the rest is free for the account's other jobs at once) or
-        // raise it as far as the balance allows; what it cannot cover is truncated.
-        let needed = if previous > 0 { hold::needed_for_rescrape(reported, previous) } else { hold::needed(reported) };
-        let max = match cova_storage::repo::balances::adjust_hold(&self.backends.db, &job.id, needed).await {
-            Ok(Some(hold)) => hold,
-            Ok(None) => held,
-            Err(e) => return Err(JobError::Backend(format!("sizing the hold: {e}"))),
+        // The hold is sized to the post by the money rules: to what may be charged (the whole
+        // post on a first scrape, its growth on a re-scrape, at most the customer's cap), or the
+        // job waits while comments held by the account's other jobs may come back.
+        // (Jobs it wakes are other jobs: their commands carry no trace of this one.)
+        let sized = jobs::size_hold(&self.backends.db, &job.id, owner, reported, previous, "{}", self.now()).await;
+        let collect = match sized {
+            Ok(SizeOutcome::Collect(collect)) => collect,
+            Ok(SizeOutcome::Waiting) => {
+                prefetcher.finish(Duration::ZERO).await;
+                return Err(JobError::Parked);
+            }
+            Ok(SizeOutcome::QuotaExceeded) => {
+                prefetcher.finish(Duration::ZERO).await;
+                return Err(JobError::permanent(ErrorCode::QuotaExceeded, QUOTA_DETAIL));
+            }
+            Ok(SizeOutcome::Lost) => {
+                prefetcher.finish(Duration::ZERO).await;
+                return Err(JobError::LeaseLost);
+            }
+            Err(e) => {
+                prefetcher.finish(Duration::ZERO).await;
+                return Err(JobError::Backend(format!("sizing the hold: {e}")));
+            }
         };
-        if max <= 0 {
-            return Err(JobError::transient(
-                cova_errors::ErrorCode::Unavailable,
-                "no comments were reserved for this job",
-            ));
+        tracing::debug!(held, hold = collect.hold.amount, limit = collect.limit, "hold sized");
+        if job.batch_id.is_some() {
+            // Its size is known: the URL after it in its batch may start (see the money rules).
+            if let Err(e) = flow::start_waiting(&self.backends.db, &job.account_id, "{}", self.now()).await {
+                tracing::warn!(error = %e, "starting the next URL of the batch failed; a job's end or the scheduler will");
+            }
+            self.outbox.notify_one();
         }
-        // Known comments are collected again free of charge: the hold bounds only new ones.
-        let limit = (max + previous).min(MAX_COMMENTS_PER_POST);
-        let expected = reported.map(|n| n.min(limit));
+        let limit = collect.limit;
+        let expected = collect.expected;
         let mut sink = DbSink {
             backends: self.backends.clone(),
             job,
@@ -167,11 +171,9 @@ impl Scraper {
         match collected {
             Ok(outcome) => {
                 prefetcher.finish(self.prefetch.1).await;
-                // The cap when the post reached it; else what the hold allowed.
-                let cap = i64::from(limit) >= MAX_COMMENTS_PER_POST;
-                let reason = if cap { cova_domain::Truncation::PostCap } else { cova_domain::Truncation::Balance };
                 let scraped = Scraped {
-                    truncated: outcome.truncated.then_some(reason),
+                    // Stopped at the limit with more to collect: the limit says why.
+                    truncated: outcome.truncated.then_some(collect.stops_for),
                     metadata: Some(shown.to_string()),
                     search: metadata.search_text(),
                 };
@@ -188,6 +190,10 @@ impl Scraper {
         }
     }
 }
+
+/// Why a job ends `quota_exceeded` once its post's size is known.
+const QUOTA_DETAIL: &str =
+    "The comment balance ran out before this post's comments could be collected; nothing was charged for it.";
 
 /// A platform failure as the job step sees it: transient ones are retried, the rest are final.
 fn platform(e: PlatformError) -> JobError {

@@ -426,6 +426,8 @@ macro_rules! record_scrape_in {
                 analyses::comment_count.eq(scrape.comments),
                 analyses::top_level_count.eq(scrape.top_level),
                 analyses::new_count.eq(scrape.new),
+                // A re-scrape takes this cap unless asked otherwise.
+                analyses::max_comments.eq(job.max_comments),
             ))
             .execute($c)
             .await?;

@@ -9,7 +9,7 @@
 //! conditional UPDATE too, under `free_comments_left >= 0`) and the rest from the month. A
 //! charge comes out of the free part first; what is not charged goes back where it came from.
 
-use crate::schema::{accounts, balances, reservations};
+use crate::schema::{balances, reservations};
 use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::time::{month_end_ms, month_of};
 use cova_metrics::Movement;
@@ -59,35 +59,40 @@ macro_rules! grant_in {
 }
 pub(crate) use grant_in;
 
-/// Inside a transaction: holds `amount` for `job_id`, `free` of it (at most what the
-/// allowance has; 0 but for a session's analysis) from the account's free allowance and the
-/// rest from the month's balance if it is still available (conditional UPDATEs), and records
-/// the reservation. Evaluates to `Result<bool>`; on `false` nothing was held (the caller's
-/// transaction must still be rolled back or abandoned).
+/// Inside a transaction: places the hold the money rules decided for `job_id` (a
+/// `cova_domain::money::Hold`), its free part from the account's free allowance and the rest
+/// from the month's balance, each a conditional UPDATE that succeeds only while enough is left,
+/// and records the reservation. Evaluates to `Result<bool>`; on `false` nothing was held (the
+/// caller's transaction must still be rolled back or abandoned).
 macro_rules! reserve_in {
-    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $amount:expr, $free:expr, $now:expr) => {{
+    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $hold:expr, $now:expr) => {{
         use $crate::schema::{accounts, balances, reservations};
-        let amount: i64 = $amount;
-        let free: i64 = $free.clamp(0, amount);
-        let from_pack = amount - free;
-        let free_ok = free == 0
+        let hold: cova_domain::money::Hold = $hold;
+        let free_ok = hold.free == 0
             || diesel::update(accounts::table.find($account_id))
-                .filter(accounts::free_comments_left.ge(free))
-                .set(accounts::free_comments_left.eq(accounts::free_comments_left - free))
+                .filter(accounts::free_comments_left.ge(hold.free))
+                .set(accounts::free_comments_left.eq(accounts::free_comments_left - hold.free))
                 .execute($c)
                 .await?
                 == 1;
         let pack_ok = free_ok
-            && (from_pack == 0
+            && (hold.pack() == 0
                 || diesel::update(balances::table.find(($account_id, $month)))
-                    .filter((balances::granted - balances::reserved - balances::spent).ge(from_pack))
-                    .set(balances::reserved.eq(balances::reserved + from_pack))
+                    .filter((balances::granted - balances::reserved - balances::spent).ge(hold.pack()))
+                    .set(balances::reserved.eq(balances::reserved + hold.pack()))
                     .execute($c)
                     .await?
                     == 1);
         if pack_ok {
             diesel::insert_into(reservations::table)
-                .values($crate::repo::balances::held_values!($account_id, $job_id, $month, amount, free, $now))
+                .values($crate::repo::balances::held_values!(
+                    $account_id,
+                    $job_id,
+                    $month,
+                    hold.amount,
+                    hold.free,
+                    $now
+                ))
                 .execute($c)
                 .await?;
         }
@@ -95,6 +100,131 @@ macro_rules! reserve_in {
     }};
 }
 pub(crate) use reserve_in;
+
+/// Inside a transaction holding the account's lock: moves the job's held reservation from
+/// `from` to `to` (both `cova_domain::money::Hold`, as the money rules sized it), each part by
+/// a conditional UPDATE that never takes more than is left. Evaluates to `Result<bool>`: false
+/// when the balance or the reservation changed under it (the caller rolls back).
+macro_rules! move_hold_in {
+    ($c:ident, $account_id:expr, $job_id:expr, $month:expr, $from:expr, $to:expr) => {{
+        use $crate::schema::{accounts, balances, reservations};
+        let (from, to): (cova_domain::money::Hold, cova_domain::money::Hold) = ($from, $to);
+        let (pack, free) = (to.pack() - from.pack(), to.free - from.free);
+        let free_ok = free == 0
+            || diesel::update(accounts::table.find($account_id))
+                .filter(accounts::free_comments_left.ge(free.max(0)))
+                .set(accounts::free_comments_left.eq(accounts::free_comments_left - free))
+                .execute($c)
+                .await?
+                == 1;
+        let pack_ok = free_ok
+            && (pack == 0
+                || diesel::update(balances::table.find(($account_id, $month)))
+                    .filter((balances::granted - balances::reserved - balances::spent).ge(pack.max(0)))
+                    .set(balances::reserved.eq(balances::reserved + pack))
+                    .execute($c)
+                    .await?
+                    == 1);
+        let moved = pack_ok
+            && diesel::update(reservations::table.find($job_id))
+                .filter(reservations::state.eq("held"))
+                .filter(reservations::amount.eq(from.amount))
+                .set((reservations::amount.eq(to.amount), reservations::free_amount.eq(to.free)))
+                .execute($c)
+                .await?
+                == 1;
+        moved
+    }};
+}
+pub(crate) use move_hold_in;
+
+/// Inside a transaction holding the accounts' locks (see `jobs::new::lock_account!`): each
+/// account as the money rules see it ([`cova_domain::money::Account`]): this month's balance,
+/// the free allowance and its running jobs with their holds and stages, read for all of them
+/// in three statements. Evaluates to `Result<HashMap<String, Account>>` (every id present).
+macro_rules! accounts_in {
+    ($c:ident, $account_ids:expr, $month:expr) => {{
+        use $crate::schema::{accounts, balances, jobs, reservations};
+        let ids: &[&str] = $account_ids;
+        let mut found: std::collections::HashMap<String, cova_domain::money::Account> =
+            ids.iter().map(|id| ((*id).to_owned(), cova_domain::money::Account::default())).collect();
+        let months: Vec<(String, i64, i64)> = balances::table
+            .filter(balances::account_id.eq_any(ids))
+            .filter(balances::month.eq($month))
+            .select((balances::account_id, balances::granted, balances::granted - balances::reserved - balances::spent))
+            .load($c)
+            .await?;
+        for (id, granted, available) in months {
+            if let Some(a) = found.get_mut(&id) {
+                (a.granted, a.available) = (granted, available);
+            }
+        }
+        let free: Vec<(String, i64)> = accounts::table
+            .filter(accounts::id.eq_any(ids))
+            .select((accounts::id, accounts::free_comments_left))
+            .load($c)
+            .await?;
+        for (id, free_left) in free {
+            if let Some(a) = found.get_mut(&id) {
+                a.free_left = free_left;
+            }
+        }
+        type RunningRow =
+            (String, String, cova_domain::JobKind, Option<String>, cova_domain::money::Stage, Option<i64>);
+        let rows: Vec<RunningRow> = jobs::table
+            .left_join(reservations::table.on(reservations::job_id.eq(jobs::id).and(reservations::state.eq("held"))))
+            .filter(jobs::account_id.eq_any(ids))
+            .filter(jobs::status.eq_any(cova_domain::JobStatus::RUNNING_STR))
+            .select((
+                jobs::account_id,
+                jobs::id,
+                jobs::kind,
+                jobs::batch_id,
+                jobs::hold_stage,
+                reservations::amount.nullable(),
+            ))
+            .load($c)
+            .await?;
+        for (account_id, id, kind, batch_id, stage, hold) in rows {
+            if let Some(a) = found.get_mut(&account_id) {
+                a.running.push(cova_domain::money::Running { id, kind, batch_id, hold: hold.unwrap_or(0), stage });
+            }
+        }
+        let accounts: $crate::Result<std::collections::HashMap<String, cova_domain::money::Account>> = Ok(found);
+        accounts
+    }};
+}
+pub(crate) use accounts_in;
+
+/// Inside a transaction holding the account's lock: the one account as the money rules see it
+/// (see [`accounts_in!`]). Evaluates to `Result<Account>`.
+macro_rules! account_in {
+    ($c:ident, $account_id:expr, $month:expr) => {{
+        let id: &str = $account_id;
+        let mut all = $crate::repo::balances::accounts_in!($c, &[id], $month)?;
+        let account: $crate::Result<cova_domain::money::Account> = Ok(all.remove(id).unwrap_or_default());
+        account
+    }};
+}
+pub(crate) use account_in;
+
+/// Inside a transaction: the job's held reservation as a `cova_domain::money::Hold`, with the
+/// month whose balance it is held on, if any. Evaluates to `Result<Option<(Hold, String)>>`.
+macro_rules! held_in {
+    ($c:ident, $job_id:expr) => {{
+        use $crate::schema::reservations;
+        let held: $crate::Result<Option<(cova_domain::money::Hold, String)>> = Ok(reservations::table
+            .find($job_id)
+            .filter(reservations::state.eq("held"))
+            .select((reservations::amount, reservations::free_amount, reservations::month))
+            .first::<(i64, i64, String)>($c)
+            .await
+            .optional()?
+            .map(|(amount, free, month)| (cova_domain::money::Hold { amount, free }, month)));
+        held
+    }};
+}
+pub(crate) use held_in;
 
 /// The column values of a new hold of `amount` comments (`free` of them from the free
 /// allowance) for a job: one row of an insert, alone or among many.
@@ -132,12 +262,15 @@ macro_rules! close_in {
         let outcome: $crate::Result<Option<$crate::repo::balances::Closed>> = match held {
             None => Ok(None),
             Some(held) => {
-                let charged = collected.unwrap_or(0).clamp(0, held.amount);
+                let settled = cova_domain::money::settle(
+                    cova_domain::money::Hold { amount: held.amount, free: held.free_amount },
+                    collected,
+                );
                 let closed = diesel::update(reservations::table.find($job_id))
                     .filter(reservations::state.eq("held"))
                     .set((
                         reservations::state.eq(if collected.is_some() { "settled" } else { "released" }),
-                        reservations::charged.eq(charged),
+                        reservations::charged.eq(settled.charged.amount),
                         reservations::closed_at.eq($now),
                     ))
                     .execute($c)
@@ -145,29 +278,24 @@ macro_rules! close_in {
                 if closed == 0 {
                     Ok(None)
                 } else {
-                    // The free part is charged first; each part's remainder goes back to its source.
-                    let free_charged = charged.min(held.free_amount);
-                    let pack_charged = charged - free_charged;
                     let pack_held = held.amount - held.free_amount;
                     if pack_held > 0 {
                         diesel::update(balances::table.find((&held.account_id, &held.month)))
                             .set((
                                 balances::reserved.eq(balances::reserved - pack_held),
-                                balances::spent.eq(balances::spent + pack_charged),
+                                balances::spent.eq(balances::spent + settled.charged.pack()),
                             ))
                             .execute($c)
                             .await?;
                     }
-                    if held.free_amount > free_charged {
+                    if settled.returned.free > 0 {
                         diesel::update(accounts::table.find(&held.account_id))
-                            .set(
-                                accounts::free_comments_left
-                                    .eq(accounts::free_comments_left + (held.free_amount - free_charged)),
-                            )
+                            .set(accounts::free_comments_left.eq(accounts::free_comments_left + settled.returned.free))
                             .execute($c)
                             .await?;
                     }
-                    for (amount, note) in [(pack_charged, None), (free_charged, Some("free allowance"))] {
+                    let parts = [(settled.charged.pack(), None), (settled.charged.free, Some("free allowance"))];
+                    for (amount, note) in parts {
                         if amount > 0 {
                             diesel::insert_into(ledger::table)
                                 .values((
@@ -184,7 +312,10 @@ macro_rules! close_in {
                                 .await?;
                         }
                     }
-                    Ok(Some($crate::repo::balances::Closed { charged, released: held.amount - charged }))
+                    Ok(Some($crate::repo::balances::Closed {
+                        charged: settled.charged.amount,
+                        released: settled.returned.amount,
+                    }))
                 }
             }
         };
@@ -207,9 +338,6 @@ impl Closed {
         cova_metrics::balance(Movement::Released, self.released);
     }
 }
-
-/// How often a reservation that lost a race re-reads the balance before giving up.
-const RESERVE_ATTEMPTS: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Balance {
@@ -274,174 +402,6 @@ pub async fn grant(db: &Db, account_id: &str, comments: i64, note: &str, now: i6
     drop(conn);
     db.changed(&[Change::Account(account_id)]).await;
     Ok(balance_of(month, now, Some(row)))
-}
-
-/// Reserves up to `wanted` comments for `job_id`: min(wanted, available). Returns the amount
-/// held, 0 when nothing is available. Repeating it for the same job returns the first hold.
-pub async fn reserve(db: &Db, account_id: &str, job_id: &str, wanted: i64, now: i64) -> Result<i64> {
-    if wanted <= 0 {
-        return Ok(0);
-    }
-    let month = month_of(now);
-    for _ in 0..RESERVE_ATTEMPTS {
-        let mut conn = db.conn().await?;
-        let outcome: Option<(i64, bool)> = in_transaction!(&mut conn, |c| {
-            let existing =
-                reservations::table.find(job_id).select(reservations::amount).first::<i64>(c).await.optional()?;
-            if let Some(held) = existing {
-                return Ok(Some((held, false)));
-            }
-            let row = balances::table
-                .find((account_id, &month))
-                .select((balances::granted, balances::reserved, balances::spent))
-                .first::<(i64, i64, i64)>(c)
-                .await
-                .optional()?;
-            let available = row.map_or(0, |(g, r, s)| g - r - s);
-            if available <= 0 {
-                return Ok(Some((0, false)));
-            }
-            let amount = wanted.min(available);
-            if !reserve_in!(c, account_id, job_id, &month, amount, 0, now) {
-                // Someone else reserved in between: read again.
-                return Ok(None);
-            }
-            Ok(Some((amount, true)))
-        })?;
-        drop(conn);
-        if let Some((amount, new)) = outcome {
-            if new {
-                cova_metrics::balance(Movement::Reserved, amount);
-                db.changed(&[Change::Account(account_id)]).await;
-            }
-            return Ok(amount);
-        }
-    }
-    Err(StorageError::Unavailable("the balance is too contended; retry".into()))
-}
-
-/// Charges `collected` (at most the hold) and returns the rest. Happens at most once per job:
-/// returns `None` when the reservation was already closed (or never existed).
-pub async fn settle(db: &Db, job_id: &str, collected: i64, now: i64) -> Result<Option<i64>> {
-    close(db, job_id, Some(collected), now).await
-}
-
-/// Returns the whole hold; a failed job charges nothing. At most once per job.
-pub async fn release(db: &Db, job_id: &str, now: i64) -> Result<Option<i64>> {
-    close(db, job_id, None, now).await
-}
-
-async fn close(db: &Db, job_id: &str, collected: Option<i64>, now: i64) -> Result<Option<i64>> {
-    let mut conn = db.conn().await?;
-    let closed: Option<Closed> = in_transaction!(&mut conn, |c| close_in!(c, job_id, collected, now))?;
-    drop(conn);
-    let Some(closed) = closed else { return Ok(None) };
-    closed.record();
-    if let Some(held) = reservation(db, job_id).await? {
-        db.changed(&[Change::Account(&held.account_id)]).await;
-    }
-    Ok(Some(closed.charged))
-}
-
-/// Moves a job's hold towards `target` once the post has reported its size: lowers it
-/// (returning the difference at once, the pack part before the free part) or raises it by as
-/// much as is still available, never more: from the free allowance first when the hold started
-/// on it (a session's new analysis), then from the month's packs. Returns the hold now in place, `None` when the reservation is
-/// already closed.
-pub async fn adjust_hold(db: &Db, job_id: &str, target: i64) -> Result<Option<i64>> {
-    let target = target.max(1);
-    for _ in 0..RESERVE_ATTEMPTS {
-        let mut conn = db.conn().await?;
-        let outcome: Option<Option<(i64, i64, String)>> = in_transaction!(&mut conn, |c| {
-            let held = reservations::table
-                .find(job_id)
-                .filter(reservations::state.eq("held"))
-                .select(Reservation::as_select())
-                .first(c)
-                .await
-                .optional()?;
-            let Some(held) = held else { return Ok(Some(None)) };
-            let balance = balances::table.find((&held.account_id, &held.month));
-            let account = accounts::table.find(&held.account_id);
-            // (pack part, free part) of the change. A lowering returns the pack part first; a
-            // raise draws on the free allowance first, and only for a session's job.
-            let (pack_change, free_change) = if target <= held.amount {
-                let change = target - held.amount;
-                let pack_held = held.amount - held.free_amount;
-                (change.max(-pack_held), change - change.max(-pack_held))
-            } else {
-                let wanted = target - held.amount;
-                // Only a hold that started on the allowance (a session's new analysis; never a
-                // refresh or a token's job) may grow from it.
-                let free_left = if held.free_amount > 0 {
-                    account.select(accounts::free_comments_left).first::<i64>(c).await?
-                } else {
-                    0
-                };
-                let from_free = wanted.min(free_left.max(0));
-                let available = balance
-                    .select(balances::granted - balances::reserved - balances::spent)
-                    .first::<i64>(c)
-                    .await
-                    .optional()?
-                    .unwrap_or(0);
-                ((wanted - from_free).min(available.max(0)), from_free)
-            };
-            let change = pack_change + free_change;
-            if change == 0 {
-                return Ok(Some(Some((held.amount, 0, held.account_id))));
-            }
-            if free_change != 0 {
-                // Conditional like the pack part: a raise never takes more than is left.
-                let moved = diesel::update(account)
-                    .filter(accounts::free_comments_left.ge(free_change.max(0)))
-                    .set(accounts::free_comments_left.eq(accounts::free_comments_left - free_change))
-                    .execute(c)
-                    .await?;
-                if moved == 0 {
-                    return Ok(None);
-                }
-            }
-            if pack_change != 0 {
-                // Conditional on what is available now, so a raise can never overdraw.
-                let moved = diesel::update(balance)
-                    .filter((balances::granted - balances::reserved - balances::spent).ge(pack_change.max(0)))
-                    .set(balances::reserved.eq(balances::reserved + pack_change))
-                    .execute(c)
-                    .await?;
-                if moved == 0 {
-                    // Lost a race: give the free part back before trying again.
-                    diesel::update(account)
-                        .set(accounts::free_comments_left.eq(accounts::free_comments_left + free_change))
-                        .execute(c)
-                        .await?;
-                    return Ok(None);
-                }
-            }
-            diesel::update(reservations::table.find(job_id))
-                .filter(reservations::state.eq("held"))
-                .set((
-                    reservations::amount.eq(held.amount + change),
-                    reservations::free_amount.eq(held.free_amount + free_change),
-                ))
-                .execute(c)
-                .await?;
-            Ok(Some(Some((held.amount + change, change, held.account_id))))
-        })?;
-        drop(conn);
-        let Some(hold) = outcome else { continue };
-        let Some((amount, change, account_id)) = hold else { return Ok(None) };
-        if change != 0 {
-            if change > 0 {
-                cova_metrics::balance(Movement::Reserved, change);
-            } else {
-                cova_metrics::balance(Movement::Released, -change);
-            }
-            db.changed(&[Change::Account(&account_id)]).await;
-        }
-        return Ok(Some(amount));
-    }
-    Err(StorageError::Unavailable("the balance is too contended; retry".into()))
 }
 
 pub async fn reservation(db: &Db, job_id: &str) -> Result<Option<Reservation>> {

@@ -1,18 +1,23 @@
-//! Batches: many post URLs at once. Each valid URL becomes an analyze job as soon as the account
-//! has a free slot (the rule of three running analyses holds: the others wait), paid when it
-//! starts, exactly as `POST /analyze` would start it; when the balance runs out, the rest of the
-//! batch is refused with `quota_exceeded`. A cancelled batch starts nothing more. When every URL
-//! has ended, the batch's `batch.complete` event is written.
+//! Batches: many post URLs at once. Each valid URL becomes an analyze job when the money rules
+//! let it start ([`cova_domain::money::next_batch_step`]: a free slot, no job waiting for the
+//! balance, the balance it needs not held by running jobs), paid as it starts, exactly as
+//! `POST /analyze` would start it; when the balance is gone and nothing can come back, the rest
+//! of the batch is refused with `quota_exceeded`. A cancelled batch starts nothing more. When
+//! every URL has ended, the batch's `batch.complete` event is written.
 //!
-//! Waiting URLs are started by [`start_waiting`]: when the batch is created, whenever one of the
-//! account's analyze jobs ends, and by every scheduler tick (should one of those have failed).
-//! Two of them running at once for one account start nothing twice: a URL is marked started
-//! with the job `create_analyze` answered, and a second start of the same post joins that job.
+//! This module stores batches and takes one [`step`] at a time; when to step (a batch created,
+//! a job ended, the scheduler's safety net) is the runtime's `flow`. Two steps at once for one
+//! account start nothing twice: each runs under the account's lock, and a URL is marked started
+//! with the job `create_analyze` answered (a second start of the same post joins that job).
 
-use super::jobs::{self, CreateOutcome, NewAnalyze};
+use super::balances::account_in;
+use super::jobs::new::lock_account;
+use super::jobs::{self, Cap, CreateOutcome, NewAnalyze, create_analyze_in};
 use super::outbox::insert_in as outbox_in;
 use crate::schema::{batch_items, batches, jobs as jobs_t};
 use crate::{Change, Db, Result, in_transaction, with_conn};
+use cova_domain::money::{self, BatchItem, BatchStep};
+use cova_domain::time::month_of;
 use cova_domain::{BatchItemState, JobStatus};
 use cova_messages::{BatchEvent, BatchEventType, Outgoing};
 use diesel::prelude::*;
@@ -30,6 +35,8 @@ pub struct NewItem {
     pub url: String,
     /// `Ok(ref)` for a URL of a supported post; `Err((code, detail))` otherwise.
     pub post: std::result::Result<String, (String, String)>,
+    /// The post's comment count when already known (cached metadata, a creator's listing).
+    pub known_comments: Option<i64>,
 }
 
 pub struct NewBatch<'a> {
@@ -40,6 +47,8 @@ pub struct NewBatch<'a> {
     /// A digest of the request's URL list: the same key with another list is a conflict.
     pub request_digest: &'a str,
     pub items: Vec<NewItem>,
+    /// The customer's cap on the comments collected per post.
+    pub max_comments: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +98,7 @@ pub async fn create(db: &Db, new: NewBatch<'_>, now: i64) -> Result<Created> {
                 batches::idempotency_key.eq(new.idempotency_key),
                 batches::request_digest.eq(new.request_digest),
                 batches::created_at.eq(now),
+                batches::max_comments.eq(new.max_comments),
             ))
             .execute(c)
             .await?;
@@ -108,6 +118,7 @@ pub async fn create(db: &Db, new: NewBatch<'_>, now: i64) -> Result<Created> {
                     batch_items::error_code.eq(code),
                     batch_items::error_detail.eq(detail),
                     batch_items::queued_at.eq(now),
+                    batch_items::known_comments.eq(item.known_comments),
                 ))
                 .execute(c)
                 .await?;
@@ -123,143 +134,155 @@ struct Waiting {
     position: i32,
     url: String,
     r#ref: Option<String>,
+    known_comments: Option<i64>,
     token_id: Option<String>,
     session_id: Option<String>,
+    max_comments: Option<i64>,
 }
 
-/// Starts the account's waiting URLs, oldest batch first, while it has free slots; answers how
-/// many jobs were created or joined. When the balance cannot pay for a URL and no job of the
-/// account runs (none will give back an unused hold), the batch's waiting URLs are refused
-/// (`quota_exceeded`).
-pub async fn start_waiting(db: &Db, account_id: &str, trace: &str, now: i64) -> Result<usize> {
-    let mut started = 0;
-    let mut touched: Vec<String> = Vec::new();
-    let mut rechecked = false;
-    loop {
-        let next: Option<Waiting> = {
-            let mut conn = db.conn().await?;
-            with_conn!(&mut conn, |c| {
-                batch_items::table
-                    .inner_join(batches::table.on(batches::id.eq(batch_items::batch_id)))
-                    .filter(batch_items::account_id.eq(account_id))
-                    .filter(batch_items::state.eq(WAITING))
-                    .filter(batches::cancelled_at.is_null())
-                    .order((batch_items::queued_at.asc(), batch_items::batch_id.asc(), batch_items::position.asc()))
-                    .select((
-                        batch_items::batch_id,
-                        batch_items::position,
-                        batch_items::url,
-                        batch_items::ref_,
-                        batches::token_id,
-                        batches::session_id,
-                    ))
-                    .first(c)
-                    .await
-                    .optional()
-            })?
-        };
-        let Some(item) = next else { break };
+/// What one [`step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// No URL of the account waits.
+    Idle,
+    /// The next URL waits (for a slot, for the balance).
+    Waits,
+    /// The next URL was started: a new job, or one that already covered its post.
+    Started { batch_id: String },
+    /// The balance is gone and nothing can come back: the batch's waiting URLs were refused.
+    Refused { batch_id: String },
+}
+
+/// Takes the account's next waiting URL (oldest batch first, cancelled batches left out) and,
+/// in one transaction under the account's lock, does what the money rules say
+/// ([`money::next_batch_step`]): start its job as `POST /analyze` would, leave it waiting, or
+/// refuse the batch's waiting URLs.
+pub async fn step(db: &Db, account_id: &str, trace: &str, now: i64) -> Result<Step> {
+    let month = month_of(now);
+    let job_id = super::new_id();
+    let mut conn = db.conn().await?;
+    let (step, created) = in_transaction!(&mut conn, |c| {
+        lock_account!(c, account_id);
+        let next: Option<Waiting> = batch_items::table
+            .inner_join(batches::table.on(batches::id.eq(batch_items::batch_id)))
+            .filter(batch_items::account_id.eq(account_id))
+            .filter(batch_items::state.eq(WAITING))
+            .filter(batches::cancelled_at.is_null())
+            .order((batch_items::queued_at.asc(), batch_items::batch_id.asc(), batch_items::position.asc()))
+            .select((
+                batch_items::batch_id,
+                batch_items::position,
+                batch_items::url,
+                batch_items::ref_,
+                batch_items::known_comments,
+                batches::token_id,
+                batches::session_id,
+                batches::max_comments,
+            ))
+            .first(c)
+            .await
+            .optional()?;
+        let Some(item) = next else { return Ok((Step::Idle, None)) };
         let Some(r#ref) = item.r#ref.as_deref() else {
-            mark(db, &item, REFUSED, None, None, Some(("validation_error", "Not a post URL."))).await?;
-            continue;
+            mark_in!(c, &item, REFUSED, None, None, Some(("validation_error", "Not a post URL.")));
+            return Ok((Step::Started { batch_id: item.batch_id.clone() }, None));
         };
-        let outcome = jobs::create_analyze(
-            db,
-            NewAnalyze {
-                account_id,
-                token_id: item.token_id.as_deref(),
-                session_id: item.session_id.as_deref(),
-                r#ref,
-                url: &item.url,
-                idempotency_key: None,
-                known_comments: None,
-                refresh: false,
-                batch_id: Some(&item.batch_id),
+        let account = account_in!(c, account_id, &month)?;
+        let decided = money::next_batch_step(
+            &account,
+            &BatchItem {
+                batch_id: &item.batch_id,
+                known_comments: item.known_comments,
+                max_comments: item.max_comments,
+                session: item.session_id.is_some(),
             },
-            trace,
-            now,
-        )
-        .await?;
-        if !touched.contains(&item.batch_id) {
-            touched.push(item.batch_id.clone());
+        );
+        match decided {
+            BatchStep::Wait => Ok((Step::Waits, None)),
+            BatchStep::RefuseBatch => {
+                refuse_rest_in!(c, &item.batch_id, "quota_exceeded", QUOTA_DETAIL);
+                Ok((Step::Refused { batch_id: item.batch_id.clone() }, None))
+            }
+            BatchStep::Start => {
+                let new = NewAnalyze {
+                    account_id,
+                    token_id: item.token_id.as_deref(),
+                    session_id: item.session_id.as_deref(),
+                    r#ref,
+                    url: &item.url,
+                    idempotency_key: None,
+                    known_comments: item.known_comments,
+                    refresh: false,
+                    batch_id: Some(&item.batch_id),
+                    max_comments: Cap::Set(item.max_comments),
+                };
+                let outcome = create_analyze_in!(c, &new, &job_id, &month, trace, now)?;
+                match &outcome {
+                    CreateOutcome::Created { job, .. } | CreateOutcome::Repeated(job) => {
+                        mark_in!(c, &item, STARTED, Some(job.id.as_str()), None, None);
+                    }
+                    CreateOutcome::Deduplicated(job, dedup) => {
+                        mark_in!(c, &item, STARTED, Some(job.id.as_str()), Some(dedup.as_str()), None);
+                    }
+                    // The rules let it start, so these do not happen; it waits for the next end.
+                    CreateOutcome::ConcurrencyLimit | CreateOutcome::QuotaExceeded => return Ok((Step::Waits, None)),
+                    CreateOutcome::PaymentRequired | CreateOutcome::IdempotencyConflict => {
+                        let refused = ("payment_required", "This post could not be started.");
+                        mark_in!(c, &item, REFUSED, None, None, Some(refused));
+                    }
+                }
+                Ok((Step::Started { batch_id: item.batch_id.clone() }, Some(outcome)))
+            }
         }
-        match outcome {
-            CreateOutcome::Created { job, .. } | CreateOutcome::Repeated(job) => {
-                mark(db, &item, STARTED, Some(&job.id), None, None).await?;
-                started += 1;
-            }
-            CreateOutcome::Deduplicated(job, dedup) => {
-                mark(db, &item, STARTED, Some(&job.id), Some(dedup.as_str()), None).await?;
-                started += 1;
-            }
-            // No free slot: the rest waits for the next job of the account to end.
-            CreateOutcome::ConcurrencyLimit => break,
-            // The balance may only be held by the account's running jobs, which give back
-            // what they do not collect: wait for them.
-            CreateOutcome::QuotaExceeded if jobs::count_running(db, account_id).await? > 0 => break,
-            // None runs now, but the last may have ended (and given its hold back) after the
-            // balance was read: look once more before deciding that it has run out.
-            CreateOutcome::QuotaExceeded if !rechecked => rechecked = true,
-            CreateOutcome::QuotaExceeded => {
-                refuse_rest(db, &item.batch_id, "quota_exceeded", QUOTA_DETAIL).await?;
-            }
-            CreateOutcome::PaymentRequired | CreateOutcome::IdempotencyConflict => {
-                mark(db, &item, REFUSED, None, None, Some(("payment_required", "This post could not be started.")))
-                    .await?;
-            }
-        }
+    })?;
+    drop(conn);
+    if let Some(outcome) = &created {
+        jobs::created(db, outcome).await;
     }
-    for batch_id in touched {
-        settle(db, &batch_id, now).await?;
+    if matches!(step, Step::Refused { .. }) {
+        db.changed(&[Change::Account(account_id)]).await;
     }
-    Ok(started)
+    Ok(step)
 }
 
 /// What a URL refused for the balance says.
 const QUOTA_DETAIL: &str = "The comment balance ran out before this post could start; nothing was charged for it.";
 
-/// Moves a waiting item on (conditionally: a concurrent start may have moved it already).
-async fn mark(
-    db: &Db,
-    item: &Waiting,
-    state: &str,
-    job_id: Option<&str>,
-    dedup: Option<&str>,
-    error: Option<(&str, &str)>,
-) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
+/// Inside a transaction: moves a waiting item on (conditionally: it may have moved already).
+macro_rules! mark_in {
+    ($c:ident, $item:expr, $state:expr, $job_id:expr, $dedup:expr, $error:expr) => {{
+        let (item, job_id, dedup, error): (&Waiting, Option<&str>, Option<&str>, Option<(&str, &str)>) =
+            ($item, $job_id, $dedup, $error);
         diesel::update(batch_items::table.find((&item.batch_id, item.position)))
             .filter(batch_items::state.eq(WAITING))
             .set((
-                batch_items::state.eq(state),
+                batch_items::state.eq($state),
                 batch_items::job_id.eq(job_id),
                 batch_items::deduplicated.eq(dedup),
                 batch_items::error_code.eq(error.map(|e| e.0)),
                 batch_items::error_detail.eq(error.map(|e| e.1)),
             ))
-            .execute(c)
-            .await
-    })?;
-    Ok(())
+            .execute($c)
+            .await?;
+    }};
 }
+use mark_in;
 
-/// Refuses every waiting URL of the batch with `code`.
-async fn refuse_rest(db: &Db, batch_id: &str, code: &str, detail: &str) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(batch_items::table.filter(batch_items::batch_id.eq(batch_id)))
+/// Inside a transaction: refuses every waiting URL of the batch with `code`.
+macro_rules! refuse_rest_in {
+    ($c:ident, $batch_id:expr, $code:expr, $detail:expr) => {{
+        diesel::update(batch_items::table.filter(batch_items::batch_id.eq($batch_id)))
             .filter(batch_items::state.eq(WAITING))
             .set((
                 batch_items::state.eq(REFUSED),
-                batch_items::error_code.eq(code),
-                batch_items::error_detail.eq(detail),
+                batch_items::error_code.eq($code),
+                batch_items::error_detail.eq($detail),
             ))
-            .execute(c)
-            .await
-    })?;
-    Ok(())
+            .execute($c)
+            .await?;
+    }};
 }
+use refuse_rest_in;
 
 /// One URL of a batch as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -356,7 +379,8 @@ pub async fn get(db: &Db, account_id: &str, batch_id: &str) -> Result<Option<Bat
 }
 
 /// Cancels the account's batch: its waiting URLs never start (nothing is charged for them);
-/// jobs already started run to their end. `None` when there is no such batch.
+/// jobs already started run to their end. A batch that has already ended stays what it was.
+/// `None` when there is no such batch.
 pub async fn cancel(db: &Db, account_id: &str, batch_id: &str, now: i64) -> Result<Option<()>> {
     let mut conn = db.conn().await?;
     let found = in_transaction!(&mut conn, |c| {
@@ -369,11 +393,15 @@ pub async fn cancel(db: &Db, account_id: &str, batch_id: &str, now: i64) -> Resu
         if exists == 0 {
             return Ok(false);
         }
-        diesel::update(batches::table.find(batch_id))
+        let cancelled = diesel::update(batches::table.find(batch_id))
             .filter(batches::cancelled_at.is_null())
+            .filter(batches::finished_at.is_null())
             .set(batches::cancelled_at.eq(now))
             .execute(c)
             .await?;
+        if cancelled == 0 {
+            return Ok(true);
+        }
         diesel::update(batch_items::table.filter(batch_items::batch_id.eq(batch_id)))
             .filter(batch_items::state.eq(WAITING))
             .set(batch_items::state.eq(CANCELLED))

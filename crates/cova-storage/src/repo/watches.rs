@@ -8,7 +8,7 @@ use crate::schema::{accounts, analyses, balances, jobs, outbox, reservations};
 use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
 use cova_domain::JobKind;
 use cova_domain::JobStatus;
-use cova_domain::limits::{MAX_RUNNING_ANALYSES, hold};
+use cova_domain::money::{self, Admission, AnalyzeRequest, Stage};
 use cova_domain::time::month_of;
 use cova_messages::{AnalyzeCommand, Outgoing};
 use diesel::prelude::*;
@@ -28,6 +28,8 @@ pub struct DueWatch {
     /// This claim: [`start_runs`] reschedules the watch only while it still holds (a change
     /// of the watch settings in between ends the claim and wins).
     pub claimed_until: i64,
+    /// The cap of the analysis' last scrape, which its runs take.
+    pub max_comments: Option<i64>,
 }
 
 /// Turns off the due watches whose follow ended (a post found through a creator is watched for
@@ -80,6 +82,7 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
                     analyses::url,
                     analyses::watch_interval_min,
                     analyses::watch_claimed_until,
+                    analyses::max_comments,
                 ))
                 .load(c)
                 .await
@@ -100,7 +103,7 @@ pub enum RunStart {
     PaymentRequired,
     /// The balance is empty.
     QuotaExceeded,
-    /// The account already has [`MAX_RUNNING_ANALYSES`] analyses running.
+    /// The account already has `cova_domain::limits::MAX_RUNNING_ANALYSES` analyses running.
     ConcurrencyLimit,
 }
 
@@ -121,59 +124,43 @@ macro_rules! start_runs_in {
         let (c, watches, accounts, month, trace_headers, now, next) =
             ($c, $watches, $accounts, $month, $trace, $now, $next);
         c.lock_accounts(accounts).await?;
-        let running: Vec<(String, String)> = jobs::table
+        let mut snapshots = crate::repo::balances::accounts_in!(c, accounts, &month)?;
+        let mut in_flight: HashSet<(String, String)> = jobs::table
             .filter(jobs::account_id.eq_any(accounts))
             .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
             .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
             .select((jobs::account_id, jobs::ref_))
-            .load(c)
-            .await?;
-        let mut balance: HashMap<String, (i64, i64)> = balances::table
-            .filter(balances::month.eq(&month))
-            .filter(balances::account_id.eq_any(accounts))
-            .select((
-                balances::account_id,
-                (balances::granted, balances::granted - balances::reserved - balances::spent),
-            ))
-            .load::<(String, (i64, i64))>(c)
+            .load::<(String, String)>(c)
             .await?
             .into_iter()
             .collect();
-        let mut runs_of: HashMap<String, i64> = HashMap::new();
-        let mut in_flight: HashSet<(String, String)> = HashSet::new();
-        for (account, r#ref) in running {
-            *runs_of.entry(account.clone()).or_default() += 1;
-            in_flight.insert((account, r#ref));
-        }
 
         let mut outcomes = Vec::with_capacity(watches.len());
         let mut started: Vec<(&DueWatch, String, i64)> = Vec::new();
         for watch in watches {
             let key = (watch.account_id.clone(), watch.r#ref.clone());
-            let (granted, available) = balance.get(&watch.account_id).copied().unwrap_or((0, 0));
-            let running = runs_of.get(&watch.account_id).copied().unwrap_or(0);
-            let outcome = if in_flight.contains(&key) {
-                RunStart::Joined
-            } else if granted <= 0 {
-                RunStart::PaymentRequired
-            } else if available <= 0 {
-                RunStart::QuotaExceeded
-            } else if running >= MAX_RUNNING_ANALYSES {
-                RunStart::ConcurrencyLimit
-            } else {
-                let amount = hold::opening(None, available);
-                if amount <= 0 {
-                    RunStart::QuotaExceeded
-                } else {
-                    balance.insert(watch.account_id.clone(), (granted, available - amount));
-                    runs_of.insert(watch.account_id.clone(), running + 1);
-                    in_flight.insert(key);
+            if in_flight.contains(&key) {
+                outcomes.push(RunStart::Joined);
+                continue;
+            }
+            let Some(account) = snapshots.get_mut(&watch.account_id) else {
+                outcomes.push(RunStart::QuotaExceeded);
+                continue;
+            };
+            let request =
+                AnalyzeRequest { refresh: true, max_comments: watch.max_comments, ..AnalyzeRequest::default() };
+            outcomes.push(match money::admit_analyze(account, &request) {
+                Admission::Admit(hold) => {
                     let job_id = crate::repo::new_id();
-                    started.push((watch, job_id.clone(), amount));
+                    account.admit(&job_id, JobKind::Analyze, None, hold, Stage::Opening);
+                    in_flight.insert(key);
+                    started.push((watch, job_id.clone(), hold.amount));
                     RunStart::Started { job_id }
                 }
-            };
-            outcomes.push(outcome);
+                Admission::PaymentRequired => RunStart::PaymentRequired,
+                Admission::QuotaExceeded => RunStart::QuotaExceeded,
+                Admission::ConcurrencyLimit => RunStart::ConcurrencyLimit,
+            });
         }
 
         let mut held: HashMap<&str, i64> = HashMap::new();
@@ -209,6 +196,9 @@ macro_rules! start_runs_in {
                     url: &w.url,
                     comments_expected: None,
                     batch_id: None,
+                    hold_stage: Stage::Opening,
+                    max_comments: w.max_comments,
+                    free_allowance: false,
                 })
                 .collect();
             let rows: Vec<_> = new_jobs.iter().map(|new| job_values!(new, now)).collect();

@@ -59,6 +59,13 @@ pub struct AnalyzeArgs {
     /// terminal), then write the result.
     #[arg(long)]
     pub wait: bool,
+    /// Collect (and pay for) at most N comments of each post, replies included (1 to 5000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub max_comments: Option<u32>,
+    /// Start nothing: print what the posts would cost (each post's comment count, the total,
+    /// and how many posts the balance covers whole), as `POST /analyze/batch/preview` answers.
+    #[arg(long, conflicts_with_all = ["wait", "output_dir"])]
+    pub preview: bool,
     #[command(flatten)]
     pub output: ResultOutput,
     /// With --wait and several posts: one file per post in DIR, named `<platform>-<id>.<ext>`,

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub async fn run(api: &Api, urls: &[String], a: &AnalyzeArgs) -> Result<(), ClientError> {
     let mut batches = Vec::new();
     for chunk in urls.chunks(MAX_BATCH_URLS) {
-        let batch: BatchView = view(&api.batch(chunk).await?)?;
+        let batch: BatchView = view(&api.batch(chunk, a.max_comments).await?)?;
         eprintln!("cova: batch {} started for {} posts", batch.batch_id, batch.items.len());
         batches.push(batch);
     }

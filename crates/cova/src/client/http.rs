@@ -37,13 +37,22 @@ impl Api {
     // ---- endpoints ----
 
     /// `POST /api/v1/analyze`: a new job (202) or the job that already covers the post (200).
-    pub async fn analyze(&self, post_url: &str) -> Result<Value, ClientError> {
-        self.post(&["analyze"], &json!({ "url": post_url })).await
+    pub async fn analyze(&self, post_url: &str, max_comments: Option<u32>) -> Result<Value, ClientError> {
+        let mut body = json!({ "url": post_url });
+        if let Some(cap) = max_comments {
+            body["max_comments"] = json!(cap);
+        }
+        self.post(&["analyze"], &body).await
     }
 
     /// `POST /api/v1/analyze/batch`: the batch with one item per URL.
-    pub async fn batch(&self, post_urls: &[String]) -> Result<Value, ClientError> {
-        self.post(&["analyze", "batch"], &json!({ "urls": post_urls })).await
+    pub async fn batch(&self, post_urls: &[String], max_comments: Option<u32>) -> Result<Value, ClientError> {
+        self.post(&["analyze", "batch"], &list_body(post_urls, max_comments)).await
+    }
+
+    /// `POST /api/v1/analyze/batch/preview`: what the list would cost, starting nothing.
+    pub async fn preview(&self, post_urls: &[String], max_comments: Option<u32>) -> Result<Value, ClientError> {
+        self.post(&["analyze", "batch", "preview"], &list_body(post_urls, max_comments)).await
     }
 
     /// `GET /api/v1/analyze/batch/{id}`.
@@ -386,6 +395,15 @@ pub struct AiJobView {
     pub id: String,
     pub status: String,
     pub error: Option<ErrorView>,
+}
+
+/// The body of a list of posts.
+fn list_body(post_urls: &[String], max_comments: Option<u32>) -> Value {
+    let mut body = json!({ "urls": post_urls });
+    if let Some(cap) = max_comments {
+        body["max_comments"] = json!(cap);
+    }
+    body
 }
 
 #[cfg(test)]

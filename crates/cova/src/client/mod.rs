@@ -70,6 +70,16 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
     match args.command {
         ClientCommand::Analyze(a) => {
             let urls = post_urls(&a)?;
+            if a.preview {
+                let mut previews = Vec::new();
+                for chunk in urls.chunks(cova_domain::limits::MAX_BATCH_URLS) {
+                    previews.push(api.preview(chunk, a.max_comments).await?);
+                }
+                return match previews.as_slice() {
+                    [one] => output::print_json(one),
+                    _ => output::print_json(&serde_json::Value::Array(previews)),
+                };
+            }
             if a.wait {
                 // Before anything is started and paid for.
                 output::check_destination(a.output.output.as_deref())?;
@@ -116,7 +126,7 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
 
 /// One post: its job, and with --wait its comments.
 async fn analyze_one(api: &Api, url: &str, a: &args::AnalyzeArgs) -> Result<(), ClientError> {
-    let job = api.analyze(url).await?;
+    let job = api.analyze(url, a.max_comments).await?;
     let state: JobView = view(&job)?;
     if a.wait {
         return deliver(api, &state.job_id, &a.output).await;

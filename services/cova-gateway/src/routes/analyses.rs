@@ -304,11 +304,39 @@ pub async fn watch(
     Ok(meter.json(HttpResponse::Ok(), &views::watch(&updated)))
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RefreshBody {
+    /// Absent: the cap of the last scrape; `null`: none; a number: this one.
+    #[serde(default, deserialize_with = "input::present")]
+    max_comments: Option<Option<input::Integer>>,
+}
+
 /// `POST /analyses/{ref}/refresh`: a full re-scrape now, as a job like `POST /analyze`; only
-/// comments new to the analysis are charged.
-pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
-    let (principal, meter, (r#ref, key)) =
-        checked(&req, &state, async |_| Ok((parse_ref(&path)?, super::analyze::idempotency_key(&req)?))).await?;
+/// comments new to the analysis are charged. It takes the cap of the last scrape unless the
+/// body names another (`{"max_comments": 500}`, or `null` for none).
+pub async fn refresh(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResult {
+    let (principal, meter, (r#ref, key, cap)) = checked(&req, &state, async |_| {
+        let r#ref = parse_ref(&path)?;
+        let key = super::analyze::idempotency_key(&req)?;
+        let body = read_body(&state, payload).await?;
+        let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
+            RefreshBody::default()
+        } else {
+            input::json(&body, r#"{"max_comments": 500}"#)?
+        };
+        let cap = match body.max_comments {
+            None => jobs::Cap::Kept,
+            Some(cap) => jobs::Cap::Set(input::max_comments(cap)?),
+        };
+        Ok((r#ref, key, cap))
+    })
+    .await?;
     let entry = saved_entry(&state, &meter, &principal.account_id, &r#ref).await?;
     let trace = cova_telemetry::current_trace_json();
     let outcome = jobs::create_analyze(
@@ -323,6 +351,7 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
             known_comments: None,
             refresh: true,
             batch_id: None,
+            max_comments: cap,
         },
         &trace,
         state.now(),

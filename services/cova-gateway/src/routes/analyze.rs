@@ -3,7 +3,7 @@
 use super::{stream, views};
 use crate::auth::authenticate;
 use crate::error::HttpResult;
-use crate::input::{read_body, url_body};
+use crate::input::{analyze_body, read_body};
 use crate::lookup;
 use crate::metering::{Limit, Meter, before_limit};
 use crate::{AppState, backend_errors};
@@ -17,7 +17,7 @@ use cova_domain::limits::MAX_RUNNING_ANALYSES;
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::parse_url;
 use cova_storage::repo::breakdown::{From, Query};
-use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze};
+use cova_storage::repo::jobs::{self, Cap, CreateOutcome, NewAnalyze};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -35,14 +35,15 @@ pub fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
 /// Starts a comment collection, or returns the job that already covers the request.
 pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
     let principal = authenticate(&req, &state).await?;
-    let (url, key, parsed) = before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
-        principal.require(Scope::AnalyzeWrite)?;
-        let url = url_body(&read_body(&state, payload).await?)?;
-        let key = idempotency_key(&req)?;
-        let parsed = parse_url(&url).map_err(|e| e.to_api_error())?;
-        Ok((url, key, parsed))
-    })
-    .await?;
+    let (url, max_comments, key, parsed) =
+        before_limit(&state, &principal, &Limit::api(&state, &principal.account_id), async {
+            principal.require(Scope::AnalyzeWrite)?;
+            let (url, max_comments) = analyze_body(&read_body(&state, payload).await?)?;
+            let key = idempotency_key(&req)?;
+            let parsed = parse_url(&url).map_err(|e| e.to_api_error())?;
+            Ok((url, max_comments, key, parsed))
+        })
+        .await?;
     // The request limit is spent before a short link makes cova contact the platform.
     let (mut meter, _) = Meter::api(&state, &principal).await?;
     let post = lookup::resolve(&state, parsed, &mut meter, None).await?;
@@ -62,6 +63,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
             known_comments,
             refresh: false,
             batch_id: None,
+            max_comments: Cap::Set(max_comments),
         },
         &trace,
         state.now(),
@@ -104,7 +106,7 @@ pub async fn created(
 
 /// The comment count of the post when fresh metadata is cached (no platform request): the
 /// job then holds what the post needs from the start.
-async fn known_comment_count(state: &AppState, r#ref: &str) -> Option<i64> {
+pub async fn known_comment_count(state: &AppState, r#ref: &str) -> Option<i64> {
     let bytes = state.backends.cache.get(&lookup::metadata_key(r#ref)).await.ok()??;
     let metadata: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     metadata["metrics"]["comments"].as_i64()

@@ -1,20 +1,22 @@
-//! `POST /api/v1/analyze/batch`, `GET /api/v1/analyze/batch/{id}` and
-//! `POST /api/v1/analyze/batch/{id}/cancel`: many posts at once. Each valid URL becomes an analyze
-//! job as `POST /analyze` would start it, when the account has a free slot; the answer lists each
-//! URL with its job or why it was refused.
+//! `POST /api/v1/analyze/batch`, `GET /api/v1/analyze/batch/{id}`,
+//! `POST /api/v1/analyze/batch/{id}/cancel` and `POST /api/v1/analyze/batch/preview`: many posts
+//! at once. Each valid URL becomes an analyze job as `POST /analyze` would start it, when the
+//! money rules let it start; the answer lists each URL with its job or why it was refused. The
+//! preview says what a list would cost before it starts.
 
-use super::analyze::idempotency_key;
+use super::analyze::{idempotency_key, known_comment_count};
 use super::views;
 use crate::error::HttpResult;
 use crate::input::{self, read_body};
-use crate::metering::{Meter, authorized};
+use crate::metering::{self, Limit, Meter, authorized};
 use crate::{AppState, backend_errors, lookup};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
-use cova_domain::limits::MAX_BATCH_URLS;
+use cova_domain::limits::{self, MAX_BATCH_URLS};
+use cova_domain::money;
 use cova_domain::time::rfc3339;
 use cova_errors::ApiError;
-use cova_platforms::parse_url;
+use cova_platforms::{PostRef, parse_url};
 use cova_storage::repo::batches::{self, Batch, Created, NewBatch, NewItem};
 use serde::{Deserialize, Serialize};
 
@@ -22,42 +24,70 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 struct BatchBody {
     urls: Vec<String>,
+    max_comments: Option<input::Integer>,
 }
 
-/// The URLs of a batch request, trimmed; refused as a whole only when the list itself is wrong.
+/// The URLs of a batch request, as sent; refused as a whole only when the list itself is wrong.
 fn urls_of(body: &BatchBody) -> Result<Vec<String>, ApiError> {
     if body.urls.is_empty() || body.urls.len() > MAX_BATCH_URLS {
         return Err(ApiError::validation(format!("`urls` must hold 1 to {MAX_BATCH_URLS} post URLs.")));
     }
-    Ok(body.urls.iter().map(|u| u.trim().to_owned()).collect())
+    Ok(body.urls.clone())
 }
 
-/// SHA-256 of the URL list: the same `Idempotency-Key` with another list is a conflict.
-fn digest(urls: &[String]) -> String {
+/// A list's body: its URLs and the cap on each post's comments.
+async fn list_body(state: &AppState, payload: web::Payload) -> Result<(Vec<String>, Option<i64>), ApiError> {
+    let shape = r#"{"urls": ["<post URL>", "<post URL>"], "max_comments": 1000}"#;
+    let body: BatchBody = input::json(&read_body(state, payload).await?, shape)?;
+    Ok((urls_of(&body)?, input::max_comments(body.max_comments)?))
+}
+
+/// SHA-256 of the URL list and its cap: the same `Idempotency-Key` with another list is a
+/// conflict.
+fn digest(urls: &[String], max_comments: Option<i64>) -> String {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for url in urls {
         context.update(url.as_bytes());
         context.update(b"\n");
     }
+    if let Some(cap) = max_comments {
+        context.update(format!("max_comments={cap}").as_bytes());
+    }
     hex::encode(context.finish().as_ref())
 }
 
+/// One URL of a list checked as `POST /analyze` checks its one: the URL as it is kept, and
+/// its post (short links resolved) or why it is refused.
+async fn checked_item(state: &AppState, raw: &str, meter: &mut Meter) -> (String, Result<PostRef, ApiError>) {
+    match input::post_url("url", raw) {
+        Err(e) => (input::shown_url(raw), Err(e)),
+        Ok(url) => {
+            let post = match parse_url(&url) {
+                Ok(parsed) => lookup::resolve(state, parsed, meter, None).await,
+                Err(e) => Err(e.to_api_error()),
+            };
+            (url, post)
+        }
+    }
+}
+
 pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
-    let (principal, mut meter, (urls, key)) = authorized(&req, &state, Scope::AnalyzeWrite, async |_| {
-        let body: BatchBody =
-            input::json(&read_body(&state, payload).await?, r#"{"urls": ["<post URL>", "<post URL>"]}"#)?;
-        Ok((urls_of(&body)?, idempotency_key(&req)?))
-    })
-    .await?;
+    let (principal, mut meter, ((urls, max_comments), key)) =
+        authorized(&req, &state, Scope::AnalyzeWrite, async |_| {
+            Ok((list_body(&state, payload).await?, idempotency_key(&req)?))
+        })
+        .await?;
     // Each URL checked like `POST /analyze` checks its one; a bad one is refused alone.
     let mut items = Vec::with_capacity(urls.len());
-    for url in &urls {
-        let post = match input::text("url", url).and_then(|u| parse_url(u).map_err(|e| e.to_api_error())) {
-            Ok(parsed) => lookup::resolve(&state, parsed, &mut meter, None).await.map(|p| p.to_string()),
-            Err(e) => Err(e),
+    for raw in &urls {
+        let (url, post) = checked_item(&state, raw, &mut meter).await;
+        // A count read for a preview (or any metadata lookup) in the last minutes sizes the item.
+        let known_comments = match &post {
+            Ok(post) => known_comment_count(&state, &post.to_string()).await,
+            Err(_) => None,
         };
-        items
-            .push(NewItem { url: url.clone(), post: post.map_err(|e| (e.code.as_str().to_owned(), e.detail.clone())) });
+        let post = post.map(|p| p.to_string()).map_err(|e| (e.code.as_str().to_owned(), e.detail.clone()));
+        items.push(NewItem { url, post, known_comments });
     }
     let db = &state.backends.db;
     let new = NewBatch {
@@ -65,14 +95,15 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
         token_id: principal.token_id(),
         session_id: principal.session_id(),
         idempotency_key: key.as_deref(),
-        request_digest: &digest(&urls),
+        request_digest: &digest(&urls, max_comments),
         items,
+        max_comments,
     };
     let now = state.now();
     let (id, status) = match batches::create(db, new, now).await.map_err(|e| meter.fail(backend_errors::storage(e)))? {
         Created::New(id) => {
             let trace = cova_telemetry::current_trace_json();
-            batches::start_waiting(db, &principal.account_id, &trace, now)
+            cova_runtime::flow::start_waiting(db, &principal.account_id, &trace, now)
                 .await
                 .map_err(|e| meter.fail(backend_errors::storage(e)))?;
             state.outbox.notify_one();
@@ -85,6 +116,141 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
     };
     let _ = meter.balance(&state, &principal).await;
     answer(&state, &principal.account_id, &id, meter, status).await
+}
+
+/// `POST /analyze/batch/preview`: what a list would cost before it starts. Each URL is checked
+/// as the list would check it and its post's comment count read from its metadata, under the
+/// metadata limit's rules (a cached answer is free; a lookup spends one of the account's
+/// metadata requests, given back when it fails; once they are spent, the rest are not counted
+/// and say why). Answers each post's count and what collecting it charges at most, the total,
+/// and how many posts the balance covers whole, in list order.
+pub async fn preview(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let (principal, mut meter, (urls, max_comments)) =
+        authorized(&req, &state, Scope::AnalyzeWrite, async |_| list_body(&state, payload).await).await?;
+    let usage = meter.balance(&state, &principal).await?;
+    let spendable = metering::spendable(&principal, &usage).available.max(0);
+    // The lookups' own limit headers stay off this answer, which spent the general limit.
+    let mut lookups = Meter::default();
+    let limit = Limit::metadata(&principal.account_id);
+    let mut items: Vec<PreviewItem> = Vec::with_capacity(urls.len());
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for (position, raw) in urls.iter().enumerate() {
+        let (url, post) = checked_item(&state, raw, &mut lookups).await;
+        let mut item = PreviewItem {
+            position,
+            url,
+            r#ref: None,
+            comments: None,
+            charge_at_most: None,
+            same_as: None,
+            covered: false,
+            error: None,
+        };
+        match post {
+            Err(e) => item.error = Some(PreviewError::of(&e)),
+            Ok(post) => {
+                let r#ref = post.to_string();
+                if let Some((_, first)) = seen.iter().find(|(r, _)| *r == r#ref) {
+                    // One job collects a post once, however often the list names it.
+                    item.same_as = Some(*first);
+                    item.comments = items[*first].comments;
+                    item.charge_at_most = item.comments.map(|_| 0);
+                } else {
+                    seen.push((r#ref.clone(), position));
+                    let member = uuid::Uuid::new_v4().to_string();
+                    match lookup::shared_metadata(&state, &post, &mut lookups, &limit, &member).await {
+                        Ok(metadata) => match metadata["metrics"]["comments"].as_i64() {
+                            Some(count) => {
+                                item.comments = Some(count);
+                                item.charge_at_most = Some(money::charge_at_most(count, max_comments));
+                            }
+                            None => item.error = Some(PreviewError::uncounted()),
+                        },
+                        Err(e) => item.error = Some(PreviewError::of(&e)),
+                    }
+                }
+                item.r#ref = Some(r#ref);
+            }
+        }
+        items.push(item);
+    }
+    // Posts of unknown size are left out of what the balance covers.
+    let counted: Vec<Option<i64>> = items.iter().filter(|i| i.charge_at_most.is_some()).map(|i| i.comments).collect();
+    let covered = money::covered_whole(spendable, &counted, max_comments);
+    let mut left = covered;
+    for item in items.iter_mut().filter(|i| i.charge_at_most.is_some()) {
+        if left == 0 {
+            break;
+        }
+        item.covered = true;
+        left -= 1;
+    }
+    let body = Preview {
+        available: spendable,
+        charge_at_most: items.iter().filter_map(|i| i.charge_at_most).sum(),
+        counted: items.iter().filter(|i| i.charge_at_most.is_some() && i.same_as.is_none()).count(),
+        covered_whole: items.iter().filter(|i| i.covered && i.same_as.is_none()).count(),
+        max_comments,
+        posts: items.iter().filter(|i| i.r#ref.is_some() && i.same_as.is_none()).count(),
+        total_comments: items.iter().filter(|i| i.same_as.is_none()).filter_map(|i| i.comments).sum(),
+        items,
+    };
+    Ok(meter.json(HttpResponse::Ok(), &body))
+}
+
+#[derive(Serialize)]
+struct Preview {
+    /// What the caller may spend now (a session's free allowance included).
+    available: i64,
+    charge_at_most: i64,
+    counted: usize,
+    covered_whole: usize,
+    items: Vec<PreviewItem>,
+    max_comments: Option<i64>,
+    posts: usize,
+    total_comments: i64,
+}
+
+#[derive(Serialize)]
+struct PreviewItem {
+    position: usize,
+    url: String,
+    r#ref: Option<String>,
+    /// The post's comment count as the platform reports it.
+    comments: Option<i64>,
+    /// What collecting it charges at most (its count, capped by `max_comments`; 0 for a post
+    /// the list already names).
+    charge_at_most: Option<i64>,
+    /// The position of the same post earlier in the list.
+    same_as: Option<usize>,
+    /// The balance covers it whole, with the posts before it.
+    covered: bool,
+    error: Option<PreviewError>,
+}
+
+#[derive(Serialize)]
+struct PreviewError {
+    code: &'static str,
+    detail: String,
+}
+
+impl PreviewError {
+    fn of(e: &ApiError) -> Self {
+        let detail = match e.code {
+            cova_errors::ErrorCode::RateLimited => format!(
+                "Not counted: the account's metadata lookups ({} every {}) are spent for now. \
+                 Its count can be read again later; collecting it does not need it.",
+                limits::METADATA.limit,
+                limits::in_words(limits::METADATA.period)
+            ),
+            _ => e.detail.clone(),
+        };
+        Self { code: e.code.as_str(), detail }
+    }
+
+    fn uncounted() -> Self {
+        Self { code: "parse_error", detail: "The platform does not say how many comments this post has.".into() }
+    }
 }
 
 pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
@@ -143,6 +309,7 @@ pub fn view(batch: &Batch) -> BatchView<'_> {
                 position: item.position,
                 r#ref: item.r#ref.as_deref(),
                 state: item.state.as_str(),
+                truncated_reason: item.job.as_ref().filter(|j| j.truncated).and_then(|j| j.truncated_reason.as_deref()),
                 url: &item.url,
             })
             .collect(),
@@ -169,6 +336,9 @@ struct ItemView<'a> {
     position: i32,
     r#ref: Option<&'a str>,
     state: &'static str,
+    /// Why its post was cut short (`balance`, `max_comments`, `post_cap`) once its job completed
+    /// with fewer comments than the post has.
+    truncated_reason: Option<&'a str>,
     url: &'a str,
 }
 

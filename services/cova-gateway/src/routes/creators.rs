@@ -265,10 +265,16 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     if let Some(e) = run.error {
         return Err(meter.fail(e.to_api_error()).into());
     }
+    let started = match &run.batch_id {
+        Some(_) => cova_runtime::flow::start_waiting(db, &principal.account_id, &trace, now)
+            .await
+            .map_err(|e| meter.fail(backend_errors::storage(e)))?,
+        None => 0,
+    };
     if !run.found.is_empty() {
         state.outbox.notify_one();
     }
-    let body = json!({"ref": r#ref, "found": run.found, "batch_id": run.batch_id, "started": run.started});
+    let body = json!({"ref": r#ref, "found": run.found, "batch_id": run.batch_id, "started": started});
     Ok(meter.json(HttpResponse::Ok(), &body))
 }
 

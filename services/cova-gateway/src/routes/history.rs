@@ -66,6 +66,21 @@ fn check(req: &HttpRequest, kind: JobKind) -> Result<Checked, ApiError> {
     if kind == JobKind::Ai && q.batch.is_some() {
         return Err(ApiError::validation("`batch` filters analyze jobs only."));
     }
+    // A filter that can name nothing is a mistake of the caller, not an empty page.
+    if let Some(r#ref) = &q.r#ref {
+        crate::input::text("ref", r#ref)?;
+        r#ref.parse::<cova_platforms::PostRef>().map_err(|e| {
+            ApiError::validation(format!(
+                "`ref` must be a post's ref such as tiktok:7000000000000000012: {}",
+                e.detail()
+            ))
+        })?;
+    }
+    if let Some(batch) = &q.batch
+        && uuid::Uuid::parse_str(batch).is_err()
+    {
+        return Err(ApiError::validation("`batch` must be the `batch_id` of a batch."));
+    }
     let before = q
         .cursor
         .map(|c| {

@@ -72,6 +72,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(web::to(method_not_allowed)),
                 )
                 .service(resource("/analyze/batch", web::post().to(batch::create)))
+                .service(resource("/analyze/batch/preview", web::post().to(batch::preview)))
                 .service(resource("/analyze/batch/{id}", web::get().to(batch::get)))
                 .service(resource("/analyze/batch/{id}/cancel", web::post().to(batch::cancel)))
                 .service(resource("/creators", web::get().to(creators::list)).route(web::post().to(creators::add)))

@@ -22,7 +22,7 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::
 /// Alerts and deliveries per page, by default and at most.
 const PAGE_DEFAULT: i64 = 100;
 const PAGE_MAX: i64 = 500;
-const MAX_URL_LEN: usize = 2_048;
+use crate::input::MAX_URL_LEN;
 
 fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
     let limit = raw.unwrap_or(PAGE_DEFAULT);

@@ -133,6 +133,10 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
         batch_id: None,
         error_code: None,
         error_detail: None,
+        hold_stage: cova_domain::money::Stage::Sized,
+        waiting_since: None,
+        max_comments: None,
+        free_allowance: false,
     };
     let mut body = json!(views::job(&job, None));
     let mut comments = serde_json::to_value(&fx.comments).map_err(|_| ApiError::internal())?;

@@ -1,6 +1,7 @@
 //! The public JSON of jobs, library entries and comments.
 
 use cova_domain::Dedup;
+use cova_domain::money::Stage;
 use cova_domain::time::rfc3339;
 use cova_storage::repo::ai::AiJobHead;
 use cova_storage::repo::analyses::Analysis;
@@ -20,7 +21,12 @@ pub fn job(job: &Job, dedup: Option<Dedup>) -> JobView<'_> {
         finished_at: job.finished_at.map(rfc3339),
         job_id: &job.id,
         kind: job.kind.as_str(),
-        progress: Progress { comments_collected: job.comments_collected, comments_expected: job.comments_expected },
+        max_comments: job.max_comments,
+        progress: Progress {
+            comments_collected: job.comments_collected,
+            comments_expected: job.comments_expected,
+            waiting_for: (job.status.is_running() && job.hold_stage == Stage::Waiting).then_some("balance"),
+        },
         r#ref: &job.r#ref,
         started_at: job.started_at.map(rfc3339),
         status: job.status.as_str(),
@@ -40,6 +46,7 @@ pub struct JobView<'a> {
     finished_at: Option<String>,
     job_id: &'a str,
     kind: &'static str,
+    max_comments: Option<i64>,
     progress: Progress,
     r#ref: &'a str,
     started_at: Option<String>,
@@ -57,6 +64,8 @@ struct JobError<'a> {
 struct Progress {
     comments_collected: i64,
     comments_expected: Option<i64>,
+    /// `balance` while the job waits for comments held by the account's other jobs.
+    waiting_for: Option<&'static str>,
 }
 
 /// An AI job as `GET /ai/jobs/{id}` shows it; `result` once complete.

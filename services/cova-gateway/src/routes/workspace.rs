@@ -74,6 +74,7 @@ fn served_script() -> &'static str {
                 "watch_interval_min": [limits::WATCH_INTERVAL_MIN.start(), limits::WATCH_INTERVAL_MIN.end()],
                 "library_days": limits::LIBRARY_LIFETIME.as_secs() / 86_400,
                 "batch_urls": limits::MAX_BATCH_URLS,
+                "comments_per_post": limits::MAX_COMMENTS_PER_POST,
                 "creator_interval_min": [limits::CREATOR_INTERVAL_MIN.start(), limits::CREATOR_INTERVAL_MIN.end()],
             },
         });

@@ -1,13 +1,13 @@
 //! AI jobs: running a quote (its charge held, the consent recorded, the job and its command
 //! written, in one transaction) and completing the job with its result and its charge.
 
-use super::new::{NewJob, Repeat, insert_job, lock_account, month_balance, repeated};
+use super::new::{NewJob, Repeat, insert_job, lock_account, repeated};
 use super::{Ended, Job, end_event, ended, find_job, holds_lease};
-use crate::repo::balances::{close_in, reserve_in};
+use crate::repo::balances::{account_in, close_in, reserve_in};
 use crate::repo::outbox::insert_in as outbox_in;
 use crate::schema::{ai_consents, ai_jobs, ai_quotes, analyses, job_leases, jobs};
 use crate::{Change, Db, Result, StorageError, in_transaction};
-use cova_domain::limits;
+use cova_domain::money::{self, Admission, Stage};
 use cova_domain::time::month_of;
 use cova_domain::{AnalysisStatus, JobKind, JobStatus};
 use cova_messages::{AiCommand, Outgoing};
@@ -38,7 +38,7 @@ pub enum AiOutcome {
     IdempotencyConflict,
     PaymentRequired,
     QuotaExceeded,
-    /// [`limits::MAX_RUNNING_AI_JOBS`] AI jobs of the account are queued or running.
+    /// `cova_domain::limits::MAX_RUNNING_AI_JOBS` AI jobs of the account are queued or running.
     ConcurrencyLimit,
 }
 
@@ -84,25 +84,16 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
             Some((Some(job), url)) if job == quote.source_job_id => url,
             _ => return Ok(AiOutcome::Stale),
         };
-        let (granted, available) = month_balance!(c, new.account_id, &month);
-        if granted <= 0 {
-            return Ok(AiOutcome::PaymentRequired);
-        }
-        if available < quote.charge {
-            return Ok(AiOutcome::QuotaExceeded);
-        }
-        let running = jobs::table
-            .filter(jobs::account_id.eq(new.account_id))
-            .filter(jobs::kind.eq(JobKind::Ai.as_str()))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .count()
-            .get_result::<i64>(c)
-            .await?;
-        if running >= limits::MAX_RUNNING_AI_JOBS {
-            return Ok(AiOutcome::ConcurrencyLimit);
-        }
-        if !reserve_in!(c, new.account_id, &job_id, &month, quote.charge, 0, now) {
-            return Ok(AiOutcome::QuotaExceeded);
+        let account = account_in!(c, new.account_id, &month)?;
+        let hold = match money::admit_ai(&account, quote.charge) {
+            Admission::Admit(hold) => hold,
+            Admission::PaymentRequired => return Ok(AiOutcome::PaymentRequired),
+            Admission::QuotaExceeded => return Ok(AiOutcome::QuotaExceeded),
+            Admission::ConcurrencyLimit => return Ok(AiOutcome::ConcurrencyLimit),
+        };
+        // Decided under the lock: the conditional updates only guard against a bug.
+        if !reserve_in!(c, new.account_id, &job_id, &month, hold, now) {
+            return Err(StorageError::Conflict("a balance changed under the account lock".into()));
         }
         let row = NewJob {
             id: &job_id,
@@ -114,6 +105,9 @@ pub async fn create_ai(db: &Db, new: NewAi<'_>, trace_headers: &str, now: i64) -
             url: &url,
             comments_expected: Some(quote.comments),
             batch_id: None,
+            hold_stage: Stage::Sized,
+            max_comments: None,
+            free_allowance: false,
         };
         let command = Outgoing::command(&AiCommand { job_id: job_id.clone() });
         let job = insert_job!(c, &row, new.idempotency_key, &key_ref, &command, trace_headers, now)?;

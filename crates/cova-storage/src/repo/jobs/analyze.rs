@@ -3,16 +3,16 @@
 //! arrive, and completion, which turns the collected comments into the account's analysis of
 //! the post and charges only the comments new to it.
 
-use super::new::{NewJob, Repeat, insert_job, lock_account, month_balance, remember_key, repeated};
+use super::new::lock_account;
 use super::{Ended, Job, end_event, ended, find_job, holds_lease};
-use crate::repo::balances::{close_in, reserve_in};
+use crate::repo::balances::{account_in, close_in, held_in, move_hold_in};
 use crate::repo::comment_days::rows_of;
 use crate::repo::outbox::insert_in as outbox_in;
-use crate::schema::{accounts, analyses, job_comments, job_leases, jobs, reservations};
+use crate::schema::{analyses, job_comments, job_leases, jobs, reservations};
 use crate::{Change, Db, Result, StorageError, in_transaction};
-use cova_domain::limits::{MAX_RUNNING_ANALYSES, hold};
+use cova_domain::money::{self, Hold, Sized, Sizing, Stage};
 use cova_domain::time::month_of;
-use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
+use cova_domain::{AnalysisStatus, Dedup, JobStatus};
 use cova_messages::{AnalyzeCommand, Outgoing};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -33,6 +33,17 @@ pub struct NewAnalyze<'a> {
     pub refresh: bool,
     /// The batch the job is started for.
     pub batch_id: Option<&'a str>,
+    /// The customer's cap on the comments collected.
+    pub max_comments: Cap,
+}
+
+/// The customer's cap on a collection (`max_comments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// The cap of the analysis' last scrape: a re-scrape not asked otherwise.
+    Kept,
+    /// This cap (`None`: none).
+    Set(Option<i64>),
 }
 
 #[derive(Debug)]
@@ -54,93 +65,217 @@ pub enum CreateOutcome {
     ConcurrencyLimit,
 }
 
+/// Inside a transaction: the creation of an analyze job as [`create_analyze`] describes it,
+/// with `$job_id` for a new job. Evaluates to `Result<CreateOutcome>`.
+macro_rules! create_analyze_in {
+    ($c:ident, $new:expr, $job_id:expr, $month:expr, $trace:expr, $now:expr) => {{
+        use cova_domain::money::{self, Admission, AnalyzeRequest, Stage};
+        use cova_domain::{Dedup, JobKind, JobStatus};
+        use cova_messages::{AnalyzeCommand, Outgoing};
+        use $crate::repo::balances::{account_in, reserve_in};
+        use $crate::repo::jobs::new::{NewJob, Repeat, insert_job, lock_account, remember_key, repeated};
+        use $crate::repo::jobs::{Cap, CreateOutcome, Job, NewAnalyze};
+        use $crate::schema::{analyses, jobs};
+        let (new, job_id, month, trace_headers, now): (&NewAnalyze<'_>, &str, &str, &str, i64) =
+            ($new, $job_id, $month, $trace, $now);
+        let outcome: $crate::Result<CreateOutcome> = async {
+            lock_account!($c, new.account_id);
+
+            match repeated!($c, new.account_id, new.idempotency_key, new.r#ref, now) {
+                Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
+                Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
+                None => {}
+            }
+
+            let latest = jobs::table
+                .filter(jobs::account_id.eq(new.account_id))
+                .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+                .filter(jobs::ref_.eq(new.r#ref))
+                .filter(jobs::status.ne(JobStatus::Failed.as_str()))
+                .order(jobs::created_at.desc())
+                .select(Job::as_select())
+                .first($c)
+                .await
+                .optional()?;
+            if let Some(job) = latest
+                && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
+                && !(new.refresh && dedup == Dedup::RecentResult)
+            {
+                remember_key!($c, new.account_id, new.idempotency_key, &job.id, new.r#ref, now);
+                return Ok(CreateOutcome::Deduplicated(job, dedup));
+            }
+
+            let max_comments = match new.max_comments {
+                Cap::Set(cap) => cap,
+                Cap::Kept => analyses::table
+                    .find((new.account_id, new.r#ref))
+                    .select(analyses::max_comments)
+                    .first::<Option<i64>>($c)
+                    .await
+                    .optional()?
+                    .flatten(),
+            };
+            let account = account_in!($c, new.account_id, month)?;
+            let request = AnalyzeRequest {
+                refresh: new.refresh,
+                session: new.session_id.is_some(),
+                known_comments: new.known_comments,
+                max_comments,
+            };
+            let hold = match money::admit_analyze(&account, &request) {
+                Admission::Admit(hold) => hold,
+                Admission::PaymentRequired => return Ok(CreateOutcome::PaymentRequired),
+                Admission::QuotaExceeded => return Ok(CreateOutcome::QuotaExceeded),
+                Admission::ConcurrencyLimit => return Ok(CreateOutcome::ConcurrencyLimit),
+            };
+            // Decided under the lock: the conditional updates only guard against a bug.
+            if !reserve_in!($c, new.account_id, job_id, month, hold, now) {
+                return Err($crate::StorageError::Conflict("a balance changed under the account lock".into()));
+            }
+            let row = NewJob {
+                id: job_id,
+                account_id: new.account_id,
+                token_id: new.token_id,
+                session_id: new.session_id,
+                kind: JobKind::Analyze,
+                r#ref: new.r#ref,
+                url: new.url,
+                comments_expected: None,
+                batch_id: new.batch_id,
+                hold_stage: Stage::Opening,
+                max_comments,
+                free_allowance: request.free_allowance(),
+            };
+            let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.to_owned() });
+            let job = insert_job!($c, &row, new.idempotency_key, new.r#ref, &command, trace_headers, now)?;
+            Ok(CreateOutcome::Created { job, reserved: hold.amount })
+        }
+        .await;
+        outcome
+    }};
+}
+pub(crate) use create_analyze_in;
+
 /// Creates an analyze job, or answers why not. Every check and the writes share one
 /// transaction that first locks the account row, so concurrent requests of one account are
-/// serialised: exact dedup, idempotency, balance and concurrency under any parallelism.
+/// serialised: exact dedup, idempotency, balance and concurrency under any parallelism. Whether
+/// it may start and what it holds are the money rules' ([`money::admit_analyze`]).
 ///
-/// The new job holds only its opening hold ([`hold::opening`]): the scraper raises it to what
-/// the post needs once the post reports its size, so one job never blocks the account's
-/// other analyses while it waits for a scraper.
+/// The new job holds only its opening hold: the scraper sizes it once the post reports its
+/// size ([`size_hold`]), so one job never blocks the account's other analyses while it waits
+/// for a scraper.
 pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
     let month = month_of(now);
     let job_id = crate::repo::new_id();
     let mut conn = db.conn().await?;
-    let outcome = in_transaction!(&mut conn, |c| {
-        lock_account!(c, new.account_id);
-
-        match repeated!(c, new.account_id, new.idempotency_key, new.r#ref, now) {
-            Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
-            Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
-            None => {}
-        }
-
-        let latest = jobs::table
-            .filter(jobs::account_id.eq(new.account_id))
-            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-            .filter(jobs::ref_.eq(new.r#ref))
-            .filter(jobs::status.ne(JobStatus::Failed.as_str()))
-            .order(jobs::created_at.desc())
-            .select(Job::as_select())
-            .first(c)
-            .await
-            .optional()?;
-        if let Some(job) = latest
-            && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
-            && !(new.refresh && dedup == Dedup::RecentResult)
-        {
-            remember_key!(c, new.account_id, new.idempotency_key, &job.id, new.r#ref, now);
-            return Ok(CreateOutcome::Deduplicated(job, dedup));
-        }
-
-        let (granted, pack_available) = month_balance!(c, new.account_id, &month);
-        if new.refresh && granted <= 0 {
-            return Ok(CreateOutcome::PaymentRequired);
-        }
-        let free = match new.session_id {
-            Some(_) if !new.refresh => {
-                accounts::table.find(new.account_id).select(accounts::free_comments_left).first::<i64>(c).await?
-            }
-            _ => 0,
-        };
-        let available = pack_available.max(0) + free;
-        if available <= 0 {
-            return Ok(CreateOutcome::QuotaExceeded);
-        }
-        let running = jobs::table
-            .filter(jobs::account_id.eq(new.account_id))
-            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .count()
-            .get_result::<i64>(c)
-            .await?;
-        if running >= MAX_RUNNING_ANALYSES {
-            return Ok(CreateOutcome::ConcurrencyLimit);
-        }
-
-        let reserved = hold::opening(new.known_comments, available);
-        if reserved <= 0 || !reserve_in!(c, new.account_id, &job_id, &month, reserved, free, now) {
-            return Ok(CreateOutcome::QuotaExceeded);
-        }
-        let row = NewJob {
-            id: &job_id,
-            account_id: new.account_id,
-            token_id: new.token_id,
-            session_id: new.session_id,
-            kind: JobKind::Analyze,
-            r#ref: new.r#ref,
-            url: new.url,
-            comments_expected: None,
-            batch_id: new.batch_id,
-        };
-        let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() });
-        let job = insert_job!(c, &row, new.idempotency_key, new.r#ref, &command, trace_headers, now)?;
-        Ok(CreateOutcome::Created { job, reserved })
-    })?;
+    let outcome = in_transaction!(&mut conn, |c| create_analyze_in!(c, &new, &job_id, &month, trace_headers, now))?;
     drop(conn);
-    if let CreateOutcome::Created { job, reserved } = &outcome {
+    created(db, &outcome).await;
+    Ok(outcome)
+}
+
+/// Records a committed creation in the metrics and the snapshots.
+pub(crate) async fn created(db: &Db, outcome: &CreateOutcome) {
+    if let CreateOutcome::Created { job, reserved } = outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
         db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
     }
+}
+
+/// What sizing a job's hold to its post came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeOutcome {
+    /// Collect under this hold.
+    Collect(money::Collect),
+    /// The job waits for the account's other jobs to give comments back: it is parked (its
+    /// lease given up) and sized again when one of them ends.
+    Waiting,
+    /// Nothing is left on the balance and nothing can come back: the job ends
+    /// `quota_exceeded`, charged nothing.
+    QuotaExceeded,
+    /// This worker no longer holds the job, or its hold was closed: nothing to do.
+    Lost,
+}
+
+/// Sizes the job's hold to its post by the money rules ([`money::size_hold`]), in one
+/// transaction under the account's lock: the hold is moved (lowered, or raised from what the
+/// balance has), or the job parks holding nothing, waking the account's other waiting jobs when
+/// the rules say so, or (nothing left, nothing to come back) it is answered `QuotaExceeded`. `reported` is the post's comment count, `previous` the comments the account's analysis
+/// already has.
+pub async fn size_hold(
+    db: &Db,
+    job_id: &str,
+    owner: &str,
+    reported: Option<i64>,
+    previous: i64,
+    trace: &str,
+    now: i64,
+) -> Result<SizeOutcome> {
+    let mut conn = db.conn().await?;
+    // (account, outcome, jobs woken, change of the hold)
+    type Done = (String, SizeOutcome, Vec<String>, i64);
+    let outcome: Option<Done> = in_transaction!(&mut conn, |c| {
+        if !holds_lease!(c, job_id, owner) {
+            return Ok(None);
+        }
+        let Some(job) = find_job!(c, job_id)? else { return Ok(None) };
+        if !job.status.is_running() {
+            return Ok(None);
+        }
+        lock_account!(c, &job.account_id);
+        let Some((hold, month)) = held_in!(c, job_id)? else { return Ok(None) };
+        let account = account_in!(c, &job.account_id, &month)?;
+        let sizing =
+            Sizing { reported, previous, max_comments: job.max_comments, hold, free_allowance: job.free_allowance };
+        match money::size_hold(&account, job_id, &sizing) {
+            Sized::Collect(collect) => {
+                if !move_hold_in!(c, &job.account_id, job_id, &month, hold, collect.hold) {
+                    return Err(StorageError::Conflict("a balance changed under the account lock".into()));
+                }
+                diesel::update(jobs::table.find(job_id))
+                    .set((
+                        jobs::hold_stage.eq(Stage::Sized),
+                        jobs::waiting_since.eq(None::<i64>),
+                        jobs::comments_expected.eq(collect.expected),
+                    ))
+                    .execute(c)
+                    .await?;
+                let change = collect.hold.amount - hold.amount;
+                Ok(Some((job.account_id, SizeOutcome::Collect(collect), Vec::new(), change)))
+            }
+            Sized::QuotaExceeded => Ok(Some((job.account_id, SizeOutcome::QuotaExceeded, Vec::new(), 0))),
+            Sized::Wait { wake } => {
+                // It waits holding nothing: its opening hold goes back for the jobs before it.
+                if !move_hold_in!(c, &job.account_id, job_id, &month, hold, Hold::default()) {
+                    return Err(StorageError::Conflict("a balance changed under the account lock".into()));
+                }
+                diesel::update(jobs::table.find(job_id))
+                    .set((
+                        jobs::hold_stage.eq(Stage::Waiting),
+                        jobs::waiting_since.eq(now),
+                        jobs::comments_expected.eq(reported.map(money::expected)),
+                    ))
+                    .execute(c)
+                    .await?;
+                // Parked: the job is delivered again when woken, to any worker.
+                diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner))).execute(c).await?;
+                for id in &wake {
+                    outbox_in!(c, &Outgoing::command(&AnalyzeCommand { job_id: id.clone() }), trace, now);
+                }
+                Ok(Some((job.account_id, SizeOutcome::Waiting, wake, -hold.amount)))
+            }
+        }
+    })?;
+    drop(conn);
+    let Some((account_id, outcome, woken, change)) = outcome else { return Ok(SizeOutcome::Lost) };
+    if change > 0 {
+        cova_metrics::balance(cova_metrics::Movement::Reserved, change);
+    } else if change < 0 {
+        cova_metrics::balance(cova_metrics::Movement::Released, -change);
+    }
+    let mut changes = vec![Change::Account(&account_id), Change::Job(job_id)];
+    changes.extend(woken.iter().map(|id| Change::Job(id)));
+    db.changed(&changes).await;
     Ok(outcome)
 }
 
@@ -296,7 +431,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
             .await
             .optional()?
             .unwrap_or(0);
-        let dropped = beyond_budget(&new_rows, hold);
+        let dropped = money::beyond_hold(&new_rows, hold);
         for chunk in dropped.chunks(500) {
             diesel::delete(stored.filter(job_comments::comment_id.eq_any(chunk))).execute(c).await?;
         }
@@ -348,21 +483,4 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
     })?;
     drop(conn);
     Ok(ended(db, job_id, done).await)
-}
-
-/// The new comments that do not fit the hold: in collection order, a new comment is kept
-/// while the hold has room and its parent (if any) is kept or already known.
-fn beyond_budget(new_rows: &[(String, Option<String>)], hold: i64) -> Vec<String> {
-    let mut kept = std::collections::HashSet::new();
-    let is_new: std::collections::HashSet<&str> = new_rows.iter().map(|(id, _)| id.as_str()).collect();
-    let mut dropped = Vec::new();
-    for (id, parent) in new_rows {
-        let parent_ok = parent.as_deref().is_none_or(|p| !is_new.contains(p) || kept.contains(p));
-        if parent_ok && (kept.len() as i64) < hold {
-            kept.insert(id.as_str());
-        } else {
-            dropped.push(id.clone());
-        }
-    }
-    dropped
 }

@@ -6,9 +6,15 @@
 mod ai;
 mod analyze;
 pub(crate) mod new;
+mod waiting;
 
 pub use ai::{AiOutcome, AiOutput, NewAi, complete_ai, create_ai};
-pub use analyze::{CreateOutcome, NewAnalyze, Scraped, StoredComment, append_comments, complete, create_analyze};
+pub use analyze::{
+    Cap, CreateOutcome, NewAnalyze, Scraped, SizeOutcome, StoredComment, append_comments, complete, create_analyze,
+    size_hold,
+};
+pub(crate) use analyze::{create_analyze_in, created};
+pub use waiting::{wake_stale, wake_waiting};
 
 use super::balances::{Closed, close_in};
 use super::outbox::insert_in as outbox_in;
@@ -44,8 +50,18 @@ pub struct Job {
     pub batch_id: Option<String>,
     /// Comments new to the account's analysis of the post (a completed analyze job).
     pub comments_new: Option<i64>,
-    /// Why fewer comments were kept than the post has, when `truncated` (`post_cap`, `balance`).
+    /// Why fewer comments were kept than the post has, when `truncated` (`post_cap`, `balance`,
+    /// `max_comments`).
     pub truncated_reason: Option<String>,
+    /// Where it stands with the balance: its post not read yet, its hold sized, or waiting for
+    /// the account's other jobs to give comments back.
+    pub hold_stage: cova_domain::money::Stage,
+    /// When a waiting job was last looked at.
+    pub waiting_since: Option<i64>,
+    /// The customer's cap on the comments collected (an analyze job).
+    pub max_comments: Option<i64>,
+    /// A session's new analysis: it may spend the free allowance, before the packs.
+    pub free_allowance: bool,
 }
 
 /// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.

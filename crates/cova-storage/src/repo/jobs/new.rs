@@ -1,6 +1,6 @@
 //! The one creation step of every job, whatever its kind, as the pieces each kind's creating
 //! transaction is built of: the account's row lock (so that one account's requests run one
-//! after another), the `Idempotency-Key` that answered before, the month's balance, and the new
+//! after another), the `Idempotency-Key` that answered before, and the new
 //! job itself, written with its key and its command in the outbox. Each kind adds its own
 //! checks and hold between them ([`super::analyze::create_analyze`], [`super::ai::create_ai`]).
 //!
@@ -30,6 +30,12 @@ pub(crate) struct NewJob<'a> {
     pub url: &'a str,
     pub comments_expected: Option<i64>,
     pub batch_id: Option<&'a str>,
+    /// Where it starts with the balance: an analyze job's post is not read yet; an AI job's
+    /// hold is its whole charge.
+    pub hold_stage: cova_domain::money::Stage,
+    pub max_comments: Option<i64>,
+    /// It may spend the free allowance (a session's new analysis).
+    pub free_allowance: bool,
 }
 
 /// Inside a transaction: takes the account's row lock with a no-op update (PostgreSQL; SQLite
@@ -102,25 +108,6 @@ macro_rules! repeated {
 }
 pub(crate) use repeated;
 
-/// Inside a transaction: (granted, available) of the account's balance for `month`.
-macro_rules! month_balance {
-    ($c:ident, $account_id:expr, $month:expr) => {
-        $crate::schema::balances::table
-            .find(($account_id, $month))
-            .select((
-                $crate::schema::balances::granted,
-                $crate::schema::balances::granted
-                    - $crate::schema::balances::reserved
-                    - $crate::schema::balances::spent,
-            ))
-            .first::<(i64, i64)>($c)
-            .await
-            .optional()?
-            .unwrap_or((0, 0))
-    };
-}
-pub(crate) use month_balance;
-
 /// The column values of a new `queued` job: one row of an insert, alone or among many.
 macro_rules! job_values {
     ($new:expr, $now:expr) => {{
@@ -140,6 +127,9 @@ macro_rules! job_values {
             jobs::comments_expected.eq(new.comments_expected),
             jobs::truncated.eq(false),
             jobs::batch_id.eq(new.batch_id),
+            jobs::hold_stage.eq(new.hold_stage),
+            jobs::max_comments.eq(new.max_comments),
+            jobs::free_allowance.eq(new.free_allowance),
         )
     }};
 }
