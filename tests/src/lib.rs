@@ -85,9 +85,18 @@ pub fn flat_comments(comments: &serde_json::Value) -> Vec<serde_json::Value> {
     out
 }
 
-/// Waits (real time, at most 30 s) until `found` has something, and answers it.
-pub async fn until<T>(what: &str, mut found: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+/// How long [`until`] and [`eventually`] wait for what they wait for.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Waits (real time, at most [`WAIT`]) until `found` has something, and answers it.
+pub async fn until<T>(what: &str, found: impl AsyncFnMut() -> Option<T>) -> T {
+    until_within(what, WAIT, found).await
+}
+
+/// Waits (real time, at most `limit`: for work that takes longer by design, such as a lease
+/// running out) until `found` has something, and answers it.
+pub async fn until_within<T>(what: &str, limit: Duration, mut found: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + limit;
     loop {
         if let Some(value) = found().await {
             return value;
@@ -97,13 +106,9 @@ pub async fn until<T>(what: &str, mut found: impl AsyncFnMut() -> Option<T>) -> 
     }
 }
 
-/// Waits (real time, at most 30 s) until `done`.
+/// Waits (real time, at most [`WAIT`]) until `done`.
 pub async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !done().await {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_within(what, WAIT, async || done().await.then_some(())).await
 }
 
 /// The bucket every test's media live in (each under its own prefix) on the S3 test server.

@@ -1,5 +1,7 @@
 //! A TCP proxy the tests control, placed between cova and a backend: it can cut every open
-//! connection, refuse new ones, or delay traffic, to check how cova behaves and recovers.
+//! connection, refuse new ones, delay traffic, or partition the network (bytes silently
+//! dropped both ways, connections left open, as when packets stop arriving), to check how
+//! cova behaves and recovers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,13 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 pub struct Proxy {
     pub addr: SocketAddr,
     cut: broadcast::Sender<()>,
     refuse: Arc<AtomicBool>,
     delay_ms: Arc<AtomicU64>,
+    partition: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -24,7 +27,8 @@ impl Proxy {
         let (cut, _) = broadcast::channel(4);
         let refuse = Arc::new(AtomicBool::new(false));
         let delay_ms = Arc::new(AtomicU64::new(0));
-        let (cut_tx, refuse_flag, delay) = (cut.clone(), refuse.clone(), delay_ms.clone());
+        let (partition, _) = watch::channel(false);
+        let (cut_tx, refuse_flag, delay, parted) = (cut.clone(), refuse.clone(), delay_ms.clone(), partition.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if refuse_flag.load(Ordering::SeqCst) {
@@ -32,20 +36,27 @@ impl Proxy {
                     continue;
                 }
                 let mut stop = cut_tx.subscribe();
-                let delay = delay.clone();
+                let (delay, mut parted) = (delay.clone(), parted.subscribe());
                 tokio::spawn(async move {
+                    if *parted.borrow_and_update() {
+                        // The connection's packets vanish: nothing reaches the backend, and
+                        // once the network is back, the connection (never set up) is gone.
+                        black_hole(client, parted, stop).await;
+                        return;
+                    }
                     let Ok(server) = TcpStream::connect(upstream).await else { return };
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
+                    let lost = Arc::new(AtomicBool::new(false));
                     tokio::select! {
-                        _ = pipe(cr, sw, delay.clone()) => {}
-                        _ = pipe(sr, cw, delay) => {}
+                        _ = pipe(cr, sw, delay.clone(), parted.clone(), lost.clone()) => {}
+                        _ = pipe(sr, cw, delay, parted, lost) => {}
                         _ = stop.recv() => {}
                     }
                 });
             }
         });
-        Self { addr, cut, refuse, delay_ms, task }
+        Self { addr, cut, refuse, delay_ms, partition, task }
     }
 
     /// Drops every open connection at once (both directions).
@@ -62,6 +73,14 @@ impl Proxy {
     pub fn delay(&self, ms: u64) {
         self.delay_ms.store(ms, Ordering::SeqCst);
     }
+
+    /// While true, the network between cova and the backend is partitioned: every byte either
+    /// side sends is dropped without a word, open connections stay open and new ones are
+    /// accepted but lead nowhere. When it ends, the connections that lost bytes are closed,
+    /// as their TCP stacks would have given them up; the others carry on.
+    pub fn partition(&self, on: bool) {
+        self.partition.send_replace(on);
+    }
 }
 
 impl Drop for Proxy {
@@ -71,17 +90,48 @@ impl Drop for Proxy {
     }
 }
 
+/// Reads and drops what a connection opened during a partition sends, until the partition ends
+/// (then closes it) or the proxy cuts everything.
+async fn black_hole(mut client: TcpStream, mut parted: watch::Receiver<bool>, mut stop: broadcast::Receiver<()>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        tokio::select! {
+            read = client.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return },
+            changed = parted.changed() => if changed.is_err() || !*parted.borrow() { return },
+            _ = stop.recv() => return,
+        }
+    }
+}
+
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     delay: Arc<AtomicU64>,
+    mut parted: watch::Receiver<bool>,
+    lost: Arc<AtomicBool>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+            changed = parted.changed() => {
+                // The network is back: a connection that lost bytes is given up.
+                if changed.is_err() || (!*parted.borrow() && lost.load(Ordering::SeqCst)) {
+                    return;
+                }
+                continue;
+            }
         };
+        if *parted.borrow() {
+            lost.store(true, Ordering::SeqCst);
+            continue;
+        }
+        if lost.load(Ordering::SeqCst) {
+            return;
+        }
         let ms = delay.load(Ordering::SeqCst);
         if ms > 0 {
             tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -19,15 +19,11 @@ async fn collected(client: &Client, id: u64) -> String {
 }
 
 async fn wait_ai(client: &Client, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    cova_tests::until_within(&format!("AI job {id} to finish"), Duration::from_secs(60), async || {
         let job = client.get::<Value>(&format!("/api/v1/ai/jobs/{id}")).await.ok();
-        if job["status"] == "complete" || job["status"] == "failed" {
-            return job;
-        }
-        assert!(Instant::now() < deadline, "AI job {id} did not finish: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (job["status"] == "complete" || job["status"] == "failed").then_some(job)
+    })
+    .await
 }
 
 async fn quote(client: &Client, r#ref: &str) -> Value {

@@ -90,6 +90,17 @@ pub struct DatabaseConfig {
     pub connect_timeout_ms: u64,
     /// PostgreSQL `statement_timeout`; SQLite `busy_timeout`.
     pub statement_timeout_ms: u64,
+    /// PostgreSQL: how long sent data may go unacknowledged, and an idle connection unanswered
+    /// by keepalives, before the connection is given up (`TCP_USER_TIMEOUT`, TCP keepalives):
+    /// a network partition is noticed within it instead of at the system's TCP timeout.
+    pub io_timeout_ms: u64,
+    /// PostgreSQL: the longest a request's read of the state it answers from (a poll,
+    /// `/usage`, a token) waits for the database before answering from the kept copies; a
+    /// read that takes longer marks the database unreachable.
+    pub request_wait_ms: u64,
+    /// PostgreSQL: while the database is marked unreachable, requests do not try it and a
+    /// background probe tries it this often, marking it reachable again once it answers.
+    pub probe_interval_ms: u64,
     /// The keys that seal stored secrets (webhook secrets, Telegram chat ids), base64 of 32
     /// bytes each, the current one first, older ones after it for reading. Required with
     /// PostgreSQL; on SQLite, empty means a key kept in `encryption.key` beside the database file.
@@ -102,9 +113,12 @@ impl Default for DatabaseConfig {
         Self {
             url: "sqlite://data/cova.db".into(),
             pool_size: 8,
-            acquire_timeout_ms: 3_000,
-            connect_timeout_ms: 3_000,
+            acquire_timeout_ms: 2_000,
+            connect_timeout_ms: 1_000,
             statement_timeout_ms: 10_000,
+            io_timeout_ms: 2_000,
+            request_wait_ms: 500,
+            probe_interval_ms: 500,
             encryption_keys: None,
         }
     }
@@ -629,7 +643,15 @@ macro_rules! redacted_debug {
         }
     };
 }
-redacted_debug!(DatabaseConfig { pool_size, acquire_timeout_ms, connect_timeout_ms, statement_timeout_ms });
+redacted_debug!(DatabaseConfig {
+    pool_size,
+    acquire_timeout_ms,
+    connect_timeout_ms,
+    statement_timeout_ms,
+    io_timeout_ms,
+    request_wait_ms,
+    probe_interval_ms
+});
 redacted_debug!(QueueConfig { prefix, prefetch });
 redacted_debug!(CacheConfig { prefix, timeout_ms });
 
@@ -756,6 +778,16 @@ impl Config {
         }
         if self.database.pool_size == 0 {
             return Err(invalid("database.pool_size", "must be at least 1"));
+        }
+        for (key, ms) in [
+            ("database.connect_timeout_ms", self.database.connect_timeout_ms),
+            ("database.io_timeout_ms", self.database.io_timeout_ms),
+            ("database.request_wait_ms", self.database.request_wait_ms),
+            ("database.probe_interval_ms", self.database.probe_interval_ms),
+        ] {
+            if ms == 0 {
+                return Err(invalid(key, "must be at least 1 (milliseconds)"));
+            }
         }
         QueueBackend::parse(&self.queue.url)?;
         CacheBackend::parse(&self.cache.url)?;

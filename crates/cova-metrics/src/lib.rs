@@ -24,6 +24,8 @@ pub const PLATFORM_REQUESTS: &str = "cova_platform_requests_total";
 pub const PLATFORM_DURATION: &str = "cova_platform_request_duration_seconds";
 pub const BALANCE_COMMENTS: &str = "cova_balance_comments_total";
 pub const DELIVERIES: &str = "cova_notifier_deliveries_total";
+pub const DATABASE_REACHABLE: &str = "cova_database_reachable";
+pub const DATABASE_OUTAGES: &str = "cova_database_outages_total";
 
 /// Latency buckets in seconds: 1 ms to 2 min, covering a cached poll and a long collection.
 const BUCKETS: &[f64] =
@@ -75,6 +77,11 @@ fn describe() {
         "Comments moved on balances: reserved by a job, settled (charged) or released."
     );
     describe_counter!(DELIVERIES, "Notification delivery attempts, by channel kind and outcome.");
+    describe_gauge!(DATABASE_REACHABLE, "1 while this process finds the database reachable, 0 while it marks it down.");
+    describe_counter!(
+        DATABASE_OUTAGES,
+        "Times this process found the database unreachable and began to answer from copies."
+    );
 }
 
 /// One HTTP answer; `route` is the route template (`/api/v1/analyze/{id}`), never the raw
@@ -166,6 +173,14 @@ pub fn balance(movement: Movement, comments: i64) {
         && n > 0
     {
         counter!(BALANCE_COMMENTS, "movement" => label).increment(n);
+    }
+}
+
+/// The database was found unreachable (`false`) or answers again (`true`).
+pub fn database_reachable(reachable: bool) {
+    gauge!(DATABASE_REACHABLE).set(if reachable { 1.0 } else { 0.0 });
+    if !reachable {
+        counter!(DATABASE_OUTAGES).increment(1);
     }
 }
 

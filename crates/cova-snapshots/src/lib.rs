@@ -1,21 +1,25 @@
-//! Snapshots: copies of the account and job state that every authenticated request reads (the
-//! quota headers, `/usage`, a job's poll), kept in the cache so that the request path reads no
-//! database. The storage layer announces each committed change ([`cova_storage::Changes`]);
-//! [`Snapshots`] then refreshes the copy under a stamp of the cache ([`cova_cache::Cache::stamp`]),
-//! so that a copy read before a change can never replace one read after it, whatever order
-//! writers and readers finish in. A reader that finds no copy reads the database and stores it.
+//! Snapshots: copies of the account, job and batch state that every authenticated request
+//! reads (the quota headers, `/usage`, a job's or a batch's poll), kept in the cache so that the
+//! request path reads no database. The storage layer announces each committed change
+//! ([`cova_storage::Changes`]); [`Snapshots`] then refreshes the copy under a stamp of the cache
+//! ([`cova_cache::Cache::stamp`]), so that a copy read before a change can never replace one
+//! read after it, whatever order writers and readers finish in. A reader that finds no copy
+//! reads the database and stores it.
 //!
-//! A complete job's first page (a poll's `?limit=` without a cursor) is kept too: its comments
-//! never change while they are the analysis' (a release deletes them, and a poll only serves
-//! the page while the job's copy says its comments are current), so the page is stored once
-//! rendered.
+//! A job's copy is made the moment the job is created and renewed whenever it changes (of
+//! either kind: an AI job's copy carries its result), and a complete job's first page of
+//! comments is kept written ([`cova_storage::repo::breakdown::FirstPage`]): its comments never
+//! change while they are the analysis' (a release deletes them, and a poll only serves the page
+//! while the job's copy says its comments are current). A batch's copy is made when it is
+//! created and renewed whenever one of its URLs moves on or one of its jobs ends.
 //!
 //! A copy outlives a change it missed only when its refresh failed (the cache did not answer
 //! just then, or the writer died between its commit and the refresh), and then for at most its
 //! freshness: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`]. Copies are kept
-//! longer than that ([`KEPT_FOR`]) for one reason: while the database does not answer, a copy
-//! older than its freshness is still served (nothing can change without the database), so
-//! that polls and `/usage` go on answering through a database outage.
+//! longer than that ([`KEPT_FOR`]) for one reason: while the database does not answer (or is
+//! marked unreachable, [`cova_storage::Db::bounded`]), a copy older than its freshness is still
+//! served (nothing can change without the database), so that polls and `/usage` go on
+//! answering through a database outage, at once.
 //!
 //! Tokens are copied too ([`Snapshots::token`]), for the same reason: while the database does
 //! not answer, a token is recognised from its copy. A revocation deletes the copy when it
@@ -23,7 +27,10 @@
 
 use cova_cache::Cache;
 use cova_domain::time::{Clock, month_of};
+use cova_domain::{JobKind, JobStatus};
 use cova_storage::repo::accounts::{self, Usage};
+use cova_storage::repo::batches::{self, Batch};
+use cova_storage::repo::breakdown::{self, FirstPage};
 use cova_storage::repo::jobs::{self, Polled};
 use cova_storage::repo::tokens::{self, TokenRecord};
 use cova_storage::{Account, Change, Changes, Db, StorageError};
@@ -37,9 +44,9 @@ pub const ACCOUNT_TTL: Duration = Duration::from_secs(10);
 pub const RUNNING_JOB_TTL: Duration = Duration::from_secs(10);
 /// How long the copy of a finished job lives (it changes only when its comments are released).
 pub const FINISHED_JOB_TTL: Duration = Duration::from_secs(600);
-/// How long an account's or a running job's copy is kept: served past its freshness only
-/// while the database does not answer.
-pub const KEPT_FOR: Duration = Duration::from_secs(60);
+/// How long an account's, a running job's or a batch's copy is kept: served past its
+/// freshness only while the database does not answer.
+pub const KEPT_FOR: Duration = Duration::from_secs(600);
 /// How long a token's copy is kept after its last lookup.
 pub const TOKEN_KEPT_FOR: Duration = Duration::from_secs(60);
 
@@ -58,15 +65,14 @@ pub fn token_key(token_hash: &str) -> String {
     format!("snap:token:{token_hash}")
 }
 
-/// The largest `limit` whose first page of a complete job is kept: a poll's page, not a result.
-pub const FIRST_PAGE_MAX_LIMIT: i64 = 10;
-/// The largest first page kept, rendered (a comment with many replies can be long).
-pub const FIRST_PAGE_MAX_BYTES: usize = 16 * 1024;
+/// The cache key of a complete job's first page ([`FirstPage`]).
+pub fn first_page_key(job_id: &str) -> String {
+    format!("snap:first:{job_id}")
+}
 
-/// The cache key of a complete job's rendered first page of `limit` top-level comments, when
-/// such a page is kept.
-pub fn first_page_key(job_id: &str, limit: i64) -> Option<String> {
-    (1..=FIRST_PAGE_MAX_LIMIT).contains(&limit).then(|| format!("snap:page:{job_id}:{limit}"))
+/// The cache key of a batch's copy.
+pub fn batch_key(batch_id: &str) -> String {
+    format!("snap:batch:{batch_id}")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +126,7 @@ impl Snapshots {
         let key = account_key(account_id);
         // A cache that does not answer costs only the copy: the database still does.
         let stamp = self.cache.current_stamp(&key).await.ok();
-        match accounts::usage(db, account_id, self.clock.now_ms()).await {
+        match db.bounded(accounts::usage(db, account_id, self.clock.now_ms())).await {
             Ok(usage) => {
                 if let Some(stamp) = stamp {
                     self.store(&key, stamp, &usage, KEPT_FOR).await;
@@ -141,7 +147,7 @@ impl Snapshots {
         }
         let key = job_key(job_id);
         let stamp = self.cache.current_stamp(&key).await.ok();
-        match jobs::poll(db, job_id).await {
+        match db.bounded(jobs::poll(db, job_id)).await {
             Ok(polled) => {
                 if let (Some(polled), Some(stamp)) = (&polled, stamp) {
                     self.store(&key, stamp, polled, kept_for(polled)).await;
@@ -157,7 +163,7 @@ impl Snapshots {
     /// copied; from the copy only while the database does not answer.
     pub async fn token(&self, db: &Db, token_hash: &str) -> Result<Option<TokenCopy>, SnapshotError> {
         let key = token_key(token_hash);
-        match tokens::find_active_by_hash(db, token_hash).await {
+        match db.bounded(tokens::find_active_by_hash(db, token_hash)).await {
             Ok(found) => {
                 let copy = found.map(|(token, account)| TokenCopy { token, account });
                 match &copy {
@@ -182,14 +188,54 @@ impl Snapshots {
         }
     }
 
-    /// Keeps a complete job's rendered first page (see [`first_page_key`]) for as long as
-    /// its copy; a page too long to keep, or one that failed to store, is rendered again.
-    pub async fn store_first_page(&self, job_id: &str, limit: i64, rendered: &[u8]) {
-        let Some(key) = first_page_key(job_id, limit).filter(|_| rendered.len() <= FIRST_PAGE_MAX_BYTES) else {
-            return;
-        };
-        if let Err(e) = self.cache.set(&key, rendered, FINISHED_JOB_TTL).await {
-            tracing::debug!(error = %e, key, "storing a first page failed; the next poll renders it");
+    /// The account's batch, read from the database (and copied); while the database does not
+    /// answer, its copy, as it was when last read or changed. `None` when there is no such
+    /// batch of the account.
+    pub async fn batch(&self, db: &Db, account_id: &str, batch_id: &str) -> Result<Option<Batch>, SnapshotError> {
+        let key = batch_key(batch_id);
+        let stamp = self.cache.current_stamp(&key).await.ok();
+        match db.bounded(batches::get(db, account_id, batch_id)).await {
+            Ok(batch) => {
+                if let (Some(batch), Some(stamp)) = (&batch, stamp) {
+                    self.store(&key, stamp, batch, KEPT_FOR).await;
+                }
+                Ok(batch)
+            }
+            Err(e) if e.is_unavailable() => {
+                let held = self.cache.get_stamped(&key).await.ok().flatten();
+                let kept = decode::<Kept<Batch>>(held.as_deref()).ok_or(SnapshotError::Storage(e))?;
+                Ok(Some(kept.value).filter(|b| b.account_id == account_id))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A complete job's first page from what a cache read of [`first_page_key`] brought, or
+    /// (without one) read from the database and kept. `None` while the database does not
+    /// answer and no page is kept.
+    pub async fn first_page(
+        &self,
+        db: &Db,
+        held: Option<Vec<u8>>,
+        job_id: &str,
+    ) -> Result<Option<FirstPage>, SnapshotError> {
+        if let Some(page) = decode::<FirstPage>(held.as_deref()) {
+            return Ok(Some(page));
+        }
+        match db.bounded(breakdown::first_page(db, job_id)).await {
+            Ok(page) => {
+                self.keep_first_page(job_id, &page).await;
+                Ok(Some(page))
+            }
+            Err(e) if e.is_unavailable() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn keep_first_page(&self, job_id: &str, page: &FirstPage) {
+        let Ok(bytes) = postcard::to_allocvec(page) else { return };
+        if let Err(e) = self.cache.set(&first_page_key(job_id), &bytes, FINISHED_JOB_TTL).await {
+            tracing::debug!(error = %e, "keeping a first page failed; the next poll reads it");
         }
     }
 
@@ -201,32 +247,57 @@ impl Snapshots {
         }
     }
 
-    /// Refreshes the copy of what `change` changed, if the cache holds one.
-    async fn refresh(&self, db: &Db, change: Change<'_>) -> Result<(), SnapshotError> {
-        let (key, keep) = match change {
-            Change::Account(id) => (account_key(id), KEPT_FOR),
-            Change::Job(id) => (job_key(id), KEPT_FOR),
-            Change::TokenRevoked(hash) => {
-                self.cache.delete(&token_key(hash)).await?;
-                return Ok(());
-            }
-        };
-        let (stamp, held) = self.cache.stamp(&key, keep).await?;
-        if !held {
-            // Nobody keeps a copy: the next reader stores one, read after this change.
-            return Ok(());
-        }
+    /// Refreshes the account's copy, if the cache holds one (or deletes a revoked token's).
+    async fn refresh_account(&self, db: &Db, change: Change<'_>) -> Result<(), SnapshotError> {
         match change {
             Change::Account(id) => {
-                let usage = accounts::usage(db, id, self.clock.now_ms()).await?;
-                self.store(&key, stamp, &usage, KEPT_FOR).await;
-            }
-            Change::Job(id) => {
-                if let Some(polled) = jobs::poll(db, id).await? {
-                    self.store(&key, stamp, &polled, kept_for(&polled)).await;
+                let key = account_key(id);
+                let (stamp, held) = self.cache.stamp(&key, KEPT_FOR).await?;
+                if held {
+                    // Nobody keeps a copy otherwise: the next reader stores one, read after this.
+                    let usage = accounts::usage(db, id, self.clock.now_ms()).await?;
+                    self.store(&key, stamp, &usage, KEPT_FOR).await;
                 }
             }
-            Change::TokenRevoked(_) => {}
+            Change::TokenRevoked(hash) => self.cache.delete(&token_key(hash)).await?,
+            Change::Job(_) | Change::Batch(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Copies the jobs (every one, held or not: a poll must find a copy even when the database
+    /// goes away right after the job was created), keeps the first page of those that just
+    /// completed, and copies the batches that changed or whose job ended.
+    async fn refresh_jobs(&self, db: &Db, job_ids: &[&str], batch_ids: &mut Vec<String>) -> Result<(), SnapshotError> {
+        let mut stamps = Vec::with_capacity(job_ids.len());
+        for id in job_ids {
+            stamps.push((*id, self.cache.stamp(&job_key(id), KEPT_FOR).await?.0));
+        }
+        for polled in jobs::poll_many(db, job_ids).await? {
+            let Some((_, stamp)) = stamps.iter().find(|(id, _)| *id == polled.job.id) else { continue };
+            self.store(&job_key(&polled.job.id), *stamp, &polled, kept_for(&polled)).await;
+            let job = &polled.job;
+            if job.status == JobStatus::Complete && job.kind == JobKind::Analyze && polled.current {
+                let kept = self.cache.get(&first_page_key(&job.id)).await.ok().flatten();
+                if kept.is_none() {
+                    self.keep_first_page(&job.id, &breakdown::first_page(db, &job.id).await?).await;
+                }
+            }
+            if let Some(batch) = job.batch_id.as_ref().filter(|_| job.status.is_finished())
+                && !batch_ids.contains(batch)
+            {
+                batch_ids.push(batch.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies a batch as it is now.
+    async fn refresh_batch(&self, db: &Db, batch_id: &str) -> Result<(), SnapshotError> {
+        let key = batch_key(batch_id);
+        let (stamp, _) = self.cache.stamp(&key, KEPT_FOR).await?;
+        if let Some(batch) = batches::get_any(db, batch_id).await? {
+            self.store(&key, stamp, &batch, KEPT_FOR).await;
         }
         Ok(())
     }
@@ -252,10 +323,27 @@ fn kept_for(polled: &Polled) -> Duration {
 impl Changes for Snapshots {
     fn changed<'a>(&'a self, db: &'a Db, changes: &'a [Change<'a>]) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            // The write is committed; a copy that fails to refresh catches up at its next
+            // refresh or expiry.
             for change in changes {
-                if let Err(e) = self.refresh(db, *change).await {
-                    // The write is committed; the copy catches up at its next refresh or expiry.
+                if let Err(e) = self.refresh_account(db, *change).await {
                     tracing::warn!(error = %e, ?change, "refreshing a snapshot failed");
+                }
+            }
+            let job_ids: Vec<&str> =
+                changes.iter().filter_map(|c| if let Change::Job(id) = c { Some(*id) } else { None }).collect();
+            let mut batch_ids: Vec<String> = changes
+                .iter()
+                .filter_map(|c| if let Change::Batch(id) = c { Some((*id).to_owned()) } else { None })
+                .collect();
+            if !job_ids.is_empty()
+                && let Err(e) = self.refresh_jobs(db, &job_ids, &mut batch_ids).await
+            {
+                tracing::warn!(error = %e, jobs = job_ids.len(), "copying jobs failed");
+            }
+            for batch_id in &batch_ids {
+                if let Err(e) = self.refresh_batch(db, batch_id).await {
+                    tracing::warn!(error = %e, batch.id = %batch_id, "copying a batch failed");
                 }
             }
         })
@@ -265,7 +353,6 @@ impl Changes for Snapshots {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cova_domain::{JobKind, JobStatus};
     use cova_storage::repo::accounts::Account;
     use cova_storage::repo::balances::Balance;
 
@@ -324,6 +411,7 @@ mod tests {
                 free_allowance: true,
             },
             current: false,
+            ai: None,
         };
         assert_eq!(decode::<Polled>(Some(&encoded(&polled))), Some(polled));
     }

@@ -18,6 +18,8 @@ pub enum Change<'a> {
     Job(&'a str),
     /// The token with this hash was revoked: no copy of it may authenticate any more.
     TokenRevoked(&'a str),
+    /// The batch was created, or one of its URLs started, was refused or cancelled, or it ended.
+    Batch(&'a str),
 }
 
 /// Keeps copies up to date; must not fail the write that was already committed (a copy it

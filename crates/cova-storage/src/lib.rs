@@ -7,6 +7,7 @@
 
 pub mod changes;
 mod error;
+mod health;
 pub mod pool;
 pub mod repo;
 pub mod schema;

@@ -4,7 +4,7 @@ use diesel::sqlite::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
 use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -83,9 +83,12 @@ pub struct Db {
     url: String,
     /// Seals the stored secrets that cova must read back ([`cova_auth::sealing`]).
     pub(crate) keyring: std::sync::Arc<cova_auth::sealing::Keyring>,
-    /// Until when (ms since [`EPOCH`]) connections are not even tried: a database that could
-    /// not be reached moments ago costs the callers no wait ([`BREAKER_OPEN`]).
-    breaker: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Whether the database can be reached ([`crate::health`]); shared by every clone.
+    pub(crate) health: std::sync::Arc<crate::health::Health>,
+    /// `database.request_wait_ms`, `database.probe_interval_ms`, `database.connect_timeout_ms`.
+    pub(crate) request_wait: Duration,
+    pub(crate) probe_every: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Told of committed changes ([`crate::changes`]); shared by every clone.
     pub(crate) changes: crate::changes::Listener,
     /// The comment days this process made sure of ([`crate::repo::comment_days::ensure`]).
@@ -96,15 +99,57 @@ pub struct Db {
 /// Lives on the stack for the length of one repository call, so the size gap is harmless.
 #[allow(clippy::large_enum_variant)]
 pub enum DbConn {
-    Pg(Object<AsyncPgConnection>),
+    Pg(PgConn),
     Sqlite(Object<SqliteConn>),
 }
 
 /// A connection for short reads ([`Db::read_conn`]); see [`with_read_conn!`](crate::with_read_conn).
 #[allow(clippy::large_enum_variant)]
 pub enum ReadConn {
-    Pg(Object<AsyncPgConnection>),
+    Pg(PgConn),
     Sqlite(Object<SqliteReadConn>),
+}
+
+/// A pooled PostgreSQL connection that, when given back, tells the pool's health whether the
+/// network dropped it meanwhile: the next request then marks the database down at once instead
+/// of finding out on another dead connection.
+pub struct PgConn {
+    /// Always `Some` until [`PgConn::close`] takes it.
+    obj: Option<Object<AsyncPgConnection>>,
+    health: std::sync::Arc<crate::health::Health>,
+}
+
+impl std::ops::Deref for PgConn {
+    type Target = AsyncPgConnection;
+
+    fn deref(&self) -> &AsyncPgConnection {
+        self.obj.as_ref().expect("a connection until closed")
+    }
+}
+
+impl std::ops::DerefMut for PgConn {
+    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
+        self.obj.as_mut().expect("a connection until closed")
+    }
+}
+
+impl PgConn {
+    /// Closes the connection instead of giving it back to the pool (it holds session state).
+    pub fn close(mut self) {
+        if let Some(obj) = self.obj.take() {
+            drop(Object::take(obj));
+        }
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let Some(obj) = self.obj.as_mut()
+            && diesel_async::pooled_connection::PoolableConnection::is_broken(&mut **obj)
+        {
+            self.health.suspect();
+        }
+    }
 }
 
 /// Runs `$body` with `$c` bound to `&mut` the concrete connection; the body is compiled once per backend.
@@ -306,6 +351,7 @@ impl Db {
         let inner = match backend {
             DatabaseBackend::Postgres(url) => {
                 let statement_timeout = cfg.statement_timeout_ms;
+                let io_timeout = Duration::from_millis(cfg.io_timeout_ms);
                 let mut mc = ManagerConfig::<AsyncPgConnection>::default();
                 // A connection whose server went away is closed, and recycling drops it; a
                 // test query on every checkout would double the round trips of every read.
@@ -313,9 +359,10 @@ impl Db {
                 mc.custom_setup = Box::new(move |url| {
                     let url = url.to_owned();
                     async move {
-                        let mut conn = tokio::time::timeout(connect_timeout, AsyncPgConnection::establish(&url))
-                            .await
-                            .map_err(|_| diesel::ConnectionError::BadConnection("connect timed out".into()))??;
+                        let mut conn =
+                            tokio::time::timeout(connect_timeout, establish(&url, connect_timeout, io_timeout))
+                                .await
+                                .map_err(|_| diesel::ConnectionError::BadConnection("connect timed out".into()))??;
                         conn.batch_execute(&format!("SET statement_timeout = {statement_timeout}"))
                             .await
                             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
@@ -347,7 +394,10 @@ impl Db {
             inner,
             url: cfg.url.clone(),
             keyring,
-            breaker: Default::default(),
+            health: crate::health::shared(),
+            request_wait: Duration::from_millis(cfg.request_wait_ms),
+            probe_every: Duration::from_millis(cfg.probe_interval_ms),
+            connect_timeout,
             changes: Default::default(),
             comment_days: Default::default(),
         })
@@ -370,46 +420,57 @@ impl Db {
     }
 
     pub async fn conn(&self) -> Result<DbConn> {
-        self.closed_breaker()?;
+        self.refuse_while_down()?;
         match &self.inner {
-            Inner::Pg(p) => p.get().await.map(DbConn::Pg).map_err(|e| self.pool_error(e)),
+            Inner::Pg(p) => p.get().await.map(|obj| DbConn::Pg(self.pg(obj))).map_err(|e| self.pool_error(e)),
             Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| self.pool_error(e)),
         }
     }
 
-    /// Refuses at once while the breaker is open.
-    fn closed_breaker(&self) -> Result<()> {
-        let until = self.breaker.load(std::sync::atomic::Ordering::Relaxed);
-        if until != 0 && since_epoch() < until {
-            return Err(StorageError::Unavailable("the database could not be reached moments ago; not tried".into()));
-        }
-        Ok(())
+    fn pg(&self, obj: Object<AsyncPgConnection>) -> PgConn {
+        PgConn { obj: Some(obj), health: self.health.clone() }
     }
 
-    /// A pool error as a storage error. Failing to connect opens the breaker; waiting for a
-    /// busy pool does not (the database answers, it is only busy).
+    /// A pool error as a storage error. Failing to connect marks the database down; waiting
+    /// for a busy pool does not (the database answers, it is only busy).
     fn pool_error<E: std::fmt::Display>(&self, e: deadpool::managed::PoolError<E>) -> StorageError {
-        if !matches!(e, deadpool::managed::PoolError::Timeout(deadpool::managed::TimeoutType::Wait)) {
-            let until = since_epoch() + BREAKER_OPEN.as_millis() as u64;
-            self.breaker.store(until, std::sync::atomic::Ordering::Relaxed);
+        let error = pool_error(e, &self.url);
+        if !matches!(&error, StorageError::Unavailable(m) if m.contains(POOL_BUSY)) {
+            self.mark_down(&error.to_string());
         }
-        pool_error(e, &self.url)
+        error
+    }
+
+    /// Drops the idle pooled connections (the network may have killed them without a word).
+    pub(crate) fn drop_idle(&self) {
+        if let Inner::Pg(p) = &self.inner {
+            p.retain(|_, _| false);
+        }
     }
 
     /// A connection for a short read on a hot path (a poll, `/usage`, a page of comments). On
     /// SQLite it runs statements on the calling thread and refuses writes; on PostgreSQL it is
     /// [`Db::conn`].
     pub async fn read_conn(&self) -> Result<ReadConn> {
-        self.closed_breaker()?;
+        self.refuse_while_down()?;
         match &self.inner {
-            Inner::Pg(p) => p.get().await.map(ReadConn::Pg).map_err(|e| self.pool_error(e)),
+            Inner::Pg(p) => p.get().await.map(|obj| ReadConn::Pg(self.pg(obj))).map_err(|e| self.pool_error(e)),
             Inner::Sqlite { reads, .. } => reads.get().await.map(ReadConn::Sqlite).map_err(|e| self.pool_error(e)),
         }
     }
 
-    /// Cheap liveness check for `/readyz`.
+    /// Cheap liveness check for `/readyz`: the database is down while it is marked so.
     pub async fn ping(&self) -> Result<()> {
-        let mut conn = self.conn().await?;
+        self.refuse_while_down()?;
+        self.ping_unchecked().await
+    }
+
+    /// `SELECT 1` on a pooled connection, whatever the mark says (the probe's own check).
+    pub(crate) async fn ping_unchecked(&self) -> Result<()> {
+        let mut conn = match &self.inner {
+            Inner::Pg(p) => p.get().await.map(|obj| DbConn::Pg(self.pg(obj))).map_err(|e| pool_error(e, &self.url))?,
+            Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url))?,
+        };
         with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await)?;
         Ok(())
     }
@@ -438,17 +499,44 @@ impl Db {
     }
 }
 
-/// How long connections are not tried after one could not be made.
-pub const BREAKER_OPEN: Duration = Duration::from_millis(500);
+/// How a pool says it had no free connection in time (a busy pool, not a database away).
+const POOL_BUSY: &str = "no free connection";
 
-static EPOCH: std::sync::LazyLock<std::time::Instant> = std::sync::LazyLock::new(std::time::Instant::now);
-
-fn since_epoch() -> u64 {
-    EPOCH.elapsed().as_millis() as u64
+/// Opens a PostgreSQL connection whose socket gives up on the network within `io_timeout`:
+/// data unacknowledged that long (`TCP_USER_TIMEOUT`) or an idle connection unanswered by
+/// keepalives ends the connection, so a partition is noticed in seconds, not at the system's
+/// TCP timeout.
+async fn establish(
+    url: &str,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+) -> diesel::ConnectionResult<AsyncPgConnection> {
+    use std::str::FromStr;
+    let mut config = tokio_postgres::Config::from_str(url)
+        .map_err(|e| diesel::ConnectionError::InvalidConnectionUrl(e.to_string()))?;
+    // Keepalives count whole seconds.
+    let idle = Duration::from_secs((io_timeout.as_secs() / 2).max(1));
+    config
+        .connect_timeout(connect_timeout)
+        .keepalives(true)
+        .keepalives_idle(idle)
+        .keepalives_interval(idle)
+        .keepalives_retries(2)
+        .tcp_user_timeout(io_timeout);
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
+    AsyncPgConnection::try_from_client_and_connection(client, connection).await
 }
 
 fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>, url: &str) -> StorageError {
-    StorageError::Unavailable(explain_connect(&e.to_string(), url))
+    match e {
+        deadpool::managed::PoolError::Timeout(deadpool::managed::TimeoutType::Wait) => {
+            StorageError::Unavailable(format!("{POOL_BUSY} in the database pool in time"))
+        }
+        e => StorageError::Unavailable(explain_connect(&e.to_string(), url)),
+    }
 }
 
 /// PostgreSQL's "database … does not exist" is the first thing a new operator meets: name the

@@ -10,6 +10,11 @@ use cova_storage::repo::{accounts, balances, jobs, tokens};
 use cova_storage::{Account, Db, StorageError};
 
 pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
+    // A new key is only printed: nothing is opened, made or written for it.
+    if let AdminCommand::Secrets(SecretsCommand::NewKey) = command {
+        println!("{}", cova_auth::sealing::Keyring::generate_key());
+        return Ok(());
+    }
     let db = Db::connect(&config.database).context("opening the database")?;
     // Grants and token changes show at once in the quota headers and `/usage` of the gateways.
     cova_runtime::Backends::refresh_shared_snapshots(&db, &config).context("connecting the cache")?;
@@ -143,7 +148,7 @@ pub async fn run(config: Config, command: AdminCommand) -> anyhow::Result<()> {
             let n = cova_storage::repo::channels::reseal_all(&db).await.map_err(explain)?;
             println!("sealed {n} account(s)' channels again with key {}", db.sealing_key_id().unwrap_or("-"));
         }
-        AdminCommand::Secrets(SecretsCommand::NewKey) => println!("{}", cova_auth::sealing::Keyring::generate_key()),
+        AdminCommand::Secrets(SecretsCommand::NewKey) => unreachable!("printed before the database is opened"),
         AdminCommand::Tokens(TokensCommand::List { email }) => {
             let account = account(&db, &email).await?;
             let mut table = Table::new(["PREFIX", "STATUS", "SCOPES", "CREATED", "LAST USED", "NAME"]);

@@ -270,10 +270,15 @@ async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
     assert_eq!(again.len(), 1);
     assert!(again[0].payload.contains(&job.id), "{}", again[0].payload);
 
-    // Keys: a new one is printed; resealing with the configured key reports what it did.
-    let out = env.run(&["admin", "secrets", "new-key"]);
+    // Keys: a new one is printed, and nothing else happens: run with the defaults in an empty
+    // directory, it opens, makes and writes nothing.
+    let empty = tempfile::tempdir().expect("an empty directory");
+    let out = Cova { vars: Vec::new() }.command(&["admin", "secrets", "new-key"]).current_dir(empty.path()).output();
+    let out = out.expect("cova runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(cova_auth::sealing::Keyring::parse(stdout(&out).trim()).is_ok_and(|k| !k.is_empty()));
+    let left: Vec<_> = std::fs::read_dir(empty.path()).expect("read").map(|e| e.expect("entry").file_name()).collect();
+    assert!(left.is_empty(), "new-key wrote {left:?}");
     let out = env.run(&["admin", "secrets", "reseal"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("sealed 0 account(s)"), "{}", stdout(&out));

@@ -75,7 +75,7 @@ pub async fn create_quote(db: &Db, new: NewQuote<'_>, now: i64) -> Result<Quote>
 }
 
 /// What an AI job analyses, and its result once complete.
-#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, serde::Serialize, serde::Deserialize)]
 #[diesel(table_name = ai_jobs)]
 pub struct AiJob {
     pub job_id: String,

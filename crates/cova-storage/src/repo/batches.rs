@@ -65,7 +65,7 @@ pub enum Created {
 pub async fn create(db: &Db, new: NewBatch<'_>, now: i64) -> Result<Created> {
     let id = super::new_id();
     let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let created = in_transaction!(&mut conn, |c| {
         if let Some(key) = new.idempotency_key {
             let earlier = batches::table
                 .filter(batches::account_id.eq(new.account_id))
@@ -124,7 +124,12 @@ pub async fn create(db: &Db, new: NewBatch<'_>, now: i64) -> Result<Created> {
                 .await?;
         }
         Ok(Created::New(id.clone()))
-    })
+    })?;
+    drop(conn);
+    if let Created::New(id) = &created {
+        db.changed(&[Change::Batch(id)]).await;
+    }
+    Ok(created)
 }
 
 /// A waiting URL, with what starting it needs.
@@ -239,8 +244,10 @@ pub async fn step(db: &Db, account_id: &str, trace: &str, now: i64) -> Result<St
     if let Some(outcome) = &created {
         jobs::created(db, outcome).await;
     }
-    if matches!(step, Step::Refused { .. }) {
-        db.changed(&[Change::Account(account_id)]).await;
+    match &step {
+        Step::Refused { batch_id } => db.changed(&[Change::Account(account_id), Change::Batch(batch_id)]).await,
+        Step::Started { batch_id } => db.changed(&[Change::Batch(batch_id)]).await,
+        Step::Idle | Step::Waits => {}
     }
     Ok(step)
 }
@@ -285,7 +292,7 @@ macro_rules! refuse_rest_in {
 use refuse_rest_in;
 
 /// One URL of a batch as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Item {
     pub position: i32,
     pub url: String,
@@ -296,7 +303,7 @@ pub struct Item {
     pub error: Option<(String, String)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     pub id: String,
     pub account_id: String,
@@ -322,18 +329,22 @@ type HeadRow = (String, String, i64, Option<i64>, Option<i64>);
 
 /// The account's batch, with each URL and its job as they are now.
 pub async fn get(db: &Db, account_id: &str, batch_id: &str) -> Result<Option<Batch>> {
+    read(db, Some(account_id), batch_id).await
+}
+
+/// The batch, whichever account it belongs to (for the copies kept of it).
+pub async fn get_any(db: &Db, batch_id: &str) -> Result<Option<Batch>> {
+    read(db, None, batch_id).await
+}
+
+async fn read(db: &Db, account_id: Option<&str>, batch_id: &str) -> Result<Option<Batch>> {
     let mut conn = db.conn().await?;
     let head: Option<HeadRow> = with_conn!(&mut conn, |c| {
-        batches::table
-            .find(batch_id)
-            .filter(batches::account_id.eq(account_id))
-            .select((
-                batches::id,
-                batches::account_id,
-                batches::created_at,
-                batches::cancelled_at,
-                batches::finished_at,
-            ))
+        let mut q = batches::table.find(batch_id).into_boxed();
+        if let Some(account_id) = account_id {
+            q = q.filter(batches::account_id.eq(account_id));
+        }
+        q.select((batches::id, batches::account_id, batches::created_at, batches::cancelled_at, batches::finished_at))
             .first(c)
             .await
             .optional()
@@ -413,6 +424,7 @@ pub async fn cancel(db: &Db, account_id: &str, batch_id: &str, now: i64) -> Resu
     if !found {
         return Ok(None);
     }
+    db.changed(&[Change::Batch(batch_id)]).await;
     settle(db, batch_id, now).await?;
     Ok(Some(()))
 }
@@ -464,7 +476,7 @@ pub async fn settle(db: &Db, batch_id: &str, now: i64) -> Result<()> {
     })?;
     drop(conn);
     if let Some(account_id) = finished_for {
-        db.changed(&[Change::Account(&account_id)]).await;
+        db.changed(&[Change::Account(&account_id), Change::Batch(batch_id)]).await;
     }
     Ok(())
 }

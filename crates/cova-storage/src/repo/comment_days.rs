@@ -106,7 +106,7 @@ pub async fn drop_unused(db: &Db, now: i64) -> Result<Vec<i64>> {
     let dropped = drop_unused_locked(&mut conn, today - NEWEST_DROPPABLE).await;
     if conn.batch_execute(&format!("SELECT pg_advisory_unlock({DROP_LOCK})")).await.is_err() {
         // A session lock must not go back to the pool with its connection: closed instead.
-        drop(deadpool::managed::Object::take(conn));
+        conn.close();
     }
     for day in dropped.iter().flatten() {
         db.comment_days.forget(*day);

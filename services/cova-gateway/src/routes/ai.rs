@@ -11,6 +11,7 @@ use crate::metering::authorized;
 use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
+use cova_cache::{Read, Reply};
 use cova_domain::JobKind;
 use cova_domain::limits::{
     AI_QUOTE_VALIDITY, MAX_RUNNING_AI_JOBS, MAX_WATCH_PHRASES, WATCH_PHRASE_CHARS, ai_charge, ms,
@@ -167,12 +168,17 @@ pub async fn run(req: HttpRequest, state: web::Data<AppState>, payload: web::Pay
     Ok(meter.json(HttpResponse::Ok(), &view))
 }
 
-/// An AI job as the API shows it; the result only with the quoted tasks' fields.
+/// An AI job as the API shows it, read from the database.
 async fn ai_job_view(state: &AppState, job: &jobs::Job) -> Result<Value, ApiError> {
     let spec = ai::get_job(&state.backends.db, &job.id).await.map_err(backend_errors::storage)?;
-    // The job row read above is the state shown: a result committed since then waits for the
-    // next poll, so `result` is never there while `status` says the job runs.
-    let result = spec.as_ref().filter(|_| job.status == cova_domain::JobStatus::Complete).and_then(|s| {
+    Ok(ai_view(job, spec.as_ref()))
+}
+
+/// An AI job as the API shows it; the result only with the quoted tasks' fields. The job row is
+/// the state shown: a result read with a later state waits for the next poll, so `result` is
+/// never there while `status` says the job runs.
+fn ai_view(job: &jobs::Job, spec: Option<&ai::AiJob>) -> Value {
+    let result = spec.filter(|_| job.status == cova_domain::JobStatus::Complete).and_then(|s| {
         let mut full: Value = serde_json::from_str(s.result.as_deref()?).ok()?;
         let keep: Vec<&str> = s.task_list().iter().flat_map(|t| cova_domain::ai::fields(t)).copied().collect();
         if let Some(obj) = full.as_object_mut() {
@@ -180,20 +186,38 @@ async fn ai_job_view(state: &AppState, job: &jobs::Job) -> Result<Value, ApiErro
         }
         Some(full)
     });
-    Ok(views::ai_job(job, spec.as_ref().map(ai::AiJobHead::from).as_ref(), result))
+    views::ai_job(job, spec.map(ai::AiJobHead::from).as_ref(), result)
 }
 
-/// `GET /ai/jobs/{id}`: the AI job's state, and its result once complete.
+/// `GET /ai/jobs/{id}`: the AI job's state, and its result once complete. Read, with the
+/// limit and the account's state, from the job's kept copy (see `cova_snapshots`): a poll
+/// reads no database, and answers while the database does not.
 pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
-    let (principal, meter, id) =
-        authorized(&req, &state, Scope::AiWrite, async |_| Ok(input::text("id", &path)?.to_owned())).await?;
-    let job = jobs::get_for_account(&state.backends.db, &id, &principal.account_id)
-        .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?
-        .filter(|j| j.kind == JobKind::Ai)
+    let principal = crate::auth::authenticate(&req, &state).await?;
+    let limit = crate::metering::Limit::api(&state, &principal.account_id);
+    let id = crate::metering::before_limit(&state, &principal, &limit, async {
+        principal.require(Scope::AiWrite)?;
+        Ok(input::text("id", &path)?.to_owned())
+    })
+    .await?;
+    let key = cova_snapshots::job_key(&id);
+    let (meter, _, _, replies) =
+        crate::metering::Meter::api_with(&state, &principal, &[Read::Stamped { key: &key }]).await?;
+    let polled = match replies.into_iter().next() {
+        // Job ids are UUIDs: anything else is no job, and costs no read.
+        _ if uuid::Uuid::parse_str(&id).is_err() => None,
+        Some(Reply::Value(held)) => state
+            .backends
+            .snapshots
+            .job(&state.backends.db, held, &id)
+            .await
+            .map_err(|e| meter.fail(backend_errors::snapshot(e)))?,
+        _ => return Err(meter.fail(ApiError::internal()).into()),
+    };
+    let polled = polled
+        .filter(|p| p.job.account_id == principal.account_id && p.job.kind == JobKind::Ai)
         .ok_or_else(|| meter.fail(ApiError::not_found("No such AI job for this account.")))?;
-    let view = ai_job_view(&state, &job).await.map_err(|e| meter.fail(e))?;
-    Ok(meter.json(HttpResponse::Ok(), &view))
+    Ok(meter.json(HttpResponse::Ok(), &ai_view(&polled.job, polled.ai.as_ref())))
 }
 
 #[derive(Deserialize)]

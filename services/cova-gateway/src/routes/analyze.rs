@@ -147,9 +147,9 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     // The limit, the account's state (quota headers) and the job's state (with whether its
     // comments are still the analysis': a later scrape, the analysis' expiry or its removal
     // releases them) in one cache round trip; the database only for what the cache lacks.
-    // A poll's first page of a complete job is kept rendered, and read in the same trip.
+    // A complete job's first page is kept written, and read in the same trip.
     let job_key = cova_snapshots::job_key(&path);
-    let page_key = after.is_none().then(|| cova_snapshots::first_page_key(&path, limit)).flatten();
+    let page_key = after.is_none().then(|| cova_snapshots::first_page_key(&path));
     let mut reads = vec![Read::Stamped { key: &job_key }];
     reads.extend(page_key.as_deref().map(|key| Read::Plain { key }));
     let (meter, _, _, replies) = Meter::api_with(&state, &principal, &reads).await?;
@@ -164,7 +164,7 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         }
         _ => return Err(meter.fail(ApiError::internal()).into()),
     };
-    let Some(jobs::Polled { job, current }) = polled.filter(|p| p.job.account_id == principal.account_id) else {
+    let Some(jobs::Polled { job, current, .. }) = polled.filter(|p| p.job.account_id == principal.account_id) else {
         return Err(meter.fail(ApiError::not_found("No such job.")).into());
     };
     // AI jobs answer at /ai/jobs/{id}.
@@ -193,23 +193,24 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         format!("],\"next_cursor\":{}}}}}", json!(next))
     };
     if page_key.is_some() && current {
-        // The comments never change while current: a kept page is the page.
-        let tail = match kept_page {
-            Some(Reply::Value(Some(tail))) => tail,
-            _ => {
-                let (mut tail, written) = stream::render_page(db, &job.id, &query)
-                    .await
-                    .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-                tail.extend_from_slice(suffix(written).as_bytes());
-                if written.top_level > 0 {
-                    state.backends.snapshots.store_first_page(&job.id, limit, &tail).await;
-                }
-                tail
-            }
+        // The comments never change while current: the kept first page is the page when it
+        // holds it (and the only way to answer while the database does not).
+        let held = match kept_page {
+            Some(Reply::Value(held)) => held,
+            _ => None,
         };
-        let mut answer = prefix.into_bytes();
-        answer.extend_from_slice(&tail);
-        return Ok(builder.content_type(ContentType::json()).body(answer));
+        let first = state
+            .backends
+            .snapshots
+            .first_page(db, held, &job.id)
+            .await
+            .map_err(|e| meter.fail(backend_errors::snapshot(e)))?;
+        if let Some((comments, written)) = first.as_ref().and_then(|p| p.serve(limit)) {
+            let mut answer = prefix.into_bytes();
+            answer.extend_from_slice(&comments);
+            answer.extend_from_slice(suffix(written).as_bytes());
+            return Ok(builder.content_type(ContentType::json()).body(answer));
+        }
     }
     stream::respond(db.clone(), current.then(|| job.id.clone()), query, prefix, suffix, builder)
         .await

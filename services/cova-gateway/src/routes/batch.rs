@@ -277,9 +277,13 @@ async fn answer(
     meter: Meter,
     status: actix_web::HttpResponseBuilder,
 ) -> HttpResult {
-    let batch = batches::get(&state.backends.db, account_id, id)
+    // Read and copied; while the database does not answer, the copy (as last read or changed).
+    let batch = state
+        .backends
+        .snapshots
+        .batch(&state.backends.db, account_id, id)
         .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .map_err(|e| meter.fail(backend_errors::snapshot(e)))?
         .ok_or_else(|| meter.fail(ApiError::not_found("No such batch.")))?;
     Ok(meter.json(status, &view(&batch)))
 }

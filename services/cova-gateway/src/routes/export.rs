@@ -272,7 +272,7 @@ fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
 fn encode_jsonl(chunk: &[Row], _first: bool, _post: &Post<'_>) -> Bytes {
     let mut out = Vec::with_capacity(chunk.len() * 512);
     for row in chunk {
-        if super::stream::write_comment(&mut out, row, None) {
+        if cova_storage::repo::breakdown::write_comment(&mut out, row, None) {
             out.push(b'\n');
         }
     }

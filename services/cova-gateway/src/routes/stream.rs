@@ -6,102 +6,13 @@
 use actix_web::http::header::ContentType;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, HttpResponseBuilder};
-use cova_domain::time::rfc3339;
-use cova_storage::repo::breakdown::{self, From, Page, Query, Row, Sort};
+pub use cova_storage::repo::breakdown::Written;
+use cova_storage::repo::breakdown::{self, From, Query, Sort, write_page};
 use cova_storage::{Db, StorageError};
 use futures::StreamExt;
-use std::collections::HashMap;
 
 /// Top-level comments read and written per step.
 const CHUNK: i64 = 250;
-
-/// Writes one stored comment: its body with `first_seen_at` and, when given, its `replies`.
-/// Bodies are JSON objects written by cova; one that is not is left out (false, nothing
-/// written), as an unreadable one always was.
-pub fn write_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>) -> bool {
-    let body = row.body.trim();
-    let Some(open) = body.strip_suffix('}').filter(|_| body.starts_with('{')) else {
-        tracing::warn!(comment.id = %row.comment_id, "a stored comment is not a JSON object; left out");
-        return false;
-    };
-    out.extend_from_slice(open.as_bytes());
-    if !open.trim_end().ends_with('{') {
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"first_seen_at\":");
-    match row.first_seen_at {
-        Some(t) => {
-            out.push(b'"');
-            out.extend_from_slice(rfc3339(t).as_bytes());
-            out.push(b'"');
-        }
-        None => out.extend_from_slice(b"null"),
-    }
-    if let Some(replies) = replies {
-        out.extend_from_slice(b",\"replies\":[");
-        let mut first_reply = true;
-        for reply in replies {
-            push_comment(out, reply, None, &mut first_reply);
-        }
-        out.push(b']');
-    }
-    out.push(b'}');
-    true
-}
-
-/// Appends one stored comment as an element of a JSON array being written.
-fn push_comment(out: &mut Vec<u8>, row: &Row, replies: Option<&[&Row]>, first: &mut bool) {
-    let mark = out.len();
-    if !*first {
-        out.push(b',');
-    }
-    if write_comment(out, row, replies) {
-        *first = false;
-    } else {
-        out.truncate(mark);
-    }
-}
-
-/// Appends a page's top-level comments, each with its replies, to a JSON array being written.
-pub fn write_page(out: &mut Vec<u8>, page: &Page, first: &mut bool) {
-    let mut by_parent: HashMap<&str, Vec<&Row>> = HashMap::new();
-    for reply in &page.replies {
-        if let Some(parent) = &reply.parent_id {
-            by_parent.entry(parent.as_str()).or_default().push(reply);
-        }
-    }
-    for top in &page.top {
-        let replies = by_parent.get(top.comment_id.as_str()).map_or(&[][..], Vec::as_slice);
-        push_comment(out, top, Some(replies), first);
-    }
-}
-
-/// What the stream wrote: the top-level comments, and the position of the last one.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Written {
-    pub top_level: i64,
-    pub last_position: Option<i64>,
-}
-
-impl Written {
-    /// What has been written once `page` follows.
-    fn then(self, page: &Page) -> Written {
-        Written {
-            top_level: self.top_level + page.top.len() as i64,
-            last_position: page.top.last().map(|r| r.position).or(self.last_position),
-        }
-    }
-}
-
-/// The comments `query` selects of `job_id`'s scrape as the elements of a JSON array, read in
-/// one statement: for a page that fits one chunk (a poll's), rendered whole to be kept.
-pub async fn render_page(db: &Db, job_id: &str, query: &Query) -> Result<(Vec<u8>, Written), StorageError> {
-    let query = Query { limit: query.limit.min(CHUNK), ..query.clone() };
-    let page = breakdown::page(db, job_id, &query).await?;
-    let mut out = Vec::with_capacity(page.top.len() * 600);
-    write_page(&mut out, &page, &mut true);
-    Ok((out, Written::default().then(&page)))
-}
 
 struct State<F> {
     db: Db,
@@ -207,82 +118,6 @@ pub fn open_object<T: serde::Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
-
-    fn row(position: i64, id: &str, parent: Option<&str>, body: Value, seen: Option<i64>) -> Row {
-        Row {
-            position,
-            comment_id: id.into(),
-            parent_id: parent.map(Into::into),
-            body: body.to_string(),
-            first_seen_at: seen,
-        }
-    }
-
-    /// The rendering the stream replaces: each body parsed, `first_seen_at` added, replies
-    /// nested; the reference the written JSON must equal.
-    fn parsed(page: Page) -> Vec<Value> {
-        let comment = |row: &Row| -> Option<Value> {
-            let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
-            v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
-            Some(v)
-        };
-        let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
-        for row in &page.replies {
-            if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
-                by_parent.entry(parent.clone()).or_default().push(v);
-            }
-        }
-        page.top
-            .iter()
-            .filter_map(|row| {
-                let mut v = comment(row)?;
-                let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
-                v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
-                Some(v)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn stored_bodies_are_nested_as_the_parsed_rendering_would() {
-        let page = Page {
-            top: vec![
-                row(0, "a", None, json!({"id": "a", "text": "first \"quoted\" }"}), Some(1_700_000_000_000)),
-                row(3, "b", None, json!({"id": "b", "text": "no replies"}), None),
-                row(5, "c", None, json!({}), None),
-            ],
-            replies: vec![
-                row(1, "a1", Some("a"), json!({"id": "a1", "text": "r1"}), Some(1_700_000_000_000)),
-                row(2, "a2", Some("a"), json!({"id": "a2", "text": "r2"}), None),
-                row(6, "c1", Some("c"), json!({"id": "c1"}), None),
-            ],
-        };
-        let mut out = b"[".to_vec();
-        let mut first = true;
-        write_page(&mut out, &page, &mut first);
-        // A second page continues the same array.
-        let more = Page { top: vec![row(9, "d", None, json!({"id": "d"}), None)], replies: vec![] };
-        write_page(&mut out, &more, &mut first);
-        out.push(b']');
-        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
-        let mut expected = parsed(page);
-        expected.extend(parsed(more));
-        assert_eq!(written, Value::Array(expected));
-    }
-
-    #[test]
-    fn a_body_that_is_not_an_object_is_left_out() {
-        let page = Page {
-            top: vec![row(0, "a", None, json!("text"), None), row(1, "b", None, json!({"id": "b"}), None)],
-            replies: vec![],
-        };
-        let mut out = b"[".to_vec();
-        write_page(&mut out, &page, &mut true);
-        out.push(b']');
-        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
-        assert_eq!(written, json!([{"id": "b", "first_seen_at": null, "replies": []}]));
-    }
 
     #[test]
     fn chunks_continue_where_the_last_ended() {

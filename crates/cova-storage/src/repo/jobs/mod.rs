@@ -117,34 +117,62 @@ pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
     Ok(with_conn!(&mut conn, |c| find_job!(c, job_id))?)
 }
 
-/// A job and whether its comments are its analysis' breakdown: what a poll shows, read in one
-/// query (the cached copy of it is refreshed through [`crate::changes`]).
+/// A job as a poll shows it: the row, whether its comments are its analysis' breakdown, and
+/// for an AI job what it analyses and its result. Read in one query per kind (the cached copy
+/// of it is refreshed through [`crate::changes`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Polled {
     pub job: Job,
     /// The analysis of the job's post names this job as the scrape its comments come from
     /// (a later scrape, the analysis' expiry or its removal releases them).
     pub current: bool,
+    /// An AI job's quote, tasks and result.
+    pub ai: Option<crate::repo::ai::AiJob>,
 }
 
 pub async fn poll(db: &Db, job_id: &str) -> Result<Option<Polled>> {
+    Ok(poll_many(db, &[job_id]).await?.pop())
+}
+
+/// [`poll`] for many jobs at once (the jobs that exist, in no particular order).
+pub async fn poll_many(db: &Db, job_ids: &[&str]) -> Result<Vec<Polled>> {
+    use crate::schema::ai_jobs;
+    if job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut conn = db.read_conn().await?;
     type Row = (Job, Option<AnalysisStatus>, Option<String>);
-    let row: Option<Row> = with_read_conn!(&mut conn, |c| {
+    let rows: Vec<Row> = with_read_conn!(&mut conn, |c| {
         jobs::table
             .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
-            .filter(jobs::id.eq(job_id))
+            .filter(jobs::id.eq_any(job_ids))
             .select((Job::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
-            .first::<Row>(c)
+            .load::<Row>(c)
             .await
-            .optional()
     })?;
-    let Some((job, analysis_status, last_job_id)) = row else {
-        return Ok(None);
+    let ai_ids: Vec<&str> =
+        rows.iter().filter(|(j, _, _)| j.kind == JobKind::Ai).map(|(j, _, _)| j.id.as_str()).collect();
+    let mut ai: Vec<crate::repo::ai::AiJob> = if ai_ids.is_empty() {
+        Vec::new()
+    } else {
+        with_read_conn!(&mut conn, |c| {
+            ai_jobs::table
+                .filter(ai_jobs::job_id.eq_any(&ai_ids))
+                .select(crate::repo::ai::AiJob::as_select())
+                .load(c)
+                .await
+        })?
     };
-    let current = analysis_status.and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
-        == Some(job.id.as_str());
-    Ok(Some(Polled { job, current }))
+    Ok(rows
+        .into_iter()
+        .map(|(job, analysis_status, last_job_id)| {
+            let current = analysis_status
+                .and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
+                == Some(job.id.as_str());
+            let ai = ai.iter().position(|a| a.job_id == job.id).map(|i| ai.swap_remove(i));
+            Polled { job, current, ai }
+        })
+        .collect())
 }
 
 /// Analyses of the account that are queued or in progress.
