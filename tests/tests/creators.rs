@@ -294,6 +294,28 @@ async fn a_keyword_alert_on_a_found_post_names_the_creator() {
         assert_eq!(alert["creator"]["ref"], BRAND_REF, "{alert}");
         assert_eq!(alert["creator"]["handle"], "brand");
     }
+    // An integrator who polls the alerts can tell the creator too; a post collected by hand
+    // has none.
+    let listed = client.get::<Value>("/api/v1/keyword-alerts").await.ok();
+    let items = listed["items"].as_array().expect("items");
+    assert!(!items.is_empty());
+    for alert in items {
+        assert_eq!(
+            (alert["creator"]["ref"].as_str(), alert["creator"]["handle"].as_str()),
+            (Some(BRAND_REF), Some("brand"))
+        );
+    }
+    let by_hand = tiktok_post_id(TikTokScenario::Normal, 60);
+    client.collect(by_hand).await;
+    let by_hand_ref = format!("tiktok:{by_hand}");
+    let listed = cova_tests::until("the alerts of the post collected by hand", async || {
+        let listed = client.get::<Value>("/api/v1/keyword-alerts").await.ok();
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        let own: Vec<Value> = items.into_iter().filter(|a| a["ref"] == by_hand_ref.as_str()).collect();
+        (!own.is_empty()).then_some(own)
+    })
+    .await;
+    assert!(listed.iter().all(|a| a.get("creator").is_none()), "{listed:?}");
     app.stop().await;
 }
 

@@ -137,6 +137,17 @@ async fn every_error_is_a_detail_and_code_body() {
     assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"));
     let (status, err) = client.send::<serde_json::Value>(client.request(Method::POST, "/healthz")).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (405, "method_not_allowed"));
+    // RFC 9110: a 405 names the methods the path serves.
+    for (method, path, allow) in [
+        (Method::POST, "/", "GET, HEAD"),
+        (Method::DELETE, "/api/v1/usage", "GET"),
+        (Method::PATCH, "/api/v1/analyze", "POST, GET"),
+        (Method::PUT, "/api/v1/analyses/tiktok:7000000000000000012", "GET, DELETE"),
+    ] {
+        let (status, headers, _) = client.raw(client.request(method.clone(), path)).await;
+        assert_eq!(status, 405, "{method} {path}");
+        assert_eq!(headers.get("allow").and_then(|v| v.to_str().ok()), Some(allow), "{method} {path}");
+    }
     app.stop().await;
 }
 

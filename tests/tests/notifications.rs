@@ -153,7 +153,14 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
         let signature = r.header("x-signature").expect("X-Signature");
         assert!(cova_notify::verify(signature, &secret, &r.body, now, 300), "a valid, fresh signature");
         assert!(!cova_notify::verify(signature, "whsec_other", &r.body, now, 300));
-        assert!(r.header("x-event-id").is_some_and(|id| !id.is_empty()));
+        let event_id = r.header("x-event-id").expect("X-Event-Id");
+        assert!(!event_id.is_empty());
+        // Signed the Standard Webhooks way too, over the same event id.
+        assert_eq!(r.header("webhook-id"), Some(event_id));
+        let t: i64 = r.header("webhook-timestamp").and_then(|t| t.parse().ok()).expect("webhook-timestamp");
+        assert!((now - t).abs() <= 300);
+        let standard = cova_auth::signature::sign_standard(&secret, event_id, t, &r.body).expect("a base64 secret");
+        assert_eq!(r.header("webhook-signature"), Some(standard.as_str()));
         let body = r.json();
         if body["type"] == "job.complete" {
             job_hooks += 1;

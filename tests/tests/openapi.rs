@@ -256,6 +256,101 @@ async fn the_document_is_openapi_3_1_with_unique_operation_ids() {
     }
 }
 
+/// Every schema, however deep, for the generators' sake: an array says what its items are.
+fn arrays_without_items(path: &str, v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            let is_array = o.get("type") == Some(&json!("array"))
+                || o.get("type").and_then(Value::as_array).is_some_and(|t| t.contains(&json!("array")));
+            if is_array && !o.contains_key("items") && !o.contains_key("prefixItems") {
+                out.push(path.to_owned());
+            }
+            for (k, child) in o {
+                arrays_without_items(&format!("{path}/{k}"), child, out);
+            }
+        }
+        Value::Array(a) => {
+            a.iter().enumerate().for_each(|(i, child)| arrays_without_items(&format!("{path}/{i}"), child, out))
+        }
+        _ => {}
+    }
+}
+
+/// What generated clients need of the document: typed arrays, every event type a delivery can
+/// carry, binary downloads declared binary, the input rules that are not prose only, and links
+/// that name real operations and parameters.
+#[test]
+fn generated_clients_can_read_the_document() {
+    let doc = document();
+    let mut untyped = Vec::new();
+    arrays_without_items("#", &doc, &mut untyped);
+    assert!(untyped.is_empty(), "arrays without items: {untyped:?}");
+
+    let delivered: BTreeSet<&str> = doc["components"]["schemas"]["Delivery"]["properties"]["type"]["enum"]
+        .as_array()
+        .expect("Delivery.type enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let sent: BTreeSet<&str> = cova_messages::event_queues::NOTIFIER.1.iter().copied().collect();
+    assert_eq!(delivered, sent, "Delivery.type lists every event the notifier delivers");
+    let hooks: BTreeSet<&str> = doc["webhooks"].as_object().expect("webhooks").keys().map(String::as_str).collect();
+    for event in sent.iter().filter(|e| e.starts_with("keyword") || e.starts_with("batch") || e.starts_with("creator"))
+    {
+        assert!(hooks.contains(event), "webhook {event} documented");
+    }
+
+    let mut operations = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            operations.insert(op["operationId"].as_str().expect("operationId").to_owned());
+            for (status, response) in op["responses"].as_object().expect("responses") {
+                for (media, content) in resolve(&doc, response)["content"].as_object().into_iter().flatten() {
+                    let binary = media.starts_with("image/") || media.contains("spreadsheetml");
+                    if binary {
+                        assert_eq!(content["schema"]["format"], "binary", "{method} {path} {status} {media}");
+                    }
+                }
+            }
+        }
+    }
+    let parameters = &doc["components"]["parameters"];
+    for name in ["Cursor", "BreakdownCursor", "MediaId"] {
+        assert_eq!(parameters[name]["schema"]["minLength"], 1, "{name}: an empty value is refused");
+        assert!(parameters[name]["schema"]["pattern"].is_string(), "{name}: control characters are refused");
+    }
+
+    let mut links = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            for (status, response) in op["responses"].as_object().expect("responses") {
+                for (name, link) in response["links"].as_object().into_iter().flatten() {
+                    links += 1;
+                    let target = link["operationId"].as_str().expect("operationId");
+                    assert!(operations.contains(target), "{method} {path} {status}: link {name} to {target}");
+                    let target_op = doc["paths"]
+                        .as_object()
+                        .expect("paths")
+                        .values()
+                        .flat_map(|i| i.as_object().expect("item").values())
+                        .find(|o| o["operationId"] == target)
+                        .expect("the target");
+                    let names: BTreeSet<String> = target_op["parameters"]
+                        .as_array()
+                        .expect("parameters")
+                        .iter()
+                        .map(|p| resolve(&doc, p)["name"].as_str().expect("name").to_owned())
+                        .collect();
+                    for param in link["parameters"].as_object().expect("link parameters").keys() {
+                        assert!(names.contains(param), "link {name}: {target} has no parameter {param}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(links >= 10, "the job, batch, AI and creator flows are linked ({links} links)");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_answers_match_the_document() {
     let doc = document();

@@ -77,19 +77,45 @@ impl Mailer {
                 smtp.send(message).await.map_err(|e| MailError::Send(e.to_string()))?;
             }
             Transport::Files { dir, transport } => {
-                tokio::fs::create_dir_all(dir).await.map_err(|e| MailError::Send(format!("{}: {e}", dir.display())))?;
+                owner_only_dir(dir).await.map_err(|e| MailError::Send(format!("{}: {e}", dir.display())))?;
                 let id = transport.send(message).await.map_err(|e| MailError::Send(e.to_string()))?;
-                // No mail server here: the log is how a local user finds the message. The link
-                // stays in the file, readable only by who can read the data directory.
+                let file = dir.join(format!("{id}.eml"));
+                // Each message holds a live sign-in link: the owner's alone, whatever the umask
+                // (the directory already keeps others out between the write and this).
+                owner_only_file(&file).await.map_err(|e| MailError::Send(format!("{}: {e}", file.display())))?;
+                // No mail server here: the log is how a local user finds the message.
                 tracing::info!(
                     subject = %mail.subject,
-                    file = %dir.join(format!("{id}.eml")).display(),
+                    file = %file.display(),
                     "e-mail written to a file (smtp.url is not set)"
                 );
             }
         }
         Ok(())
     }
+}
+
+/// Creates `dir` if missing and makes it the owner's alone (0700).
+async fn owner_only_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(dir).await?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).await?;
+    }
+    Ok(())
+}
+
+/// Makes `file` the owner's alone (0600).
+async fn owner_only_file(file: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tokio::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).await?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -112,6 +138,14 @@ mod tests {
         assert_eq!(files.len(), 1);
         let body = std::fs::read_to_string(files[0].path()).expect("read");
         assert!(body.contains("To: ana@example.com") && body.contains("#/confirm/abc"), "{body}");
+        // A live link: the owner's alone, the directory too.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &std::path::Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+            assert_eq!(mode(&files[0].path()), 0o600);
+            assert_eq!(mode(&dir.path().join("mail")), 0o700);
+        }
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! connection kept for the next delivery to that receiver, with no redirects followed,
 //! bounded time and a bounded read of the answer; Telegram through the configured Bot API.
 
-use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign};
+use cova_auth::signature::{
+    EVENT_ID_HEADER, SIGNATURE_HEADER, STANDARD_ID_HEADER, STANDARD_SIGNATURE_HEADER, STANDARD_TIMESTAMP_HEADER, sign,
+    sign_standard,
+};
 use cova_config::NotifierConfig;
 use cova_egress::{Guard, Refusal};
 use secrecy::ExposeSecret;
@@ -100,12 +103,18 @@ impl Sender {
             .await
             .map_err(|_| SendError::Network("resolving the host timed out".into()))??;
         let client = self.client_for(&url, addr)?;
-        let request = client
+        let mut request = client
             .post(url)
             .header("content-type", "application/json")
             .header(SIGNATURE_HEADER, sign(secret, now_s, body))
-            .header(EVENT_ID_HEADER, event_id)
-            .body(body.to_vec());
+            .header(EVENT_ID_HEADER, event_id);
+        if let Some(standard) = sign_standard(secret, event_id, now_s, body) {
+            request = request
+                .header(STANDARD_ID_HEADER, event_id)
+                .header(STANDARD_TIMESTAMP_HEADER, now_s.to_string())
+                .header(STANDARD_SIGNATURE_HEADER, standard);
+        }
+        let request = request.body(body.to_vec());
         read(request).await
     }
 

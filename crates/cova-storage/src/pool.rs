@@ -321,8 +321,8 @@ fn keyring(cfg: &DatabaseConfig, backend: &DatabaseBackend) -> Result<cova_auth:
     };
     let file = path.parent().unwrap_or(std::path::Path::new(".")).join("encryption.key");
     let unreadable = |e: std::io::Error| StorageError::Unavailable(format!("{}: {e}", file.display()));
-    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(unreadable)?;
+    if let Some(dir) = file.parent() {
+        owner_only_dir(dir).map_err(unreadable)?;
     }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -374,10 +374,7 @@ impl Db {
                 Inner::Pg(build_pool!(mgr, cfg.pool_size, wait, connect_timeout)?)
             }
             DatabaseBackend::Sqlite(path) => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| StorageError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
-                }
+                owner_only_database(&path)?;
                 let url = path.to_string_lossy().into_owned();
                 let busy = cfg.statement_timeout_ms;
                 let all = sqlite_manager::<_>(&url, busy, "");
@@ -497,6 +494,42 @@ impl Db {
         .await
         .map_err(|e| StorageError::Migration(e.to_string()))?
     }
+}
+
+/// Creates a missing data directory the owner's alone (0700); one that exists is left as the
+/// operator made it.
+fn owner_only_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.exists() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the SQLite file (and its directory) the owner's alone, whatever the umask: it holds
+/// accounts, sessions and sealed secrets. SQLite gives its `-wal` and `-shm` files the
+/// database file's permissions. A file made by an older version is tightened too.
+fn owner_only_database(path: &std::path::Path) -> Result<()> {
+    let failed = |what: &std::path::Path, e: std::io::Error| {
+        StorageError::Unavailable(format!("cannot create {}: {e}", what.display()))
+    };
+    if let Some(dir) = path.parent() {
+        owner_only_dir(dir).map_err(|e| failed(dir, e))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map_err(|e| failed(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| failed(path, e))?;
+    }
+    Ok(())
 }
 
 /// How a pool says it had no free connection in time (a busy pool, not a database away).

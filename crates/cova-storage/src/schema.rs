@@ -282,6 +282,7 @@ diesel::table! {
         comment_id -> Text,
         comment -> Text,
         created_at -> BigInt,
+        creator -> Nullable<Text>,
     }
 }
 

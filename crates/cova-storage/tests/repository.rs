@@ -959,3 +959,27 @@ async fn groups_started_at_once_never_pass_three_runs_per_account() {
     }
     t.drop_database().await.expect("drop");
 }
+
+/// The SQLite file and the key beside it hold accounts, sessions and secrets: a new data
+/// directory, the database and the key are the owner's alone, whatever the umask.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_sqlite_database_is_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::env::temp_dir().join(format!("cova-perm-{}-{}", std::process::id(), NOW));
+    let data = root.join("data");
+    let file = data.join("cova.db");
+    let cfg = cova_config::DatabaseConfig { url: format!("sqlite://{}", file.display()), ..Default::default() };
+    let db = cova_storage::Db::connect(&cfg).expect("opened");
+    db.migrate().await.expect("migrated");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "the data directory");
+    assert_eq!(mode(&file), 0o600, "the database");
+    assert_eq!(mode(&data.join("encryption.key")), 0o600, "the key");
+    // A file an older version left readable by others is tightened when opened.
+    drop(db);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("loosened");
+    let _db = cova_storage::Db::connect(&cfg).expect("opened again");
+    assert_eq!(mode(&file), 0o600);
+    std::fs::remove_dir_all(&root).expect("cleaned up");
+}

@@ -270,8 +270,8 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_eq!(rows.len(), 7 + 9, "both posts, one header");
     let posts: BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(posts.len(), 2, "{posts:?}");
-    let dir = home.join("per-post");
-    std::fs::create_dir_all(&dir).expect("dir");
+    // A missing directory is made, as `mkdir -p` would.
+    let dir = home.join("exports").join("per-post");
     let out = caller.run(
         &full,
         &["analyze", &url_a, &url_b, "--wait", "--format", "jsonl", "--output-dir", dir.to_str().expect("path")],

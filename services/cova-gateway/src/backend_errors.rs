@@ -49,7 +49,9 @@ pub async fn route_not_found(req: HttpRequest) -> HttpResult {
     Err(ApiError::not_found(format!("No endpoint at {} {path}.", req.method())).into())
 }
 
-pub async fn method_not_allowed(req: HttpRequest) -> HttpResult {
+/// 405, with the methods the path serves in `Allow` (RFC 9110) and in words.
+pub async fn method_not_allowed(req: HttpRequest, allow: String) -> HttpResult {
     let path = crate::loggable_path(req.path());
-    Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{} is not allowed on {path}.", req.method())).into())
+    let detail = format!("{} is not allowed on {path}; it answers {allow}.", req.method());
+    Err(ApiError::new(ErrorCode::MethodNotAllowed, detail).with_header("allow", allow).into())
 }

@@ -138,6 +138,12 @@ impl<'de> Deserialize<'de> for Integer {
     }
 }
 
+/// An optional integer member of a JSON body, read as an [`Integer`] (with
+/// `#[serde(default, deserialize_with = "input::optional_integer")]`).
+pub fn optional_integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    Option::<Integer>::deserialize(deserializer).map(|value| value.map(|Integer(n)| n))
+}
+
 /// A present, possibly null, member: `Some(None)` for `null`, `None` when the member is absent
 /// (with `#[serde(default, deserialize_with = "present")]`).
 pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>

@@ -28,6 +28,8 @@ pub struct Alert {
     /// `{id, text, author}` of the comment (JSON).
     pub comment: String,
     pub created_at: i64,
+    /// `{ref, handle, name}` of the followed creator whose new post raised it (JSON).
+    pub creator: Option<String>,
 }
 
 /// Records the alerts that are new (a comment already alerted for a keyword never alerts
@@ -53,6 +55,7 @@ pub async fn record(
             .get_result(c)
             .await?;
         let mut created = Vec::new();
+        let creator_json = creator.and_then(|c| serde_json::to_string(c).ok());
         for m in matches {
             let id = super::new_id();
             let comment = serde_json::to_string(&m.comment).unwrap_or_default();
@@ -66,6 +69,7 @@ pub async fn record(
                     keyword_alerts::comment_id.eq(&m.comment.id),
                     keyword_alerts::comment.eq(&comment),
                     keyword_alerts::created_at.eq(now),
+                    keyword_alerts::creator.eq(&creator_json),
                 ))
                 .on_conflict_do_nothing()
                 .execute(c)
@@ -94,6 +98,7 @@ pub async fn record(
                 comment_id: m.comment.id.clone(),
                 comment,
                 created_at: now,
+                creator: creator_json.clone(),
             });
         }
         diesel::update(accounts::table.find(account_id)).set(accounts::alert_seq.eq(seq)).execute(c).await?;

@@ -48,13 +48,17 @@ pub fn check_destination(dest: Option<&Path>) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// Fails early when a directory for one file per post is missing.
+/// Makes the directory for one file per post before any job starts (with its parents, as
+/// `mkdir -p`); fails early when the path is a file or cannot be created.
 pub fn check_directory(dir: &Path) -> Result<(), ClientError> {
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(ClientError::new(Exit::Other, format!("cannot write into {}: it is not a directory", dir.display())))
+    if dir.exists() && !dir.is_dir() {
+        return Err(ClientError::new(
+            Exit::Other,
+            format!("cannot write into {}: it is a file, not a directory", dir.display()),
+        ));
     }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ClientError::new(Exit::Other, format!("cannot create the directory {}: {e}", dir.display())))
 }
 
 impl Sink {

@@ -252,6 +252,7 @@ pub async fn delete(req: HttpRequest, state: web::Data<AppState>, path: web::Pat
 #[serde(deny_unknown_fields)]
 struct WatchBody {
     enabled: bool,
+    #[serde(default, deserialize_with = "input::optional_integer")]
     interval_min: Option<i64>,
 }
 

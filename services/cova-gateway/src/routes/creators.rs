@@ -282,9 +282,12 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
 #[serde(deny_unknown_fields)]
 struct WatchBody {
     enabled: bool,
+    #[serde(default, deserialize_with = "input::optional_integer")]
     interval_min: Option<i64>,
     collect: Option<bool>,
+    #[serde(default, deserialize_with = "input::optional_integer")]
     follow_days: Option<i64>,
+    #[serde(default, deserialize_with = "input::optional_integer")]
     backfill_days: Option<i64>,
 }
 

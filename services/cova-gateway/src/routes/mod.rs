@@ -22,111 +22,116 @@ mod views;
 mod workspace;
 
 use crate::backend_errors::method_not_allowed;
-use actix_web::{Route, web};
+use actix_web::http::Method;
+use actix_web::{FromRequest, Handler, HttpRequest, Responder, Route, web};
 
-fn resource(path: &str, route: Route) -> actix_web::Resource {
-    web::resource(path).route(route).default_service(web::to(method_not_allowed))
+/// A route of `method` to `handler`, with the method kept for the resource's `Allow`.
+fn on<F, Args>(method: Method, handler: F) -> (Method, Route)
+where
+    F: Handler<Args>,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
+{
+    (method.clone(), web::method(method).to(handler))
+}
+
+/// A resource serving `routes`; any other method is 405 with the `Allow` header naming them.
+fn resource(path: &str, routes: impl IntoIterator<Item = (Method, Route)>) -> actix_web::Resource {
+    let mut resource = web::resource(path);
+    let mut allowed = Vec::new();
+    for (method, route) in routes {
+        allowed.push(method.to_string());
+        resource = resource.route(route);
+    }
+    let allow = allowed.join(", ");
+    resource.default_service(web::to(move |req: HttpRequest| method_not_allowed(req, allow.clone())))
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz", web::get().to(health::healthz)))
-        .service(resource("/readyz", web::get().to(health::readyz)))
-        .service(resource("/docs", web::get().to(reference::page)))
+    cfg.service(resource("/healthz", [on(Method::GET, health::healthz)]))
+        .service(resource("/readyz", [on(Method::GET, health::readyz)]))
+        .service(resource("/docs", [on(Method::GET, reference::page)]))
         // `HEAD /` answers like `GET /` without the body (monitors and link checkers ask so).
-        .service(
-            web::resource("/")
-                .route(web::get().to(workspace::index))
-                .route(web::head().to(workspace::index))
-                .default_service(web::to(method_not_allowed)),
-        )
-        .service(resource("/app.js", web::get().to(workspace::script)))
-        .service(resource("/chart.js", web::get().to(workspace::chart)))
-        .service(resource("/app.css", web::get().to(workspace::style)))
+        .service(resource("/", [on(Method::GET, workspace::index), on(Method::HEAD, workspace::index)]))
+        .service(resource("/app.js", [on(Method::GET, workspace::script)]))
+        .service(resource("/chart.js", [on(Method::GET, workspace::chart)]))
+        .service(resource("/app.css", [on(Method::GET, workspace::style)]))
         .service(
             web::scope("/api/v1")
-                .service(resource("/auth/signup", web::post().to(account::signup)))
-                .service(resource("/auth/confirm", web::post().to(account::confirm)))
-                .service(resource("/auth/login", web::post().to(account::login)))
-                .service(resource("/auth/logout", web::post().to(account::logout)))
-                .service(resource("/auth/session", web::get().to(account::current)))
-                .service(resource("/auth/reset", web::post().to(account::reset)))
-                .service(resource("/auth/reset/confirm", web::post().to(account::reset_confirm)))
-                .service(
-                    web::resource("/tokens")
-                        .route(web::get().to(tokens::list))
-                        .route(web::post().to(tokens::create))
-                        .default_service(web::to(method_not_allowed)),
-                )
-                .service(resource("/tokens/{id}", web::delete().to(tokens::revoke)))
-                .service(resource("/billing/packs", web::get().to(billing::packs)))
-                .service(resource("/billing/checkout", web::post().to(billing::checkout)))
-                .service(resource("/billing/purchases", web::get().to(billing::list)))
-                .service(resource("/billing/webhook", web::post().to(billing::webhook)))
-                .service(resource("/openapi.json", web::get().to(reference::openapi)))
-                .service(resource("/usage", web::get().to(usage::get_usage)))
-                .service(resource("/metadata", web::post().to(metadata::post_metadata)))
-                .service(
-                    web::resource("/analyze")
-                        .route(web::post().to(analyze::post_analyze))
-                        .route(web::get().to(history::analyze_jobs))
-                        .default_service(web::to(method_not_allowed)),
-                )
-                .service(resource("/analyze/batch", web::post().to(batch::create)))
-                .service(resource("/analyze/batch/preview", web::post().to(batch::preview)))
-                .service(resource("/analyze/batch/{id}", web::get().to(batch::get)))
-                .service(resource("/analyze/batch/{id}/cancel", web::post().to(batch::cancel)))
-                .service(resource("/creators", web::get().to(creators::list)).route(web::post().to(creators::add)))
-                .service(
-                    resource("/creators/{ref}", web::get().to(creators::get)).route(web::delete().to(creators::remove)),
-                )
-                .service(resource("/creators/{ref}/refresh", web::post().to(creators::refresh)))
-                .service(resource("/creators/{ref}/watch", web::put().to(creators::set_watch)))
-                .service(resource("/analyze/{job_id}", web::get().to(analyze::get_job)))
-                .service(resource("/analyze/{job_id}/export", web::get().to(export::export_job)))
-                .service(resource("/analyses/saved", web::get().to(analyses::list)))
-                .service(resource("/analyses/session", web::get().to(analyses::session)))
-                .service(resource("/analyses/save-metadata", web::post().to(analyses::save_metadata)))
-                .service(
-                    web::resource("/analyses/{ref}")
-                        .route(web::get().to(analyses::get))
-                        .route(web::delete().to(analyses::delete))
-                        .default_service(web::to(method_not_allowed)),
-                )
-                .service(resource("/analyses/{ref}/save", web::post().to(analyses::save)))
-                .service(resource("/analyses/{ref}/watch", web::put().to(analyses::watch)))
-                .service(resource("/analyses/{ref}/refresh", web::post().to(analyses::refresh)))
-                .service(resource("/analyses/{ref}/export", web::get().to(export::export)))
-                .service(
-                    web::resource("/keywords")
-                        .route(web::get().to(notifications::get_keywords))
-                        .route(web::put().to(notifications::put_keywords))
-                        .default_service(web::to(method_not_allowed)),
-                )
-                .service(resource("/keyword-alerts", web::get().to(notifications::get_alerts)))
-                .service(
-                    web::resource("/notification-channels")
-                        .route(web::get().to(notifications::get_channels))
-                        .route(web::put().to(notifications::put_channels))
-                        .default_service(web::to(method_not_allowed)),
-                )
+                .service(resource("/auth/signup", [on(Method::POST, account::signup)]))
+                .service(resource("/auth/confirm", [on(Method::POST, account::confirm)]))
+                .service(resource("/auth/login", [on(Method::POST, account::login)]))
+                .service(resource("/auth/logout", [on(Method::POST, account::logout)]))
+                .service(resource("/auth/session", [on(Method::GET, account::current)]))
+                .service(resource("/auth/reset", [on(Method::POST, account::reset)]))
+                .service(resource("/auth/reset/confirm", [on(Method::POST, account::reset_confirm)]))
+                .service(resource("/tokens", [on(Method::GET, tokens::list), on(Method::POST, tokens::create)]))
+                .service(resource("/tokens/{id}", [on(Method::DELETE, tokens::revoke)]))
+                .service(resource("/billing/packs", [on(Method::GET, billing::packs)]))
+                .service(resource("/billing/checkout", [on(Method::POST, billing::checkout)]))
+                .service(resource("/billing/purchases", [on(Method::GET, billing::list)]))
+                .service(resource("/billing/webhook", [on(Method::POST, billing::webhook)]))
+                .service(resource("/openapi.json", [on(Method::GET, reference::openapi)]))
+                .service(resource("/usage", [on(Method::GET, usage::get_usage)]))
+                .service(resource("/metadata", [on(Method::POST, metadata::post_metadata)]))
+                .service(resource(
+                    "/analyze",
+                    [on(Method::POST, analyze::post_analyze), on(Method::GET, history::analyze_jobs)],
+                ))
+                .service(resource("/analyze/batch", [on(Method::POST, batch::create)]))
+                .service(resource("/analyze/batch/preview", [on(Method::POST, batch::preview)]))
+                .service(resource("/analyze/batch/{id}", [on(Method::GET, batch::get)]))
+                .service(resource("/analyze/batch/{id}/cancel", [on(Method::POST, batch::cancel)]))
+                .service(resource("/creators", [on(Method::GET, creators::list), on(Method::POST, creators::add)]))
+                .service(resource(
+                    "/creators/{ref}",
+                    [on(Method::GET, creators::get), on(Method::DELETE, creators::remove)],
+                ))
+                .service(resource("/creators/{ref}/refresh", [on(Method::POST, creators::refresh)]))
+                .service(resource("/creators/{ref}/watch", [on(Method::PUT, creators::set_watch)]))
+                .service(resource("/analyze/{job_id}", [on(Method::GET, analyze::get_job)]))
+                .service(resource("/analyze/{job_id}/export", [on(Method::GET, export::export_job)]))
+                .service(resource("/analyses/saved", [on(Method::GET, analyses::list)]))
+                .service(resource("/analyses/session", [on(Method::GET, analyses::session)]))
+                .service(resource("/analyses/save-metadata", [on(Method::POST, analyses::save_metadata)]))
+                .service(resource(
+                    "/analyses/{ref}",
+                    [on(Method::GET, analyses::get), on(Method::DELETE, analyses::delete)],
+                ))
+                .service(resource("/analyses/{ref}/save", [on(Method::POST, analyses::save)]))
+                .service(resource("/analyses/{ref}/watch", [on(Method::PUT, analyses::watch)]))
+                .service(resource("/analyses/{ref}/refresh", [on(Method::POST, analyses::refresh)]))
+                .service(resource("/analyses/{ref}/export", [on(Method::GET, export::export)]))
+                .service(resource(
+                    "/keywords",
+                    [on(Method::GET, notifications::get_keywords), on(Method::PUT, notifications::put_keywords)],
+                ))
+                .service(resource("/keyword-alerts", [on(Method::GET, notifications::get_alerts)]))
+                .service(resource(
+                    "/notification-channels",
+                    [on(Method::GET, notifications::get_channels), on(Method::PUT, notifications::put_channels)],
+                ))
                 .service(resource(
                     "/notification-channels/webhook/rotate-secret",
-                    web::post().to(notifications::rotate_secret),
+                    [on(Method::POST, notifications::rotate_secret)],
                 ))
-                .service(resource("/notification-channels/test", web::post().to(notifications::test_channels)))
-                .service(resource("/notification-channels/deliveries", web::get().to(notifications::get_deliveries)))
+                .service(resource("/notification-channels/test", [on(Method::POST, notifications::test_channels)]))
+                .service(resource(
+                    "/notification-channels/deliveries",
+                    [on(Method::GET, notifications::get_deliveries)],
+                ))
                 .service(resource(
                     "/notification-channels/deliveries/{id}/replay",
-                    web::post().to(notifications::replay),
+                    [on(Method::POST, notifications::replay)],
                 ))
-                .service(resource("/ai/quote", web::post().to(ai::quote)))
-                .service(resource("/ai/run", web::post().to(ai::run)))
-                .service(resource("/ai/jobs", web::get().to(history::ai_jobs)))
-                .service(resource("/ai/jobs/{id}", web::get().to(ai::get_job)))
-                .service(resource("/ai/{ref}/queries", web::put().to(ai::put_queries)))
-                .service(resource("/media/file", web::get().to(media::file)))
-                .service(resource("/media/download", web::get().to(media::download)))
-                .service(resource("/sandbox/metadata", web::post().to(sandbox::metadata)))
-                .service(resource("/sandbox/analyze", web::post().to(sandbox::analyze))),
+                .service(resource("/ai/quote", [on(Method::POST, ai::quote)]))
+                .service(resource("/ai/run", [on(Method::POST, ai::run)]))
+                .service(resource("/ai/jobs", [on(Method::GET, history::ai_jobs)]))
+                .service(resource("/ai/jobs/{id}", [on(Method::GET, ai::get_job)]))
+                .service(resource("/ai/{ref}/queries", [on(Method::PUT, ai::put_queries)]))
+                .service(resource("/media/file", [on(Method::GET, media::file)]))
+                .service(resource("/media/download", [on(Method::GET, media::download)]))
+                .service(resource("/sandbox/metadata", [on(Method::POST, sandbox::metadata)]))
+                .service(resource("/sandbox/analyze", [on(Method::POST, sandbox::analyze)])),
         );
 }

@@ -304,13 +304,18 @@ pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpRes
     let items: Vec<Value> = found
         .iter()
         .map(|a| {
-            json!({
+            let mut alert = json!({
                 "id": a.id,
                 "keyword": a.keyword,
                 "ref": a.r#ref,
                 "comment": serde_json::from_str::<Value>(&a.comment).unwrap_or(Value::Null),
                 "created_at": rfc3339(a.created_at),
-            })
+            });
+            // A post found through a followed creator names it, as its webhook does.
+            if let Some(creator) = a.creator.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()) {
+                alert["creator"] = creator;
+            }
+            alert
         })
         .collect();
     Ok(meter.json(HttpResponse::Ok(), &json!({"items": items, "next_since": next_since.to_string()})))

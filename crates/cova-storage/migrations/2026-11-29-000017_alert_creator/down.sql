@@ -1,0 +1,1 @@
+ALTER TABLE keyword_alerts DROP COLUMN creator;
