@@ -1027,4 +1027,65 @@ mod tests {
         assert_eq!(cfg.cache.prefix, "fromenv");
         let _ = std::fs::remove_dir_all(dir);
     }
+
+    /// The keys `docs/configuration.md` documents: the first cell of each table row, where a
+    /// bare name after a dotted key (`` `a.b.c` / `d` ``) is a sibling of it.
+    fn documented_keys() -> std::collections::BTreeSet<String> {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md"))
+            .expect("docs/configuration.md");
+        let mut keys = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| l.starts_with("| `")) {
+            let cell = line.split('|').nth(1).unwrap_or_default();
+            let mut parent: Option<String> = None;
+            for name in cell.split('`').skip(1).step_by(2) {
+                match (name.rsplit_once('.'), &parent) {
+                    (Some((p, _)), _) => {
+                        keys.insert(name.to_owned());
+                        parent = Some(p.to_owned());
+                    }
+                    (None, Some(p)) => {
+                        keys.insert(format!("{p}.{name}"));
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        keys
+    }
+
+    fn leaves(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        match value.as_object() {
+            Some(object) if !object.is_empty() => {
+                for (k, v) in object {
+                    leaves(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v, out);
+                }
+            }
+            _ => out.push(prefix.to_owned()),
+        }
+    }
+
+    /// Every key the configuration reads is documented, and every documented key is read: a
+    /// documented key set to a value of the wrong type must fail as a wrong type, never as an
+    /// unknown key.
+    #[test]
+    fn the_documented_keys_are_the_configurations_keys() {
+        let documented = documented_keys();
+        assert!(documented.len() > 100, "{} keys found in docs/configuration.md", documented.len());
+        let mut read = Vec::new();
+        leaves("", &serde_json::to_value(Config::default()).expect("serialisable"), &mut read);
+        let undocumented: Vec<&String> = read.iter().filter(|k| !documented.contains(*k)).collect();
+        assert!(undocumented.is_empty(), "keys missing from docs/configuration.md: {undocumented:?}");
+        for key in &documented {
+            let mut value = serde_json::json!({"not": "a value of any key"});
+            for part in key.rsplit('.') {
+                value = serde_json::json!({ part: value });
+            }
+            if let Err(e) = serde_json::from_value::<Config>(value) {
+                assert!(
+                    !e.to_string().contains("unknown field"),
+                    "docs/configuration.md documents `{key}`, which is not a key: {e}"
+                );
+            }
+        }
+    }
 }

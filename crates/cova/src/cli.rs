@@ -9,7 +9,9 @@ use std::path::PathBuf;
 #[command(name = "cova", version, about = "Collects and analyses the comments of short-video posts.")]
 pub struct Cli {
     /// TOML configuration file (defaults, then this file, then COVA_* environment variables).
-    #[arg(long, global = true, env = "COVA_CONFIG", value_name = "FILE")]
+    /// Given before the command (`cova --config FILE serve`); `cova client` reads none, so its
+    /// help does not offer it.
+    #[arg(long, env = "COVA_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,

@@ -279,6 +279,11 @@ async fn after_a_restore_jobs_whose_commands_are_gone_are_issued_again() {
     assert!(cova_auth::sealing::Keyring::parse(stdout(&out).trim()).is_ok_and(|k| !k.is_empty()));
     let left: Vec<_> = std::fs::read_dir(empty.path()).expect("read").map(|e| e.expect("entry").file_name()).collect();
     assert!(left.is_empty(), "new-key wrote {left:?}");
+    // The server's configuration file is offered by `cova --help`, not by the client's help.
+    let help = |args: &[&str]| stdout(&Cova { vars: Vec::new() }.command(args).output().expect("cova runs"));
+    assert!(help(&["--help"]).contains("--config"));
+    assert!(!help(&["client", "--help"]).contains("--config"), "{}", help(&["client", "--help"]));
+    assert!(!help(&["client", "analyze", "--help"]).contains("--config"));
     let out = env.run(&["admin", "secrets", "reseal"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("sealed 0 account(s)"), "{}", stdout(&out));

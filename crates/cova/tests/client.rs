@@ -165,6 +165,14 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_eq!(lines.len(), post2.total_comments());
     let ids: BTreeSet<String> = lines.iter().filter_map(|l| l["id"].as_str().map(str::to_owned)).collect();
     assert_eq!(ids, comment_ids(&post2));
+    // Each line names its post, so that the lines of several posts in one file stay apart.
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["post_url"].as_str().is_some_and(|u| u.ends_with(&id2.to_string()))
+                && l["post_title"].is_string()),
+        "{text}"
+    );
 
     // `--preview` starts nothing and says what the posts would cost; `--max-comments` caps each.
     let id3 = tiktok_post_id(TikTokScenario::Normal, 60);

@@ -21,7 +21,7 @@ use cova_storage::repo::breakdown::{self, Row};
 use cova_storage::repo::{analyses, jobs};
 use futures::Stream;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Comments read from the database per step of the stream.
 const CHUNK: i64 = 500;
@@ -268,12 +268,17 @@ fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
     Bytes::from(out.into_inner().unwrap_or_default())
 }
 
-/// One comment per line: its stored body with `first_seen_at`, written as it is stored.
-fn encode_jsonl(chunk: &[Row], _first: bool, _post: &Post<'_>) -> Bytes {
-    let mut out = Vec::with_capacity(chunk.len() * 512);
+/// One comment per line: its stored body with `first_seen_at`, then `post_url` and
+/// `post_title` (the CSV's first columns), so that the lines of several posts joined in one
+/// file stay apart.
+fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Bytes {
+    let named = format!(",\"post_url\":{},\"post_title\":{}}}\n", json!(post.url), json!(post.title));
+    let mut out = Vec::with_capacity(chunk.len() * (512 + named.len()));
     for row in chunk {
         if cova_storage::repo::breakdown::write_comment(&mut out, row, None) {
-            out.push(b'\n');
+            // A written comment ends with its closing brace: the post's fields go before it.
+            out.pop();
+            out.extend_from_slice(named.as_bytes());
         }
     }
     Bytes::from(out)
@@ -400,6 +405,20 @@ mod tests {
                 .to_string(),
             first_seen_at: Some(0),
         }
+    }
+
+    #[test]
+    fn json_lines_name_their_post() {
+        let post = Post { url: "https://www.tiktok.com/@a/video/7", title: "A \"quoted\" title", origin: "" };
+        let out = encode_jsonl(&[row("1", None, "hi"), row("2", Some("1"), "}")], false, &post);
+        let lines: Vec<Value> =
+            std::str::from_utf8(&out).expect("utf-8").lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+        assert_eq!(lines.len(), 2);
+        for line in &lines {
+            assert_eq!((line["post_url"].as_str(), line["post_title"].as_str()), (Some(post.url), Some(post.title)));
+            assert!(line.get("replies").is_none());
+        }
+        assert_eq!((lines[1]["id"].as_str(), lines[1]["text"].as_str()), (Some("2"), Some("}")));
     }
 
     #[test]
