@@ -173,9 +173,7 @@ async fn a_postgres_outage_keeps_polls_and_usage_answering_and_loses_no_job() {
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig { latency_ms: 200, ..SimConfig::default() }, |c| {
-        let mut url = url::Url::parse(&c.database.url).expect("database url");
-        let _ = url.set_port(Some(proxy_port));
-        c.database.url = url.to_string();
+        through_proxy(c, proxy_port);
         c.database.acquire_timeout_ms = 1_000;
         c.database.connect_timeout_ms = 1_000;
     })
@@ -223,6 +221,13 @@ fn direct_db(app: &cova_tests::TestApp, upstream: std::net::SocketAddr) -> cova_
 }
 
 /// (status, finished_at) of each job, read directly.
+/// Points the app's database at the proxy on `port` (same host, database and user).
+fn through_proxy(c: &mut cova_config::Config, port: u16) {
+    let mut url = url::Url::parse(&c.database.url).expect("database url");
+    let _ = url.set_port(Some(port));
+    c.database.url = url.to_string();
+}
+
 async fn job_states(db: &cova_storage::Db, ids: &[String]) -> Vec<(String, Option<i64>)> {
     let mut out = Vec::new();
     for id in ids {
@@ -254,9 +259,7 @@ async fn jobs_cut_off_by_a_ten_second_database_outage_finish_within_a_lease_of_i
     let lease_ms = i64::try_from(defaults.lease_ms).expect("lease");
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(sim, |c| {
-        let mut url = url::Url::parse(&c.database.url).expect("database url");
-        let _ = url.set_port(Some(proxy_port));
-        c.database.url = url.to_string();
+        through_proxy(c, proxy_port);
         c.database.acquire_timeout_ms = 1_000;
         c.database.connect_timeout_ms = 1_000;
         c.scraper = defaults.clone();
@@ -316,9 +319,7 @@ async fn a_webhook_sent_again_after_its_outcome_was_lost_counts_two_attempts() {
     let receiver = Receiver::spawn(&ca, HOST).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig::default(), |c| {
-        let mut url = url::Url::parse(&c.database.url).expect("database url");
-        let _ = url.set_port(Some(proxy_port));
-        c.database.url = url.to_string();
+        through_proxy(c, proxy_port);
         c.database.acquire_timeout_ms = 1_000;
         c.database.connect_timeout_ms = 1_000;
         cova_tests::use_receivers(c, &ca, HOST);
@@ -437,9 +438,7 @@ async fn polls_answer_at_once_through_a_refused_and_a_partitioned_database() {
     // The deployed database bounds and scraper: only the address goes through the proxy.
     // Posts small enough that what a job takes after the outage is its recovery, not its size.
     let app = spawn_app_with_sim(SimConfig { latency_ms: 80, ..SimConfig::default() }, |c| {
-        let mut url = url::Url::parse(&c.database.url).expect("database url");
-        let _ = url.set_port(Some(proxy_port));
-        c.database.url = url.to_string();
+        through_proxy(c, proxy_port);
         c.scraper = defaults.clone();
         c.limits.api_requests_per_minute = 100_000;
     })
