@@ -220,6 +220,16 @@ async fn the_history_pages_newest_first_with_filters_and_links_what_lives() {
     assert_eq!(items[1]["job_id"], ids[2]);
     assert_eq!(items[1]["links"]["result"], format!("/api/v1/analyze/{}", ids[2].as_str().expect("id")));
     assert_eq!(items[1]["comments_new"], 5);
+    // Each job names its post as a list shows it: title and author.
+    let truth = app.sim.expected_post(&tiktok_post_id(TikTokScenario::Normal, 5).to_string()).metadata;
+    let title = truth.title.clone().unwrap_or(truth.description.clone());
+    assert!(
+        title.starts_with(items[1]["post"]["title"].as_str().expect("a title").trim_end_matches('…')),
+        "{}",
+        items[1]
+    );
+    assert_eq!(items[1]["post"]["author"]["handle"], truth.author_handle);
+    assert!(items[0]["post"].is_null() || items[0]["post"].is_object(), "a post never read has none");
     let cursor = first["next_cursor"].as_str().expect("a next page");
     let second = client.get::<Value>(&format!("/api/v1/analyze?limit=2&cursor={cursor}")).await.ok();
     let rest: Vec<&Value> = second["items"].as_array().expect("items").iter().map(|j| &j["job_id"]).collect();

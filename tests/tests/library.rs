@@ -455,13 +455,21 @@ async fn exports_parse_back_with_every_comment() {
     assert_eq!(got, expected, "CSV: every comment, with its parent");
 
     let jsonl = String::from_utf8(export("jsonl").await).expect("utf-8");
-    let mut got: Vec<(String, String)> = jsonl
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON object per line"))
+    let lines: Vec<Value> =
+        jsonl.lines().map(|l| serde_json::from_str::<Value>(l).expect("a JSON object per line")).collect();
+    let mut got: Vec<(String, String)> = lines
+        .iter()
         .map(|v| (v["id"].as_str().expect("id").to_owned(), v["parent_id"].as_str().unwrap_or_default().to_owned()))
         .collect();
     got.sort();
     assert_eq!(got, expected, "JSON Lines");
+    // Media links open from a file read anywhere: whole URLs, like the CSV's.
+    let links: Vec<&str> = lines
+        .iter()
+        .flat_map(|v| v["media"].as_array().into_iter().flatten().chain(std::iter::once(&v["author"]["avatar"])))
+        .filter_map(|m| m["url"].as_str())
+        .collect();
+    assert!(!links.is_empty() && links.iter().all(|u| u.starts_with("http")), "{links:?}");
 
     let xlsx = export("xlsx").await;
     use calamine::Reader as _;

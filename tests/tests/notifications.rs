@@ -119,6 +119,63 @@ async fn alerts_come_for_new_comments_only_exactly_once_and_in_order() {
     app.stop().await;
 }
 
+/// A post collected from a session is not in the library when it completes: its comments are
+/// matched when it is saved, once (saving again raises nothing), and a later collection
+/// alerts only for what it found first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_analysis_alerts_when_it_is_saved_and_once() {
+    use reqwest::Method;
+    let app = spawn_app().await;
+    let email = "alerts-on-save@example.com";
+    let browser = cova_tests::workspace::signed_in(&app, email).await;
+    let account = cova_storage::repo::accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 5_000).await;
+    let keywords = ["price", "Preis"];
+    let (status, body) = browser.call(Method::PUT, "/api/v1/keywords", Some(json!({"keywords": keywords}))).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let id = tiktok_post_id(TikTokScenario::Normal, 90);
+    let (status, job) = browser.call(Method::POST, "/api/v1/analyze", Some(json!({"url": tiktok_url(id)}))).await;
+    assert_eq!(status.as_u16(), 202, "{job}");
+    let job_id = job["job_id"].as_str().expect("job id").to_owned();
+    eventually("the session's job complete", async || {
+        browser.call(Method::GET, &format!("/api/v1/analyze/{job_id}?limit=1"), None).await.1["status"] == "complete"
+    })
+    .await;
+    app.notifier_caught_up().await;
+    let token = app.token(&account, "analyze:write,library:write,keywords:write").await;
+    let client = app.client(Some(&token));
+    assert_eq!(all_alerts(&client, 500).await.len(), 0, "not in the library yet: nothing matched");
+
+    let (status, body) = browser.call(Method::POST, &format!("/api/v1/analyses/tiktok:{id}/save"), None).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let expected = expected_alerts(&app, id, &keywords, 0);
+    assert!(expected.len() >= 3, "the post has matching comments: {expected:?}");
+    let alerts = all_alerts(&client, 500).await;
+    let mut got: Vec<(String, String)> = alerts
+        .iter()
+        .map(|a| (a["comment"]["id"].as_str().expect("id").to_owned(), a["keyword"].as_str().expect("kw").to_owned()))
+        .collect();
+    got.sort();
+    assert_eq!(got, expected, "every matching comment of the first collection, once, as soon as it is saved");
+    browser.call(Method::POST, &format!("/api/v1/analyses/tiktok:{id}/save"), None).await;
+    assert_eq!(all_alerts(&client, 500).await.len(), expected.len(), "saving again raises nothing");
+    app.notifier_caught_up().await;
+
+    // A later collection: only the comments it found first.
+    app.sim.add_comments(&id.to_string(), 30);
+    let refresh = client.refresh(&format!("tiktok:{id}")).await.ok();
+    client.wait_job(refresh["job_id"].as_str().expect("id")).await;
+    let old_top = app.sim.expected_post(&id.to_string()).comments.len() - 30;
+    let fresh = expected_alerts(&app, id, &keywords, old_top);
+    eventually("the new comments' alerts", async || {
+        all_alerts(&client, 500).await.len() >= expected.len() + fresh.len()
+    })
+    .await;
+    app.notifier_caught_up().await;
+    assert_eq!(all_alerts(&client, 500).await.len(), expected.len() + fresh.len());
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
     let ca = TestCa::new();

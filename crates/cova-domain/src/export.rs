@@ -76,12 +76,7 @@ pub fn cells(comment: &Value, id: &str, parent_id: &str, first_seen_at: &str, po
     let author = |key: &str| comment["author"][key].as_str().unwrap_or_default().to_owned();
     let media: Vec<String> = comment["media"]
         .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|x| x["url"].as_str())
-                .map(|u| if u.starts_with('/') { format!("{}{u}", post.origin) } else { u.to_owned() })
-                .collect()
-        })
+        .map(|m| m.iter().filter_map(|x| x["url"].as_str()).map(|u| absolute(u, post.origin)).collect())
         .unwrap_or_default();
     [
         post.url.to_owned(),
@@ -103,7 +98,31 @@ pub fn cells(comment: &Value, id: &str, parent_id: &str, first_seen_at: &str, po
     ]
 }
 
-/// A spreadsheet would run a cell that starts like a formula: such user text gets a leading `'`.
+/// A link to cova's media store (`/api/v1/media/…`) with `origin` in front; other links as they are.
+fn absolute(url: &str, origin: &str) -> String {
+    if url.starts_with('/') { format!("{origin}{url}") } else { url.to_owned() }
+}
+
+/// Makes the media links of a comment (its images, its author's avatar) absolute, for files
+/// read away from cova.
+pub fn absolute_media(comment: &mut Value, origin: &str) {
+    // `get_mut`, not indexing: indexing a missing key would add it as `null`.
+    let make_absolute = |url: Option<&mut Value>| {
+        if let Some(url) = url
+            && let Some(u) = url.as_str()
+        {
+            *url = Value::String(absolute(u, origin));
+        }
+    };
+    if let Some(media) = comment.get_mut("media").and_then(Value::as_array_mut) {
+        for m in media {
+            make_absolute(m.get_mut("url"));
+        }
+    }
+    make_absolute(comment.pointer_mut("/author/avatar/url"));
+}
+
+/// CSV only: a spreadsheet would run a cell that starts like a formula: such user text gets a leading `'`.
 pub fn inert(cell: String) -> String {
     if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{cell}") } else { cell }
 }
@@ -128,6 +147,19 @@ mod tests {
         assert_eq!(inert(row[4].clone()), "'=1+1");
         assert_eq!(kind(COLUMNS[10]), Cell::Time);
         assert_eq!(inert("fine".into()), "fine");
+    }
+
+    #[test]
+    fn media_links_become_absolute() {
+        let mut c = json!({"media": [{"url": "/api/v1/media/file?id=1"}, {"url": "https://x/y"}],
+                           "author": {"avatar": {"url": "/api/v1/media/file?id=2"}}});
+        absolute_media(&mut c, "https://cova.example");
+        assert_eq!(c["media"][0]["url"], "https://cova.example/api/v1/media/file?id=1");
+        assert_eq!(c["media"][1]["url"], "https://x/y");
+        assert_eq!(c["author"]["avatar"]["url"], "https://cova.example/api/v1/media/file?id=2");
+        let mut bare = json!({"text": "no media"});
+        absolute_media(&mut bare, "https://cova.example");
+        assert_eq!(bare, json!({"text": "no media"}));
     }
 
     #[test]

@@ -114,10 +114,10 @@ impl Retry<'_> {
         let (blocked, detail) = std::mem::take(&mut self.last);
         let what = &self.what;
         Some(Err(if blocked {
-            PlatformError::Parse(format!(
-                "{what}: the platform is blocking the client ({detail}, {allowed} attempts); \
-                 configure proxies, cookies or a signer"
-            ))
+            // What to change (proxies, cookies, a signer) is for the operator, in the log.
+            tracing::warn!(what = %what, detail = %detail, attempts = allowed,
+                "the platform kept blocking cova's requests; configure proxies, cookies or a signer");
+            PlatformError::Parse(format!("{what}: the platform kept turning cova's requests away; try again later"))
         } else {
             PlatformError::Unavailable(format!("{what}: {detail} after {allowed} attempts; retry later"))
         }))

@@ -416,16 +416,21 @@ async fn tiktok_scenarios_map_to_errors() {
         (S::LoginRedirect, "audience_restricted", "login"),
         (S::Deleted, "parse_error", "deleted"),
         (S::NotFound, "parse_error", "not found"),
-        (S::RegionBlocked, "parse_error", "region"),
-        (S::CaptchaAlways, "parse_error", "captcha"),
-        (S::UnsolvableChallenge, "parse_error", "unsolvable"),
-        (S::ChallengeRepeats, "parse_error", "challenge"),
-        (S::EmptyBodyAlways, "parse_error", "blocking"),
+        (S::RegionBlocked, "parse_error", "country"),
+        (S::CaptchaAlways, "parse_error", "turning cova's requests away"),
+        (S::UnsolvableChallenge, "parse_error", "turning cova's requests away"),
+        (S::ChallengeRepeats, "parse_error", "turning cova's requests away"),
+        (S::EmptyBodyAlways, "parse_error", "turning cova's requests away"),
     ];
     for (scenario, code, detail) in cases {
         let err = p.metadata(&tiktok(scenario, 10)).await.expect_err("scenario fails");
         assert_eq!(err.code().as_str(), code, "{scenario:?}: {err}");
         assert!(err.detail().contains(detail), "{scenario:?}: {err}");
+        // The customer reads what happened and what to do; codes and operator advice stay in the log.
+        let lower = err.detail().to_lowercase();
+        for jargon in ["status 1", "client", "configure", "signer", "proxies", "cookies"] {
+            assert!(!lower.contains(jargon), "{scenario:?} says {jargon:?}: {err}");
+        }
     }
     for (scenario, code) in [
         (S::PrivatePost, "audience_restricted"),
@@ -486,7 +491,7 @@ async fn transient_failures_are_retried() {
     let (sim, p) = setup(SimConfig { empty_body_first: 100, ..SimConfig::default() }).await;
     let err = collect(&p, &tiktok(S::Normal, 5), 10).await.expect_err("always empty");
     assert_eq!(err.code().as_str(), "parse_error");
-    assert!(err.detail().contains("blocking"), "{err}");
+    assert!(err.detail().contains("turning cova's requests away"), "{err}");
     assert_eq!(sim.requests().len(), MAX_RETRIES as usize + 1);
 }
 

@@ -6,6 +6,7 @@
 pub mod flow;
 pub mod job;
 mod journal;
+pub mod keyword_alerts;
 pub mod outbox;
 pub mod periodic;
 pub mod worker;

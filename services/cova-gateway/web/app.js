@@ -99,7 +99,9 @@ function emptyRow(headers, text) {
 // ---------------------------------------------------------------- formatting
 
 const fmtNum = (n) => (n == null ? "—" : Number(n).toLocaleString());
-const fmtDate = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+// One formatter for every date: building one per call is the slow part of toLocaleString.
+const DATE_FORMAT = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "2-digit", second: "2-digit" });
+const fmtDate = (iso) => (iso ? DATE_FORMAT.format(new Date(iso)) : "—");
 const fmtPct = (x) => Number(x ?? 0).toLocaleString(undefined, { style: "percent", maximumFractionDigits: 1 });
 const plural = (n, one, many = `${one}s`) => `${fmtNum(n)} ${n === 1 ? one : many}`;
 
@@ -137,6 +139,17 @@ const STATE_WORDS = {
 };
 const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
 
+// AI tasks and delivered events, as a list of them says them.
+const TASK_WORDS = {
+  sentiment: "sentiment", topics: "topics", questions: "questions", languages: "languages", spam: "spam",
+  summary: "summary", phrase_matches: "watch phrases",
+};
+const tasksInWords = (tasks) => (tasks ?? []).map((t) => TASK_WORDS[t] ?? t.replaceAll("_", " ")).join(", ");
+const EVENT_WORDS = {
+  "keyword.alert": "keyword alert", "job.complete": "collection complete", "job.failed": "collection failed",
+  "batch.complete": "list complete", "creator.post_found": "new post of a creator", test: "test",
+};
+
 // The API's details name fields the way a program does (`webhook.url`); the page says them.
 const FIELD_WORDS = {
   "webhook.url": "the webhook URL", "telegram.chat_id": "the Telegram chat id", url: "the post URL",
@@ -148,9 +161,10 @@ const FIELD_WORDS = {
   follow_days: "the days each new post is followed", backfill_days: "the days of earlier posts to take",
 };
 function plainWords(detail) {
-  // A quoted link or handle stays as it was typed; a quoted field name becomes words.
+  // A quoted field name becomes words; anything else quoted (a host, a link, a handle, a
+  // ref) stays exactly as it was typed, dots included.
   return String(detail).replace(/`([^`]+)`/g, (_, term) => FIELD_WORDS[term]
-    ?? FIELD_WORDS[term.replace(/\[\d+\]$/, "")] ?? (/[:/@]/.test(term) ? term : term.replaceAll("_", " ").replaceAll(".", " ")));
+    ?? FIELD_WORDS[term.replace(/\[\d+\]$/, "")] ?? (/^[a-z]+(_[a-z]+)+$/.test(term) ? term.replaceAll("_", " ") : term));
 }
 
 // An avatar or a comment image: cova's own copy, or nothing (the platforms' links expire).
@@ -463,8 +477,14 @@ async function viewConfirm(v, route) {
     status.textContent = `Your e-mail address ${r.email} is confirmed.`;
     if (session) await loadSession(); // the session rotated: take its new CSRF token
   } catch (err) {
-    status.textContent = "The e-mail address could not be confirmed.";
-    showError(v, err);
+    if (isAbort(err)) return;
+    // A used link opened by someone already signed in and confirmed: nothing is wrong.
+    if (session?.account?.email_confirmed) {
+      status.textContent = `Your e-mail address ${session.account.email} is already confirmed.`;
+    } else {
+      status.textContent = "The e-mail address could not be confirmed.";
+      showError(v, err);
+    }
   }
   next.append(session
     ? h("a", { href: "#/dashboard", text: "Go to the dashboard" })
@@ -563,7 +583,8 @@ async function fillUsage(v, balance, limits) {
   const free = session?.account?.free_comments_left ?? 0;
   const total = spendable(c);
   const available = h("span", { id: "balance-available", "data-value": total, text: fmtNum(total) });
-  balance.append(
+  // appendKids, not append: a condition that is false adds nothing (append would write "false").
+  appendKids(balance, [
     h("p", { class: "big" }, available, h("span", { class: "unit", text: " comments available" })),
     free > 0 && h("p", { class: "muted", id: "balance-split", text: `${fmtNum(c.remaining)} from this month's packs and ${fmtNum(free)} from your free allowance (the allowance pays for collections started here, not with API tokens).` }),
     h("dl", { class: "facts" },
@@ -575,7 +596,7 @@ async function fillUsage(v, balance, limits) {
     h("p", { class: "buttons" },
       h("a", { href: "#/analyze", class: "button primary", text: "Analyze a post" }),
       h("a", { href: "#/billing", class: "button", text: "Buy comments" })),
-  );
+  ]);
   const m = u.metadata;
   limits.append(h("dl", { class: "facts" },
     h("dt", { text: "Metadata lookups" }),
@@ -592,17 +613,23 @@ async function fillLatest(box) {
     s = await api("GET", "/analyses/session");
   } catch (err) {
     if (err.status !== 404) throw err;
-    box.append(h("p", { class: "muted", id: "latest-none" }, "No analysis yet. ", h("a", { href: "#/analyze", text: "Analyze a post" })));
-    return;
+    // This session started nothing yet: the account's latest collection, from any session or token.
+    const recent = (await api("GET", "/analyze?limit=1")).items[0];
+    if (!recent) {
+      box.append(h("p", { class: "muted", id: "latest-none" }, "No analysis yet. ", h("a", { href: "#/analyze", text: "Analyze a post" })));
+      return;
+    }
+    s = { ref: recent.ref, job: recent, metadata: recent.post, saved_at: null, status: null };
+    box.append(h("p", { class: "muted", text: "Your latest collection (you started none since you logged in):" }));
   }
   const job = s.job ?? {};
   box.append(
-    h("p", { class: "latest-title", text: postTitle(s.metadata, s.ref) }),
+    h("p", { class: "latest-title", id: "latest-title", text: postTitle(s.metadata, s.ref) }),
     h("dl", { class: "facts" },
       h("dt", { text: "Post" }), h("dd", {}, h("code", { text: s.ref })),
       h("dt", { text: "Job" }), h("dd", { text: inWords(job.status) }),
       h("dt", { text: "Started" }), h("dd", {}, timeEl(job.created_at)),
-      h("dt", { text: "In the library" }), h("dd", { text: s.saved_at ? "yes" : "no" })),
+      s.status != null && h("dt", { text: "In the library" }), s.status != null && h("dd", { text: s.saved_at ? "yes" : "no" })),
     h("p", { class: "buttons" },
       h("a", { id: "latest-link", href: hashFor("analyze", { job: job.job_id }), class: "button", text: "Open" }),
       s.status === "ready" && h("a", { href: hashFor("ai", { ref: s.ref }), class: "button", text: "AI analysis" })),
@@ -645,8 +672,14 @@ function previewCard(md, { anonymous = false } = {}) {
 // ---------------------------------------------------------------- analyze
 
 // The URLs of the field: one per line, or pasted as a list (spaces or commas between them).
+// A line whose words are not all links stays one entry, so that "hello there" is refused once
+// as not a link rather than as two.
+const looksLikeLink = (w) => /^(https?:\/\/|www\.)|^[\w-]+(\.[\w-]+)+\//i.test(w);
 function urlsOf(text) {
-  return text.split(/[\s,]+/).map((u) => u.trim()).filter(Boolean);
+  return text.split(/\n+/).flatMap((line) => {
+    const words = line.split(/[\s,]+/).filter(Boolean);
+    return words.length > 1 && !words.every(looksLikeLink) ? [line.trim()] : words;
+  }).filter(Boolean);
 }
 
 async function viewAnalyze(v, route) {
@@ -801,6 +834,8 @@ function drawProgress(ui, job) {
   ui.status.dataset.status = waiting ? "waiting_balance" : job.status;
   const got = job.progress?.comments_collected ?? 0;
   const expected = job.progress?.comments_expected;
+  // A failed job has nothing left to show progress of: no bar, moving or not.
+  ui.bar.hidden = job.status === "failed";
   if (job.status === "complete") {
     const max = Math.max(got, 1);
     ui.bar.max = max;
@@ -811,7 +846,9 @@ function drawProgress(ui, job) {
     ui.bar.max = Math.max(expected, 1);
     ui.bar.value = Math.min(got, expected);
   }
-  ui.count.textContent = waiting
+  ui.count.textContent = job.status === "failed"
+    ? "The collection did not finish, and nothing was charged. The reason is above."
+    : waiting
     ? `This post has about ${plural(expected ?? 0, "comment")}, more than your balance has left while your other collections run. It starts as soon as they finish and give back what they did not use; if the balance is still short then, it collects what is left.`
     : expected == null || job.status === "complete"
       ? `${plural(got, "comment")} collected${expected != null && got < expected ? ` of the post's ${fmtNum(expected)}` : ""}`
@@ -948,7 +985,7 @@ async function fillEntryHistory(box, entry) {
   }
   const t = table("ai-runs", ["Started", "Tasks", "Charge", "Status", ""], "AI runs of this post");
   for (const run of runs.items) {
-    t.tbody.append(row(t.headers, [timeEl(run.created_at), (run.tasks ?? []).join(", "), plural(run.charge ?? 0, "comment"), inWords(run.status),
+    t.tbody.append(row(t.headers, [timeEl(run.created_at), tasksInWords(run.tasks), plural(run.charge ?? 0, "comment"), inWords(run.status),
       run.links ? h("a", { href: hashFor("ai", { ref, job: run.id }), text: "Open the result" }) : "—"], { "data-id": run.id }));
   }
   if (!runs.items.length) t.tbody.append(emptyRow(t.headers, "No AI run yet."));
@@ -1025,17 +1062,15 @@ async function followBatch(v, id, box, first) {
 // The comment browser: threads or a table, search with the matches marked, filters, sorting,
 // a chart of when the comments were written, exports. `jobId` exports the job's own comments;
 // without it, the library entry's. `newSince`: comments first seen at or after it are new.
+// The table draws only the rows in view (a post has up to 5,000 comments); each comment's sort
+// keys and search text are computed once, so sorting and filtering never re-read the JSON.
 function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, newSince } = {}) {
+  performance.mark("cova:comments-start");
   const flat = comments.flatMap((c) => [c, ...(c.replies ?? [])]);
+  for (const c of flat) keysOf(c);
   const search = h("input", { id: "comments-search", type: "search", placeholder: "Text or author", autocomplete: "off" });
   const sort = h("select", { id: "comments-sort" },
-    h("option", { value: "platform", text: "Platform order" }),
-    h("option", { value: "likes", text: "Most liked" }),
-    h("option", { value: "replies", text: "Most replies" }),
-    h("option", { value: "newest", text: "Newest" }),
-    h("option", { value: "oldest", text: "Oldest" }),
-    h("option", { value: "language", text: "Language" }),
-    h("option", { value: "author", text: "Author" }));
+    Object.entries(SORT_CHOICES).map(([value, [text]]) => h("option", { value, text })));
   const languages = [...new Set(flat.map((c) => c.language).filter(Boolean))].sort();
   const lang = h("select", { id: "filter-language" }, h("option", { value: "", text: "Any language" }),
     languages.map((l) => h("option", { value: l, text: l })));
@@ -1050,24 +1085,41 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
   const boxes = Object.fromEntries(Object.keys(flags).map((k) => [k, h("input", { id: `filter-${k}`, type: "checkbox" })]));
   const mode = h("select", { id: "comments-view" },
     h("option", { value: "threads", text: "Threads" }), h("option", { value: "table", text: "Table" }));
+  // The view a person picked last time (a table reader keeps reading tables).
+  mode.value = localStorage.getItem(VIEW_KEY) === "table" ? "table" : "threads";
   const count = statusEl("comments-count");
   const list = h("ul", { id: "comments", class: "comments" });
   const grid = table("comments-table", ["Time", "Author", "Comment", "Likes", "Replies", "Language"], "Comments");
-  const gridWrap = h("div", { class: "table-wrap", hidden: true }, grid.el);
-  // Sortable headers: a click sorts by the column (again: the other way).
-  const sortKeys = ["newest", "author", null, "likes", "replies", "language"];
-  let descending = true;
-  grid.el.querySelectorAll("th").forEach((th, i) => {
-    const key = sortKeys[i];
+  const gridWrap = h("div", { class: "table-wrap comments-scroller", hidden: true, tabindex: "0", "aria-label": "Comments table (scrolls)" }, grid.el);
+  // Sortable headers: a click sorts by the column, a second click the other way; the sorted
+  // column says so (aria-sort) and shows its direction.
+  const columnSorts = ["time", "author", null, "likes", "replies", "language"];
+  let order = { key: "platform", dir: 1 };
+  const headers = grid.el.querySelectorAll("th");
+  headers.forEach((th, i) => {
+    const key = columnSorts[i];
     if (!key) return;
     const b = h("button", { type: "button", class: "link sort-by", "data-sort": key, text: th.textContent });
     b.addEventListener("click", () => {
-      if (sort.value === key || (key === "newest" && sort.value === "oldest")) descending = !descending;
-      else descending = true;
-      sort.value = key === "newest" && !descending ? "oldest" : key;
+      order = order.key === key ? { key, dir: -order.dir } : { key, dir: FIRST_DIRECTION[key] };
+      const [choice] = Object.entries(SORT_CHOICES).find(([, [, k, d]]) => k === key && d === order.dir)
+        ?? Object.entries(SORT_CHOICES).find(([, [, k]]) => k === key);
+      sort.value = choice;
       redraw();
     });
-    th.replaceChildren(b);
+    th.replaceChildren(b, h("span", { class: "sort-arrow", "aria-hidden": "true" }));
+  });
+  const showOrder = () => headers.forEach((th, i) => {
+    const on = columnSorts[i] && columnSorts[i] === order.key;
+    if (on) th.setAttribute("aria-sort", order.dir > 0 ? "ascending" : "descending");
+    else th.removeAttribute("aria-sort");
+    const arrow = th.querySelector(".sort-arrow");
+    if (arrow) arrow.textContent = on ? (order.dir > 0 ? " ▲" : " ▼") : "";
+  });
+  sort.addEventListener("change", () => {
+    const [, key, dir] = SORT_CHOICES[sort.value];
+    order = { key, dir };
+    redraw();
   });
   const more = h("button", { id: "comments-more", type: "button", hidden: true, text: "Show more" });
   const base = jobId ? `${API}/analyze/${encodeURIComponent(jobId)}/export` : `${API}/analyses/${refPath(ref)}/export`;
@@ -1079,48 +1131,54 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
   let shown = [];
   let drawn = 0;
   let q = "";
+  const rows = virtualRows(gridWrap, grid.el, grid.tbody, grid.headers.length, (c) => commentRow(c, q, grid.headers));
   const drawMore = () => {
     const next = shown.slice(drawn, drawn + COMMENTS_PAGE);
-    if (mode.value === "table") grid.tbody.append(...next.map((c) => commentRow(c, q, grid.headers)));
-    else list.append(...next.map(({ c, replies }) => commentItem(c, replies, q)));
+    list.append(...next.map(({ c, replies }) => commentItem(c, replies, q)));
     drawn += next.length;
     more.hidden = drawn >= shown.length;
   };
   const redraw = () => {
+    performance.mark("cova:comments-redraw");
     q = search.value.trim().toLowerCase();
     const wanted = Object.entries(flags).filter(([k]) => boxes[k].checked).map(([, [, test]]) => test);
-    const keep = (c) => (!q || [c.text, c.author?.handle, c.author?.name].some((x) => x?.toLowerCase().includes(q)))
+    const keep = (c) => (!q || keysOf(c).text.includes(q))
       && (!lang.value || c.language === lang.value) && wanted.every((test) => test(c));
-    const table = mode.value === "table";
-    list.hidden = table;
-    gridWrap.hidden = !table;
+    const asTable = mode.value === "table";
+    list.hidden = asTable;
+    gridWrap.hidden = !asTable;
     list.replaceChildren();
-    grid.tbody.replaceChildren();
-    if (table) {
-      shown = sortComments(flat, sort.value).filter(keep);
+    showOrder();
+    if (asTable) {
+      shown = sortComments(flat, order).filter(keep);
       count.textContent = `Showing ${fmtNum(shown.length)} of ${plural(flat.length, "comment")}.`;
+      more.hidden = true;
+      rows.show(shown, shown.length ? null : "No comment matches.");
     } else {
-      shown = filterThreads(sortComments(comments, sort.value), keep);
+      rows.show([], null);
+      shown = filterThreads(sortComments(comments, order), keep);
       const n = shown.reduce((sum, t) => sum + (keep(t.c) ? 1 : 0) + t.replies.filter(keep).length, 0);
       count.textContent = `Showing ${fmtNum(n)} of ${plural(flat.length, "comment")} (${plural(shown.length, "thread")}).`;
+      drawn = 0;
+      drawMore();
     }
-    drawn = 0;
-    drawMore();
-    if (table && !shown.length) grid.tbody.append(emptyRow(grid.headers, "No comment matches."));
+    // The time the comments took to reach the screen, in the browser's own timeline.
+    requestAnimationFrame(() => setTimeout(() => performance.measure("cova:comments-drawn", "cova:comments-redraw"), 0));
   };
   let timer;
   search.addEventListener("input", () => {
     clearTimeout(timer);
-    timer = setTimeout(redraw, 150); // typing should not redraw thousands of comments per key
+    timer = setTimeout(redraw, 150); // one redraw when typing pauses, not one per key
   });
-  for (const control of [sort, lang, mode, ...Object.values(boxes)]) control.addEventListener("change", redraw);
+  mode.addEventListener("change", () => {
+    localStorage.setItem(VIEW_KEY, mode.value);
+    redraw();
+  });
+  for (const control of [lang, ...Object.values(boxes)]) control.addEventListener("change", redraw);
   more.addEventListener("click", drawMore);
 
-  const times = flat.map((c) => Date.parse(c.created_at)).filter((t) => !Number.isNaN(t));
-  const overTime = times.length
-    ? CovaChart.series("Comments over time", [{ name: "Comments", cls: "comments", points: CovaChart.histogram(times) }],
-      { id: "chart-comments-time", note: "By when each comment was written, replies included." })
-    : null;
+  const times = flat.map((c) => keysOf(c).time).filter((t) => !Number.isNaN(t));
+  const overTime = times.length ? CovaChart.timeline("Comments over time", times, { id: "chart-comments-time" }) : null;
 
   const el = card("Comments",
     note && (typeof note === "string" ? h("p", { class: "muted", text: note }) : note),
@@ -1139,19 +1197,188 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
   return el;
 }
 
-function sortComments(comments, how) {
-  const list = [...comments]; // Array#sort is stable: ties keep the platform's order
-  const author = (c) => (c.author?.handle ?? c.author?.name ?? "").toLowerCase();
-  const by = {
-    likes: (a, b) => (b.likes ?? 0) - (a.likes ?? 0),
-    replies: (a, b) => (b.reply_count ?? 0) - (a.reply_count ?? 0),
-    newest: (a, b) => Date.parse(b.created_at) - Date.parse(a.created_at),
-    oldest: (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at),
-    language: (a, b) => (a.language ?? "~").localeCompare(b.language ?? "~"),
-    author: (a, b) => author(a).localeCompare(author(b)),
-  }[how];
-  if (by) list.sort(by);
-  return list;
+// The orders the Sort menu offers: [words, key, direction (1 ascending, -1 descending)].
+const SORT_CHOICES = {
+  platform: ["Platform order", "platform", 1], likes: ["Most liked", "likes", -1], replies: ["Most replies", "replies", -1],
+  newest: ["Newest", "time", -1], oldest: ["Oldest", "time", 1], language: ["Language", "language", 1], author: ["Author", "author", 1],
+};
+// The direction a column's first click sorts in: the most, the newest, A to Z.
+const FIRST_DIRECTION = { time: -1, author: 1, likes: -1, replies: -1, language: 1 };
+const VIEW_KEY = "cova.commentsView";
+
+// Each comment's sort keys and search text, computed once per comment.
+const KEYS = new WeakMap();
+function keysOf(c) {
+  let k = KEYS.get(c);
+  if (!k) {
+    const a = c.author ?? {};
+    k = {
+      time: Date.parse(c.created_at),
+      author: (a.handle ?? a.name ?? "").toLowerCase(),
+      text: [c.text, a.handle, a.name].filter(Boolean).join("\n").toLowerCase(),
+    };
+    KEYS.set(c, k);
+  }
+  return k;
+}
+
+function sortComments(comments, { key, dir }) {
+  const value = {
+    likes: (c) => c.likes ?? 0,
+    replies: (c) => c.reply_count ?? 0,
+    time: (c) => keysOf(c).time || 0,
+    language: (c) => c.language ?? "~",
+    author: (c) => keysOf(c).author,
+  }[key];
+  const list = [...comments];
+  if (!value) return dir < 0 ? list.reverse() : list;
+  // Keys read once per comment; ties keep the platform's order (Array#sort is stable).
+  const keyed = list.map((c, i) => [value(c), i]);
+  const cmp = typeof keyed[0]?.[0] === "string" ? (x, y) => x.localeCompare(y) : (x, y) => x - y;
+  keyed.sort((a, b) => dir * cmp(a[0], b[0]) || a[1] - b[1]);
+  return keyed.map(([, i]) => list[i]);
+}
+
+// A table body that holds only the rows in view plus a few either side: each row is measured
+// once when drawn, the others assumed at the measured average, and two spacer rows stand for
+// the rest so that the scrollbar is true. Rows still in view stay in place while scrolling; only
+// those coming into view are built. `scroller` is the element that scrolls.
+function virtualRows(scroller, tableEl, tbody, columns, draw, overscan = 8) {
+  let items = [];
+  let heights = new Float64Array(0);
+  let offsets = new Float64Array(1);
+  let measured = 0, measuredTotal = 0;
+  let range = [0, 0];
+  let live = new Map(); // index → its row, for the rows in the page
+  let stale = true; // offsets need summing again
+  let queued = 0;
+  const spacer = () => h("tr", { class: "spacer", "aria-hidden": "true" }, h("td", { colspan: columns }));
+  const [above, below] = [spacer(), spacer()];
+  const guess = () => (measured ? measuredTotal / measured : 44);
+  const sums = () => {
+    const g = guess();
+    offsets = new Float64Array(items.length + 1);
+    for (let i = 0; i < items.length; i++) offsets[i + 1] = offsets[i] + (heights[i] || g);
+    stale = false;
+  };
+  const at = (y) => { // the first row whose bottom is below y
+    let lo = 0, hi = items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (offsets[mid + 1] <= y) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  const build = (i) => {
+    const tr = draw(items[i]);
+    tr.setAttribute("aria-rowindex", i + 2);
+    tr.dataset.index = i;
+    return tr;
+  };
+  // Images of rows that fly past during a scroll are not fetched: a row built while scrolling
+  // gets its images once the scrolling pauses, if it is still in the page.
+  let idle = 0;
+  const holdImages = (tr) => {
+    for (const img of tr.querySelectorAll("img[src]")) {
+      img.dataset.src = img.getAttribute("src");
+      img.removeAttribute("src");
+    }
+  };
+  const settle = () => {
+    for (const tr of live.values()) {
+      for (const img of tr.querySelectorAll("img[data-src]")) {
+        img.setAttribute("src", img.dataset.src);
+        delete img.dataset.src;
+      }
+    }
+  };
+  const paint = (force = false, scrolling = false) => {
+    queued = 0;
+    if (!items.length || scroller.hidden) return;
+    if (stale) sums();
+    // Rows start under the table's header, which scrolls with them (sticky on top).
+    const y = Math.max(0, scroller.scrollTop - (tableEl.tHead?.offsetHeight ?? 0));
+    const view = scroller.clientHeight || innerHeight;
+    const start = Math.max(0, at(y) - overscan);
+    const end = Math.min(items.length, at(y + view) + 1 + overscan);
+    if (!force && start === range[0] && end === range[1]) return;
+    const fresh = [];
+    const next = new Map();
+    for (let i = start; i < end; i++) {
+      let tr = live.get(i);
+      if (!tr) {
+        tr = build(i);
+        if (scrolling) holdImages(tr);
+        fresh.push([i, tr]);
+      }
+      next.set(i, tr);
+    }
+    for (const [i, tr] of live) if (!next.has(i)) tr.remove();
+    if (!live.size || force || start >= range[1] || end <= range[0]) {
+      tbody.replaceChildren(above, ...next.values(), below);
+    } else {
+      // Keep the rows that stay; put the new ones above or below them.
+      const top = [], bottom = [];
+      for (const [i, tr] of fresh) (i < range[0] ? top : bottom).push(tr);
+      above.after(...top);
+      below.before(...bottom);
+    }
+    live = next;
+    range = [start, end];
+    measure(fresh);
+  };
+  // Measures rows (one layout for all); the average sizes the rows never drawn.
+  const measure = (rows) => {
+    let changed = false;
+    for (const [i, tr] of rows) {
+      const hgt = tr.offsetHeight;
+      if (!hgt || hgt === heights[i]) continue;
+      if (heights[i]) measuredTotal -= heights[i];
+      else measured += 1;
+      measuredTotal += hgt;
+      heights[i] = hgt;
+      changed = true;
+    }
+    if (changed) sums();
+    above.firstChild.style.height = `${offsets[range[0]]}px`;
+    below.firstChild.style.height = `${offsets[items.length] - offsets[range[1]]}px`;
+  };
+  const schedule = (scrolling = false) => {
+    if (!queued) queued = requestAnimationFrame(() => paint(false, scrolling));
+  };
+  scroller.addEventListener("scroll", () => {
+    schedule(true);
+    clearTimeout(idle);
+    idle = setTimeout(settle, 150);
+  }, { passive: true });
+  // The listener goes with the view (its signal aborts on navigation).
+  window.addEventListener("resize", () => { stale = true; schedule(); }, { passive: true, signal: viewCtl.signal });
+  return {
+    show(list, empty) {
+      items = list;
+      heights = new Float64Array(list.length);
+      measured = 0;
+      measuredTotal = 0;
+      live = new Map();
+      range = [0, 0];
+      stale = true;
+      tableEl.setAttribute("aria-rowcount", list.length + 1);
+      scroller.scrollTop = 0;
+      if (!list.length) {
+        tbody.replaceChildren(...(empty ? [emptyRow(Array(columns).fill(""), empty)] : []));
+        return;
+      }
+      paint(true);
+      // Drawn before the panel joins the page, the rows are measured once it has, and more
+      // are drawn if the measured rows leave room.
+      requestAnimationFrame(() => {
+        if (items !== list) return;
+        measure(live);
+        paint();
+      });
+    },
+  };
 }
 
 // A thread is listed when its comment is kept (with all its replies) or one of its replies is
@@ -1265,21 +1492,25 @@ async function viewJobs(v, route) {
     const result = links
       ? h("div", { class: "buttons" },
         h("a", { class: "button small job-open", href: hashFor("analyze", { job: j.job_id }), text: "Open" }),
-        ["csv", "xlsx"].map((fmt) => h("a", { class: "button small", download: "", href: `${API}/analyze/${encodeURIComponent(j.job_id)}/export?format=${fmt}`, text: fmt.toUpperCase() })))
+        ["csv", "jsonl", "xlsx"].map((fmt) => h("a", { class: `button small job-export-${fmt}`, download: "", href: `${API}/analyze/${encodeURIComponent(j.job_id)}/export?format=${fmt}`, text: fmt === "jsonl" ? "JSON Lines" : fmt.toUpperCase() })))
       : h("span", { class: "muted", text: j.status === "complete" ? "replaced by a later collection" : j.status === "failed" ? plainWords(j.error?.detail ?? "failed") : "not finished" });
     const got = j.progress?.comments_collected ?? 0;
     return row(jobs.headers, [
       timeEl(j.created_at),
-      h("div", {}, h("code", { class: "ref", text: j.ref }), j.batch_id && h("small", { class: "muted" }, " · ", h("a", { href: hashFor("jobs", { batch: j.batch_id }), text: "from a list" }))),
+      h("div", { class: "job-post" },
+        j.post && h("span", { class: "job-title", text: postTitle(j.post, j.ref) }),
+        j.post && h("small", { class: "muted job-author", text: ` ${authorName(j.post.author ?? {})}` }),
+        j.post && h("br"),
+        h("code", { class: "ref", text: j.ref }), j.batch_id && h("small", { class: "muted" }, " · ", h("a", { href: hashFor("jobs", { batch: j.batch_id }), text: "from a list" }))),
       h("span", { class: `state state-${j.status}`, text: inWords(j.status) }),
-      j.status === "complete" ? `${fmtNum(got)} (${fmtNum(j.comments_new ?? 0)} new)${j.truncated ? `, stopped by ${inWords(j.truncated_reason ?? "balance")}` : ""}` : fmtNum(got),
+      j.status === "complete" ? `${fmtNum(got)} (${fmtNum(j.comments_new ?? 0)} new)${j.truncated ? `, stopped at ${inWords(j.truncated_reason ?? "balance")}` : ""}` : fmtNum(got),
       result,
     ], { "data-id": j.job_id });
   }, batch ? "No collection of this list." : "No collection yet.");
   const loadAi = pager(ai, aiMore, "/ai/jobs", (j) => row(ai.headers, [
     timeEl(j.created_at),
     h("a", { href: hashFor("analyze", { ref: j.ref }) }, h("code", { class: "ref", text: j.ref })),
-    (j.tasks ?? []).join(", "),
+    tasksInWords(j.tasks),
     plural(j.charge ?? 0, "comment"),
     h("span", { class: `state state-${j.status}`, text: inWords(j.status) }),
     j.links ? h("a", { class: "button small ai-open", href: hashFor("ai", { ref: j.ref, job: j.id }), text: "Open" }) : "—",
@@ -1484,7 +1715,9 @@ function creatorRow(v, c, i, headers) {
     if (!confirm(`Stop following ${creatorName(c)}? The posts found so far stay in your library.`)) return;
     busy(v, del, async () => {
       await api("DELETE", `/creators/${refPath(c.ref)}`);
+      const body = tr.parentElement;
       tr.remove();
+      if (body && !body.children.length) body.append(emptyRow(headers, "No creator left. Add an account or a channel above."));
     });
   });
   return tr;
@@ -1582,15 +1815,15 @@ async function viewAi(v, route) {
 async function followAiJob(v, first, { statusNode, result, phrases, following }) {
   const live = supersededCheck(following);
   result.replaceChildren();
-  statusNode.textContent = first.status;
+  statusNode.textContent = first.status ? inWords(first.status) : "";
   try {
     const done = (j) => j.status === "complete" || j.status === "failed";
     const job = done(first) ? first
       : await poll(`/ai/jobs/${encodeURIComponent(first.id)}`, done, (j) => {
         live();
-        statusNode.textContent = j.status;
+        statusNode.textContent = inWords(j.status);
       });
-    statusNode.textContent = job.status;
+    statusNode.textContent = inWords(job.status);
     if (job.status === "failed") showError(v, job.error ?? { detail: "The AI job failed; nothing was charged." });
     else renderAiResult(result, job, phrases);
   } catch (err) {
@@ -1612,12 +1845,15 @@ function renderAiResult(box, job, phraseInputs) {
   if (r.languages && Object.keys(r.languages).length) {
     const names = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(undefined, { type: "language" }) : null;
     const langName = (code) => {
-      if (code === "und") return "undetermined";
       try { return names?.of(code) ?? code; } catch { return code; }
     };
-    const rows = Object.entries(r.languages).sort((a, b) => b[1] - a[1]).slice(0, 10)
+    // "und" is not a language: comments with no words to tell one by (emoji, mentions, links).
+    const rows = Object.entries(r.languages).filter(([code]) => code !== "und").sort((a, b) => b[1] - a[1]).slice(0, 10)
       .map(([code, share]) => ({ label: `${langName(code)} (${code})`, value: share }));
-    box.append(barChart("Languages", rows, { percent: true, id: "chart-languages" }));
+    if (rows.length) box.append(barChart("Languages", rows, { percent: true, id: "chart-languages" }));
+    if (r.languages.und) {
+      box.append(h("p", { class: "muted", id: "languages-none", text: `${fmtPct(r.languages.und)} of the comments are in no language cova can tell: only emoji, mentions or links, or too few words.` }));
+    }
   }
   if (r.topics?.length) {
     const topics = [...r.topics].sort((a, b) => b.count - a.count);
@@ -1660,14 +1896,45 @@ function barChart(title, rows, opts) {
 // ---------------------------------------------------------------- keywords, channels, alerts
 
 async function viewAlerts(v) {
-  v.add(keywordsCard(v), channelsCard(v), alertsCard(v), deliveriesCard(v));
+  v.add(keywordsCard(v), matchedCard(v), channelsCard(v), alertsCard(v), deliveriesCard(v));
+}
+
+// What the keywords are matched against: the posts in the library and the followed creators'
+// posts, or nothing without a pack this month (alerts are a paid feature).
+function matchedCard(v) {
+  const box = h("div", { id: "alerts-matched", "aria-live": "polite" }, h("p", { class: "muted", text: "Loading…" }));
+  const shown = 10;
+  Promise.all([api("GET", `/analyses/saved?limit=${shown}`), api("GET", "/creators"), api("GET", "/usage")]).then(([saved, creators, usage]) => {
+    const followed = creators.items.filter((c) => c.watch?.enabled);
+    const kids = [];
+    if (!usage.comments.limit) {
+      kids.push(h("p", { class: "notice warning", id: "alerts-no-pack" },
+        "Keyword alerts come with a comment pack: no comment is matched this month until you buy one. ",
+        h("a", { href: "#/billing", text: "Buy a comment pack" })));
+    }
+    kids.push(h("p", { text: "A post's comments are matched once when it enters your library (saved from a collection here, collected with an API token, or found for a creator you follow), then after each new collection. Each comment raises one alert per keyword it contains." }));
+    if (saved.items.length) {
+      kids.push(h("p", { text: saved.next_cursor ? `Posts in your library (the ${shown} newest):` : `${plural(saved.items.length, "post")} in your library:` }),
+        h("ul", { class: "matched-posts" }, saved.items.map((e) => h("li", {},
+          h("a", { href: hashFor("analyze", { ref: e.ref }), text: postTitle(e.metadata, e.ref) }),
+          e.watch?.enabled ? h("small", { class: "muted", text: " · watched" }) : ""))),
+        saved.next_cursor ? h("p", {}, h("a", { href: "#/library", text: "See the whole library" })) : "");
+    } else {
+      kids.push(h("p", { class: "muted", id: "alerts-no-posts" }, "No post in your library yet: save an analysis to have its comments matched. ", h("a", { href: "#/analyze", text: "Analyze a post" })));
+    }
+    kids.push(h("p", { id: "alerts-creators", text: followed.length
+      ? `New posts of ${followed.map(creatorName).join(", ")} are matched as they are found.`
+      : "You follow no creator; posts of creators you follow would be matched as they are found." }));
+    box.replaceChildren(...kids);
+  }).catch((err) => showError(v, err));
+  return card("What your keywords are matched against", box);
 }
 
 function keywordsCard(v) {
   const kw = h("textarea", { id: "keywords", rows: 6, spellcheck: "false" });
   const status = statusEl("keywords-status");
   const f = form("keywords-form", [
-    fieldRow("Keywords, one per line", kw, `Up to ${LIMITS.keywords}, each ${LIMITS.keyword_chars[0]} to ${LIMITS.keyword_chars[1]} characters. New comments that contain one raise an alert. Saving needs a comment pack bought this month.`),
+    fieldRow("Keywords, one per line", kw, `Up to ${LIMITS.keywords}, each ${LIMITS.keyword_chars[0]} to ${LIMITS.keyword_chars[1]} characters. A comment of a post in your library that contains one raises an alert. Saving needs a comment pack bought this month.`),
     h("div", { class: "buttons" }, h("button", { id: "keywords-save", type: "submit", class: "primary", text: "Save keywords" })),
   ], (btn) => busy(v, btn, async () => {
     const keywords = kw.value.split("\n").map((s) => s.trim()).filter(Boolean);
@@ -1681,10 +1948,10 @@ function keywordsCard(v) {
 
 function channelsCard(v) {
   const chat = h("input", { id: "telegram-chat-id", type: "text", autocomplete: "off", placeholder: "-1001234567890 or @channel" });
-  const tgOn = h("input", { id: "telegram-enabled", type: "checkbox", checked: true });
+  const tgOn = h("input", { id: "telegram-enabled", type: "checkbox", disabled: true });
   const tgReason = h("p", { id: "telegram-disabled", class: "notice", hidden: true });
   const hook = h("input", { id: "webhook-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://hooks.example.com/cova" });
-  const hookOn = h("input", { id: "webhook-enabled", type: "checkbox", checked: true });
+  const hookOn = h("input", { id: "webhook-enabled", type: "checkbox", disabled: true });
   const jobEvents = h("input", { id: "webhook-job-events", type: "checkbox" });
   const hookReason = h("p", { id: "webhook-disabled", class: "notice", hidden: true });
   const status = statusEl("channels-status");
@@ -1704,13 +1971,31 @@ function channelsCard(v) {
     copyStatus.textContent = "";
     secretBox.hidden = false;
   };
+  // A channel's "Enabled" box means something only once the channel exists: with its field
+  // empty the box is off and greyed; typing a chat id or a URL turns it on, as a new channel is.
+  const pair = (field, box) => {
+    const sync = () => {
+      const empty = !field.value.trim();
+      if (empty) box.checked = false;
+      else if (box.disabled) box.checked = true;
+      box.disabled = empty;
+    };
+    field.addEventListener("input", sync);
+    return sync;
+  };
+  const syncTelegram = pair(chat, tgOn);
+  const syncWebhook = pair(hook, hookOn);
   const fill = (ch) => {
     chat.value = ch.telegram?.chat_id ?? "";
-    tgOn.checked = ch.telegram?.enabled ?? true;
+    tgOn.checked = ch.telegram?.enabled ?? false;
     tgReason.textContent = ch.telegram?.disabled_reason ? `Turned off by cova: ${ch.telegram.disabled_reason}` : "";
     tgReason.hidden = !ch.telegram?.disabled_reason;
     hook.value = ch.webhook?.url ?? "";
-    hookOn.checked = ch.webhook?.enabled ?? true;
+    hookOn.checked = ch.webhook?.enabled ?? false;
+    tgOn.disabled = !ch.telegram;
+    hookOn.disabled = !ch.webhook;
+    if (!ch.telegram) syncTelegram();
+    if (!ch.webhook) syncWebhook();
     jobEvents.checked = ch.webhook?.job_events ?? false;
     hookReason.textContent = ch.webhook?.disabled_reason ? `Turned off by cova: ${ch.webhook.disabled_reason}` : "";
     hookReason.hidden = !ch.webhook?.disabled_reason;
@@ -1796,7 +2081,7 @@ function deliveriesCard(v) {
         await api("POST", `/notification-channels/deliveries/${encodeURIComponent(d.id)}/replay`);
         await load();
       }));
-      t.tbody.append(row(t.headers, [timeEl(d.created_at), d.type, d.channel, inWords(d.state), fmtNum(d.attempts), d.last_error ?? "—", replay]));
+      t.tbody.append(row(t.headers, [timeEl(d.created_at), EVENT_WORDS[d.type] ?? inWords(d.type), d.channel === "telegram" ? "Telegram" : "webhook", inWords(d.state), fmtNum(d.attempts), d.last_error ? plainWords(d.last_error) : "—", replay]));
     }
     if (!r.items.length) t.tbody.append(emptyRow(t.headers, "Nothing sent yet."));
   };
@@ -1830,6 +2115,12 @@ async function viewTokens(v) {
         if (!confirm(`Revoke the token "${tok.name}"? Scripts that use it stop working within seconds.`)) return;
         busy(v, revoke, async () => {
           await api("DELETE", `/tokens/${encodeURIComponent(tok.id)}`);
+          // A revoked token's value is worth nothing: it is not left on the page to be copied.
+          if (created.dataset.id === tok.id) {
+            created.hidden = true;
+            value.textContent = "";
+            delete created.dataset.id;
+          }
           await load();
         });
       });
@@ -1847,6 +2138,7 @@ async function viewTokens(v) {
     const scopes = [...v.root.querySelectorAll('input[name="scope"]:checked')].map((b) => b.value);
     const tok = await api("POST", "/tokens", { name: name.value.trim(), scopes });
     value.textContent = tok.token;
+    created.dataset.id = tok.id;
     copyStatus.textContent = "";
     created.hidden = false;
     name.value = "";
@@ -1866,7 +2158,7 @@ async function viewTokens(v) {
 async function viewBilling(v, route) {
   const balance = h("p", { id: "billing-balance", class: "big-line", text: "…" });
   const packs = h("div", { id: "packs", class: "packs" });
-  const t = table("purchases", ["Date", "Pack", "Comments", "Status", "Paid"], "Purchases");
+  const t = table("purchases", ["Date", "Comments", "Status", "Paid"], "Purchases");
   const checkoutId = route.query.get("checkout");
   const notice = checkoutId ? h("section", { class: "card notice", id: "checkout-notice" },
     h("p", { id: "checkout-message", text: "Payment received, the pack is being added." }),
@@ -1887,7 +2179,7 @@ async function viewBilling(v, route) {
   const loadPurchases = async () => {
     const r = await api("GET", "/billing/purchases");
     t.tbody.replaceChildren(...r.purchases.map((p) => row(t.headers,
-      [timeEl(p.created_at), p.pack, fmtNum(p.comments), inWords(p.status), timeEl(p.paid_at)], { "data-checkout": p.checkout_id })));
+      [timeEl(p.created_at), `A pack of ${fmtNum(p.comments)}`, inWords(p.status), timeEl(p.paid_at)], { "data-checkout": p.checkout_id, "data-pack": p.pack })));
     if (!r.purchases.length) t.tbody.append(emptyRow(t.headers, "No purchases yet."));
     return r.purchases;
   };

@@ -73,7 +73,8 @@ const CovaChart = (() => {
     const all = lines.flatMap((l) => l.points);
     const xs = all.map((p) => p.x);
     const x0 = Math.min(...xs), x1 = Math.max(...xs);
-    const top_ = yMax ?? Math.max(1, ...all.map((p) => p.y));
+    const ticks = yMax != null ? [0, yMax / 2, yMax] : niceTicks(Math.max(1, ...all.map((p) => p.y)));
+    const top_ = ticks[ticks.length - 1];
     const span = Math.max(x1 - x0, 1);
     const px = (x) => (xs.length < 2 || x1 === x0 ? left + (width - left - right) / 2 : left + ((x - x0) / span) * (width - left - right));
     const py = (y) => top + (1 - y / top_) * (height - top - bottom);
@@ -83,9 +84,8 @@ const CovaChart = (() => {
     chart.append(
       node("line", { x1: left, y1: py(0), x2: width - right, y2: py(0), class: "chart-axis" }),
       node("line", { x1: left, y1: top, x2: left, y2: py(0), class: "chart-axis" }),
-      node("text", { x: left - 6, y: py(top_), "text-anchor": "end", "dominant-baseline": "middle", class: "chart-tick" }, show(top_)),
-      node("text", { x: left - 6, y: py(0), "text-anchor": "end", "dominant-baseline": "middle", class: "chart-tick" }, show(0)),
     );
+    yAxis(chart, ticks, py, left, width - right, show);
     if (xs.length) {
       chart.append(node("text", { x: left, y: height - 10, class: "chart-tick" }, when(x0, span)));
       if (x1 !== x0) chart.append(node("text", { x: width - right, y: height - 10, "text-anchor": "end", class: "chart-tick" }, when(x1, span)));
@@ -116,19 +116,92 @@ const CovaChart = (() => {
     return fig;
   }
 
-  // Times (ms) counted in at most `max` equal spans of whole hours or days: [{x, y}], one
-  // point per span from the first time to the last, empty spans included (as 0).
-  function histogram(times, max = 30) {
-    if (!times.length) return [];
-    const t0 = Math.min(...times), t1 = Math.max(...times);
-    const hour = 3600000;
-    const units = [hour, 3 * hour, 6 * hour, 12 * hour, day, 7 * day, 30 * day, 365 * day];
-    const unit = units.find((u) => Math.floor(t1 / u) - Math.floor(t0 / u) + 1 <= max) ?? 365 * day;
-    const first = Math.floor(t0 / unit);
-    const counts = new Array(Math.floor(t1 / unit) - first + 1).fill(0);
-    for (const t of times) counts[Math.floor(t / unit) - first] += 1;
-    return counts.map((y, i) => ({ x: (first + i) * unit, y }));
+  // Round steps for a value axis from 0 to at least `max`: 0, step, 2·step … (step 1, 2 or 5
+  // times a power of ten, whole numbers for counts), at most about five labels.
+  function niceTicks(max) {
+    const raw = Math.max(max, 1) / 4;
+    const power = 10 ** Math.floor(Math.log10(raw));
+    const step = Math.max(1, [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw));
+    const ticks = [];
+    for (let v = 0; v < max + step; v += step) ticks.push(v);
+    return ticks.length > 1 ? ticks : [0, step];
   }
 
-  return Object.freeze({ bars, series, histogram });
+  // Labels and light grid lines for each tick of a value axis.
+  function yAxis(chart, ticks, py, x0, x1, show) {
+    for (const t of ticks) {
+      if (t > 0) chart.append(node("line", { x1: x0, y1: py(t), x2: x1, y2: py(t), class: "chart-grid" }));
+      chart.append(node("text", { x: x0 - 6, y: py(t), "text-anchor": "end", "dominant-baseline": "middle", class: "chart-tick y-tick" }, show(t)));
+    }
+  }
+
+  const minute = 60000, hour = 3600000;
+  // Bucket sizes a timeline chooses from, smallest first, with how a label names one.
+  const BUCKETS = [
+    [minute, "minute"], [5 * minute, "5 minutes"], [10 * minute, "10 minutes"], [15 * minute, "15 minutes"],
+    [30 * minute, "30 minutes"], [hour, "hour"], [3 * hour, "3 hours"], [6 * hour, "6 hours"], [12 * hour, "12 hours"],
+    [day, "day"], [7 * day, "week"], [30 * day, "30 days"], [365 * day, "year"],
+  ];
+
+  // Times (ms) counted in buckets of the smallest size that draws the span in at most `max`
+  // of them, aligned to the reader's clock: {unit, name, buckets: [{x, y}]}, empty buckets
+  // included (as 0). A post an hour old is counted in minutes, one a month old in days.
+  function buckets(times, max = 30) {
+    const shift = new Date(Math.min(...times)).getTimezoneOffset() * minute;
+    const t0 = Math.min(...times) - shift, t1 = Math.max(...times) - shift;
+    const [unit, name] = BUCKETS.find(([u]) => Math.floor(t1 / u) - Math.floor(t0 / u) + 1 <= max) ?? BUCKETS[BUCKETS.length - 1];
+    const first = Math.floor(t0 / unit);
+    const counts = new Array(Math.floor(t1 / unit) - first + 1).fill(0);
+    for (const t of times) counts[Math.floor((t - shift) / unit) - first] += 1;
+    return { unit, name, buckets: counts.map((y, i) => ({ x: (first + i) * unit + shift, y })) };
+  }
+
+  // When a bucket starts, as short as its size allows.
+  function bucketLabel(ms, unit, spansDays) {
+    const d = new Date(ms);
+    if (unit >= day) return d.toLocaleDateString(undefined, { month: "short", day: "numeric", year: unit >= 30 * day ? "numeric" : undefined });
+    const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+    return spansDays ? `${d.toLocaleDateString(undefined, { month: "short", day: "numeric" })} ${time}` : time;
+  }
+
+  // A histogram of times: one column per bucket (class `chart-column`, its count in `data-y`),
+  // both axes labelled, the bucket size named on the value axis. A single bucket is one column.
+  function timeline(title, times, { id } = {}) {
+    const { unit, name, buckets: cols } = buckets(times);
+    const width = 560, height = 240, left = 56, right = 16, top = 14, bottom = 48;
+    const ticks = niceTicks(Math.max(...cols.map((c) => c.y)));
+    const top_ = ticks[ticks.length - 1];
+    const plotW = width - left - right;
+    const slot = plotW / Math.max(cols.length, 1);
+    const barW = Math.max(2, Math.min(slot * 0.8, 80));
+    const py = (y) => top + (1 - y / top_) * (height - top - bottom);
+    const spansDays = new Date(cols[0].x).toDateString() !== new Date(cols[cols.length - 1].x + unit - 1).toDateString();
+    const per = `Comments per ${name}`;
+    const chart = node("svg", {
+      class: "chart chart-series chart-timeline", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+      "aria-label": `${title}, ${per.toLowerCase()}: ${cols.map((c) => `${bucketLabel(c.x, unit, spansDays)} ${c.y}`).join(", ")}`,
+      "data-unit": unit,
+    });
+    chart.append(node("title", {}, title));
+    chart.append(node("line", { x1: left, y1: py(0), x2: width - right, y2: py(0), class: "chart-axis" }));
+    yAxis(chart, ticks, py, left, width - right, (v) => Number(v).toLocaleString());
+    cols.forEach((c, i) => {
+      const x = left + i * slot + (slot - barW) / 2;
+      const col = node("rect", { x: x.toFixed(1), y: py(c.y).toFixed(1), width: barW.toFixed(1), height: (py(0) - py(c.y)).toFixed(1), class: "chart-column", "data-y": c.y, "data-x": c.x });
+      col.append(node("title", {}, `${bucketLabel(c.x, unit, spansDays)}: ${c.y.toLocaleString()} comment${c.y === 1 ? "" : "s"}`));
+      chart.append(col);
+    });
+    // A few time labels, spread evenly, each under its column: five short ones (times), or
+    // three when each names its day too, so that they never overlap.
+    const every = Math.max(1, Math.ceil(cols.length / (spansDays && unit < day ? 3 : 5)));
+    cols.forEach((c, i) => {
+      if (i % every) return;
+      chart.append(node("text", { x: left + i * slot + slot / 2, y: height - 28, "text-anchor": "middle", class: "chart-tick x-tick" }, bucketLabel(c.x, unit, spansDays)));
+    });
+    chart.append(node("text", { x: left + plotW / 2, y: height - 6, "text-anchor": "middle", class: "chart-axis-title" }, "When written (your time)"));
+    chart.append(node("text", { x: 14, y: top + (height - top - bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 14 ${top + (height - top - bottom) / 2})`, class: "chart-axis-title" }, per));
+    return figure(title, chart, id, `${per}, by when each comment was written, replies included.`);
+  }
+
+  return Object.freeze({ bars, series, timeline, buckets });
 })();

@@ -16,17 +16,13 @@ mod text;
 pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
-use cova_domain::text::Matcher;
-use cova_messages::{
-    AlertAuthor, AlertComment, BatchEvent, CreatorEvent, Event, JobEvent, JobEventType, KeywordAlertEvent,
-};
+use cova_messages::{BatchEvent, CreatorEvent, Event, JobEvent, JobEventType, KeywordAlertEvent};
 use cova_runtime::worker::backoff;
-use cova_runtime::{Backends, Delivered, Handler, Outcome, Source};
+use cova_runtime::{Backends, Delivered, Handler, Outcome, Source, keyword_alerts};
 use cova_storage::StorageError;
-use cova_storage::repo::alerts::{self, NewAlert};
 use cova_storage::repo::channels::{self, Channel};
 use cova_storage::repo::deliveries::{self, NewDelivery};
-use cova_storage::repo::{analyses, balances, breakdown, creators, jobs, keywords};
+use cova_storage::repo::jobs;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,48 +138,11 @@ impl Notifier {
     }
 
     /// Matches the comments this scrape found first against the account's keywords, when the
-    /// post is in the account's library; records the alerts (each once).
+    /// post is in the account's library (each comment alerts once per keyword).
     async fn match_keywords(&self, job: &jobs::Job) -> Result<(), StorageError> {
-        let db = &self.backends.db;
-        let list = keywords::list(db, &job.account_id).await?;
-        // Keyword alerts are a paid feature: without a pack this month, nothing matches.
-        if list.is_empty() || !balances::has_pack(db, &job.account_id, self.now()).await? {
-            return Ok(());
-        }
-        let Some(analysis) = analyses::get_saved(db, &job.account_id, &job.r#ref).await? else { return Ok(()) };
-        let (Some(finished), Some(breakdown_job)) = (job.finished_at, analysis.breakdown_job()) else { return Ok(()) };
-        // The comments this job saw first carry its finish time, also in the breakdown of a
-        // later scrape that completed before this event was handled.
-        let matcher = Matcher::new(&list);
-        let mut found = Vec::new();
-        for row in breakdown::first_seen_at(db, breakdown_job, finished).await? {
-            let Ok(comment) = serde_json::from_str::<serde_json::Value>(&row.body) else { continue };
-            let text = comment["text"].as_str().unwrap_or_default();
-            for keyword in matcher.find(text) {
-                found.push(NewAlert {
-                    keyword: keyword.to_owned(),
-                    comment: AlertComment {
-                        id: row.comment_id.clone(),
-                        text: text.to_owned(),
-                        author: AlertAuthor {
-                            id: comment["author"]["id"].as_str().unwrap_or_default().to_owned(),
-                            handle: comment["author"]["handle"].as_str().map(str::to_owned),
-                            name: comment["author"]["name"].as_str().map(str::to_owned),
-                        },
-                    },
-                });
-            }
-        }
-        // An alert on a post found through a creator names the creator.
-        let creator = match &analysis.creator_ref {
-            Some(r#ref) => creators::get(db, &job.account_id, r#ref).await?.map(|c| c.named()),
-            None => None,
-        };
-        let trace = cova_telemetry::current_trace_json();
-        let created =
-            alerts::record(db, &job.account_id, &job.r#ref, creator.as_ref(), &found, &trace, self.now()).await?;
-        if !created.is_empty() {
-            tracing::info!(job.id = %job.id, job.r#ref = %job.r#ref, alerts = created.len(), "keyword alerts raised");
+        let Some(finished) = job.finished_at else { return Ok(()) };
+        let which = keyword_alerts::Comments::FirstSeenAt(finished);
+        if keyword_alerts::raise(&self.backends.db, &job.account_id, &job.r#ref, which, self.now()).await? > 0 {
             self.outbox.notify_one();
         }
         Ok(())

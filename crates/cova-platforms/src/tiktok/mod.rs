@@ -290,21 +290,26 @@ impl TikTok {
         let ch = match ch {
             Ok(c) => c,
             Err(detail) => {
-                return Attempt::Fail(PlatformError::Parse(format!(
-                    "TikTok served a challenge page cova cannot read: {detail}"
-                )));
+                tracing::warn!(detail = %detail, "TikTok served a challenge page cova cannot read");
+                return Attempt::Fail(PlatformError::Parse(
+                    "TikTok kept turning cova's requests away; try again later".into(),
+                ));
             }
         };
         if *solved >= MAX_CHALLENGES {
-            return Attempt::Fail(PlatformError::Parse(format!(
-                "TikTok keeps serving its challenge page after {solved} solved challenges: the platform is blocking the client"
-            )));
+            tracing::warn!(solved = *solved, "TikTok keeps serving its challenge page: it is blocking cova's requests");
+            return Attempt::Fail(PlatformError::Parse(
+                "TikTok kept turning cova's requests away; try again later".into(),
+            ));
         }
         let Some(answer) = ch.solve(self.challenge_limit) else {
-            return Attempt::Fail(PlatformError::Parse(format!(
-                "TikTok served an unsolvable challenge (no answer up to {}): the platform is blocking the client",
-                ch.bound.min(self.challenge_limit)
-            )));
+            tracing::warn!(
+                bound = ch.bound.min(self.challenge_limit),
+                "TikTok served a challenge with no answer in bounds"
+            );
+            return Attempt::Fail(PlatformError::Parse(
+                "TikTok kept turning cova's requests away; try again later".into(),
+            ));
         };
         *solved += 1;
         tracing::debug!(cookie = %ch.cookie_name, "solved the TikTok challenge page");

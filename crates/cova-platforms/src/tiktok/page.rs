@@ -73,21 +73,23 @@ pub(crate) fn extract(html: &str, id: &str) -> Result<PageData, PlatformError> {
 }
 
 /// The error a non-zero TikTok status code stands for (`None` for the retryable captcha).
+/// The customer reads what happened in words; the code and TikTok's message go to the log.
 pub(crate) fn status_error(code: i64, message: &str) -> Option<PlatformError> {
-    let detail = |what: &str| format!("{what} (TikTok status {code})");
-    Some(match code {
-        10216 => PlatformError::AudienceRestricted(detail("the post is private")),
-        10222 => PlatformError::AudienceRestricted(detail("the author's account is private")),
-        10240 => PlatformError::AudienceRestricted(detail("the post is visible to the author's friends only")),
-        10204 => PlatformError::Parse(detail(
-            "the post was not found; TikTok also answers this when it blocks the client's IP address",
-        )),
-        10241 => PlatformError::Parse(detail("the post was deleted")),
-        10231 => PlatformError::Parse(detail("the post is not available in the client's region")),
+    let error = match code {
+        10216 => PlatformError::AudienceRestricted("the post is private".into()),
+        10222 => PlatformError::AudienceRestricted("the author's account is private".into()),
+        10240 => PlatformError::AudienceRestricted("the post is visible to the author's friends only".into()),
+        // TikTok also answers this when it blocks the egress address: operators read it in the log.
+        10204 => PlatformError::Parse(
+            "the post was not found: check the link; if it opens in a browser, try again later".into(),
+        ),
+        10241 => PlatformError::Parse("the post was deleted".into()),
+        10231 => PlatformError::Parse("the post is not available in the country cova reads TikTok from".into()),
         STATUS_CAPTCHA => return None,
-        _ if message.is_empty() => PlatformError::Parse(detail("TikTok refused the post")),
-        _ => PlatformError::Parse(format!("TikTok refused the post: {message} (TikTok status {code})")),
-    })
+        _ => PlatformError::Parse("TikTok did not show the post; try again later".into()),
+    };
+    tracing::info!(tiktok.status = code, tiktok.message = %message, detail = %error.detail(), "TikTok refused a post");
+    Some(error)
 }
 
 /// Normalises an item into [`Metadata`].
@@ -347,6 +349,14 @@ mod tests {
         }
         assert!(status_error(STATUS_CAPTCHA, "").is_none());
         assert!(status_error(10241, "").expect("error").to_string().contains("deleted"));
+        // What a customer reads names no status code, client or region jargon.
+        for code in [10216, 10222, 10240, 10204, 10241, 10231, 12345] {
+            let detail = status_error(code, "internal message").expect("an error").detail().to_owned();
+            assert!(
+                !detail.contains("status") && !detail.contains("client") && !detail.contains("internal"),
+                "{detail}"
+            );
+        }
     }
 
     #[test]

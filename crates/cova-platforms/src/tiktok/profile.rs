@@ -12,18 +12,17 @@ use serde_json::Value;
 /// Posts asked per `item_list` page (TikTok serves up to about 35).
 const PAGE: &str = "35";
 
-/// The status codes of a profile: the account does not exist, or it is private.
+/// The status codes of a profile: the account does not exist, or it is private. The code
+/// goes to the log, not to the customer.
 fn profile_error(code: i64, handle: &str) -> Option<PlatformError> {
-    match code {
-        10202 | 10221 | 10223 => {
-            Some(PlatformError::Missing(format!("the TikTok account @{handle} does not exist (TikTok status {code})")))
-        }
-        10222 => Some(PlatformError::AudienceRestricted(format!(
-            "the TikTok account @{handle} is private (TikTok status {code})"
-        ))),
-        page::STATUS_CAPTCHA => None,
-        _ => Some(PlatformError::Parse(format!("TikTok refused the account @{handle} (TikTok status {code})"))),
-    }
+    let error = match code {
+        10202 | 10221 | 10223 => PlatformError::Missing(format!("the TikTok account @{handle} does not exist")),
+        10222 => PlatformError::AudienceRestricted(format!("the TikTok account @{handle} is private")),
+        page::STATUS_CAPTCHA => return None,
+        _ => PlatformError::Parse(format!("TikTok did not show the account @{handle}; try again later")),
+    };
+    tracing::info!(tiktok.status = code, detail = %error.detail(), "TikTok refused an account");
+    Some(error)
 }
 
 /// Reads `__DEFAULT_SCOPE__ → webapp.user-detail` of a profile page.
@@ -166,10 +165,9 @@ impl TikTok {
                         page::STATUS_CAPTCHA => {
                             Attempt::Retry { blocked: true, detail: format!("{what}: captcha (status 10000)") }
                         }
-                        code => Attempt::Fail(
-                            profile_error(code, handle)
-                                .unwrap_or_else(|| PlatformError::Parse(format!("{what}: TikTok status {code}"))),
-                        ),
+                        code => Attempt::Fail(profile_error(code, handle).unwrap_or_else(|| {
+                            PlatformError::Parse(format!("TikTok did not list the posts of @{handle}; try again later"))
+                        })),
                     },
                     Err(a) => a,
                 },

@@ -133,6 +133,24 @@ pub async fn get(db: &Db, account_id: &str, r#ref: &str) -> Result<Option<Analys
     with_conn!(&mut conn, |c| find!(c, account_id, r#ref))
 }
 
+/// The post metadata (JSON, as last read) of the account's analyses of `refs`, by ref; refs
+/// without an analysis or metadata are absent.
+pub async fn metadata_of(db: &Db, account_id: &str, refs: &[&str]) -> Result<Vec<(String, String)>> {
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut conn = db.conn().await?;
+    let rows: Vec<(String, Option<String>)> = with_conn!(&mut conn, |c| {
+        analyses::table
+            .filter(analyses::account_id.eq(account_id))
+            .filter(analyses::ref_.eq_any(refs))
+            .select((analyses::ref_, analyses::metadata))
+            .load(c)
+            .await
+    })?;
+    Ok(rows.into_iter().filter_map(|(r, m)| Some((r, m?))).collect())
+}
+
 /// The account's analysis of `ref` if it is in the library.
 pub async fn get_saved(db: &Db, account_id: &str, r#ref: &str) -> Result<Option<Analysis>> {
     Ok(get(db, account_id, r#ref).await?.filter(|a| a.saved_at.is_some()))

@@ -229,10 +229,30 @@ pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<S
 /// `POST /analyses/{ref}/save`: bookmarks the account's analysis of `ref`; saving twice is fine.
 pub async fn save(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
     let (principal, meter, r#ref) = checked(&req, &state, async |_| parse_ref(&path)).await?;
+    let db = &state.backends.db;
+    let entering = analyses::get_saved(db, &principal.account_id, &r#ref.to_string())
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .is_none();
     let saved = analyses::save(&state.backends.db, &principal.account_id, &r#ref.to_string(), state.now())
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?
         .ok_or_else(|| meter.fail(ApiError::not_found(format!("This account has no analysis of `{ref}`."))))?;
+    // A post entering the library has its comments matched against the keywords once (a
+    // comment already alerted for a keyword stays quiet); saving an entry already in the
+    // library changes nothing, alerts included. The save stands if matching fails: the failure
+    // is logged, and later collections match their new comments as usual.
+    let all = cova_runtime::keyword_alerts::Comments::All;
+    let raised = if entering {
+        cova_runtime::keyword_alerts::raise(db, &principal.account_id, &saved.r#ref, all, state.now()).await
+    } else {
+        Ok(0)
+    };
+    match raised {
+        Ok(0) => {}
+        Ok(_) => state.outbox.notify_one(),
+        Err(e) => tracing::warn!(error = %e, r#ref = %saved.r#ref, "keyword matching of a saved post failed"),
+    }
     Ok(meter.json(HttpResponse::Ok(), &views::analysis(&saved)))
 }
 

@@ -268,17 +268,24 @@ fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
     Bytes::from(out.into_inner().unwrap_or_default())
 }
 
-/// One comment per line: its stored body with `first_seen_at`, then `post_url` and
-/// `post_title` (the CSV's first columns), so that the lines of several posts joined in one
-/// file stay apart.
+/// One comment per line: its stored body with `first_seen_at`, its media links made absolute
+/// (a file read elsewhere still opens them), then `post_url` and `post_title` (the CSV's first
+/// columns), so that the lines of several posts joined in one file stay apart.
 fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Bytes {
-    let named = format!(",\"post_url\":{},\"post_title\":{}}}\n", json!(post.url), json!(post.title));
-    let mut out = Vec::with_capacity(chunk.len() * (512 + named.len()));
+    let mut out = Vec::with_capacity(chunk.len() * 640);
     for row in chunk {
-        if cova_storage::repo::breakdown::write_comment(&mut out, row, None) {
-            // A written comment ends with its closing brace: the post's fields go before it.
-            out.pop();
-            out.extend_from_slice(named.as_bytes());
+        let Ok(Value::Object(mut comment)) = serde_json::from_str::<Value>(&row.body) else {
+            tracing::warn!(comment.id = %row.comment_id, "a stored comment is not a JSON object; left out");
+            continue;
+        };
+        comment.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
+        comment.entry("parent_id").or_insert_with(|| json!(row.parent_id));
+        let mut comment = Value::Object(comment);
+        export::absolute_media(&mut comment, post.origin);
+        comment["post_url"] = json!(post.url);
+        comment["post_title"] = json!(post.title);
+        if serde_json::to_writer(&mut out, &comment).is_ok() {
+            out.push(b'\n');
         }
     }
     Bytes::from(out)
@@ -323,12 +330,14 @@ async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile,
                                 sheet.write_datetime_with_format(line, col, &at, &time)?;
                             }
                             Err(_) => {
-                                sheet.write_string(line, col, inert(cell))?;
+                                sheet.write_string(line, col, cell)?;
                             }
                         },
                         Cell::Time => {}
+                        // A string cell is text, never a formula: a comment starting with
+                        // `@name` or `=` stays as written (the CSV needs its guard, this does not).
                         Cell::Text => {
-                            sheet.write_string(line, col, inert(cell))?;
+                            sheet.write_string(line, col, cell)?;
                         }
                     }
                 }
@@ -408,9 +417,13 @@ mod tests {
     }
 
     #[test]
-    fn json_lines_name_their_post() {
-        let post = Post { url: "https://www.tiktok.com/@a/video/7", title: "A \"quoted\" title", origin: "" };
-        let out = encode_jsonl(&[row("1", None, "hi"), row("2", Some("1"), "}")], false, &post);
+    fn json_lines_name_their_post_and_link_media_absolutely() {
+        let post =
+            Post { url: "https://www.tiktok.com/@a/video/7", title: "A \"quoted\" title", origin: "https://c.example" };
+        let mut with_image = row("2", Some("1"), "}");
+        with_image.body =
+            with_image.body.replace("\"likes\"", "\"media\":[{\"url\":\"/api/v1/media/file?id=9\"}],\"likes\"");
+        let out = encode_jsonl(&[row("1", None, "hi"), with_image], false, &post);
         let lines: Vec<Value> =
             std::str::from_utf8(&out).expect("utf-8").lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
         assert_eq!(lines.len(), 2);
@@ -419,6 +432,9 @@ mod tests {
             assert!(line.get("replies").is_none());
         }
         assert_eq!((lines[1]["id"].as_str(), lines[1]["text"].as_str()), (Some("2"), Some("}")));
+        assert_eq!((lines[0]["parent_id"].clone(), lines[1]["parent_id"].as_str()), (Value::Null, Some("1")));
+        assert_eq!(lines[1]["media"][0]["url"], "https://c.example/api/v1/media/file?id=9");
+        assert_eq!(lines[0]["first_seen_at"], "1970-01-01T00:00:00Z");
     }
 
     #[test]

@@ -10,8 +10,8 @@ use cova_auth::Scope;
 use cova_domain::time::parse_rfc3339;
 use cova_domain::{JobKind, JobStatus};
 use cova_errors::ApiError;
-use cova_storage::repo::ai;
 use cova_storage::repo::jobs::{self, Job, JobFilter};
+use cova_storage::repo::{ai, analyses};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -126,7 +126,21 @@ async fn list(req: HttpRequest, state: web::Data<AppState>, kind: JobKind, scope
     found.truncate(usize::try_from(query.limit).unwrap_or(0));
     let next_cursor = found.last().filter(|_| more).map(|(j, _)| format!("{}.{}", j.created_at, j.id));
     let items: Vec<Value> = match kind {
-        JobKind::Analyze => found.iter().map(|(job, current)| analyze_item(job, *current)).collect(),
+        JobKind::Analyze => {
+            let mut refs: Vec<&str> = found.iter().map(|(j, _)| j.r#ref.as_str()).collect();
+            refs.sort_unstable();
+            refs.dedup();
+            let posts = analyses::metadata_of(&state.backends.db, &principal.account_id, &refs)
+                .await
+                .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+            found
+                .iter()
+                .map(|(job, current)| {
+                    let metadata = posts.iter().find(|(r, _)| *r == job.r#ref).map(|(_, m)| m.as_str());
+                    analyze_item(job, *current, metadata)
+                })
+                .collect()
+        }
         JobKind::Ai => {
             let ids: Vec<&str> = found.iter().map(|(j, _)| j.id.as_str()).collect();
             let heads =
@@ -151,8 +165,18 @@ async fn list(req: HttpRequest, state: web::Data<AppState>, kind: JobKind, scope
     Ok(meter.json(HttpResponse::Ok(), &Page { items, next_cursor }))
 }
 
-/// An analyze job of the history, with the links to its result while it lives.
-fn analyze_item(job: &Job, current: bool) -> Value {
+/// The post a job collected, as a list names it: its title and author, from the account's
+/// analysis of the post; `null` before the post was first read.
+fn post_of(metadata: Option<&str>) -> Value {
+    let Some(m) = metadata.and_then(|m| serde_json::from_str::<Value>(m).ok()) else { return Value::Null };
+    json!({
+        "title": cova_domain::export::post_title(&m),
+        "author": {"handle": m["author"]["handle"], "name": m["author"]["name"]},
+    })
+}
+
+/// An analyze job of the history, with its post and the links to its result while it lives.
+fn analyze_item(job: &Job, current: bool, metadata: Option<&str>) -> Value {
     let links = current.then(|| Links {
         result: format!("/api/v1/analyze/{}", job.id),
         export: format!("/api/v1/analyze/{}/export?format=csv", job.id),
@@ -162,6 +186,7 @@ fn analyze_item(job: &Job, current: bool) -> Value {
         comments_new: job.comments_new,
         job: views::job(job, None),
         links,
+        post: post_of(metadata),
         truncated: job.truncated,
         truncated_reason: job.truncated_reason.as_deref(),
     })
@@ -181,6 +206,7 @@ struct Item<'a> {
     job: views::JobView<'a>,
     /// While the result lives (14 days after its scrape, or until a newer scrape replaces it).
     links: Option<Links>,
+    post: Value,
     truncated: bool,
     truncated_reason: Option<&'a str>,
 }
