@@ -8,6 +8,7 @@ mod collect;
 mod creators;
 mod error;
 mod http;
+pub mod instagram;
 mod json;
 mod keywords;
 mod model;
