@@ -95,6 +95,9 @@ async fn the_workspace_in_a_browser() {
     driver.click("#pay").await;
     driver.wait_url("the return to billing", |u| u.starts_with(&format!("{base}/#/billing?checkout="))).await;
     driver.wait_text("#checkout-status", "paid", |t| t == "paid").await;
+    // The purchase reads as a pack of comments, not as the pack's id.
+    let bought = driver.wait_text("#purchases tbody", "the purchase", |t| t.contains("paid")).await;
+    assert!(bought.contains("A pack of 2,000") && !bought.contains("2k"), "{bought}");
     let notice = driver.property("#checkout-notice", "className").await;
     assert_eq!(notice, "card success", "the payment's success is styled as one");
     let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
@@ -149,7 +152,12 @@ async fn the_workspace_in_a_browser() {
     driver.click("#ai-quote").await;
     driver.click("#ai-consent").await;
     driver.click("#ai-run").await;
-    driver.wait_text("#ai-status", "complete", |t| t.contains("complete")).await;
+    driver
+        .wait_text("#ai-status", "complete", |t| {
+            assert!(!t.contains('_'), "the state in words, not {t:?}");
+            t.contains("complete")
+        })
+        .await;
     driver.find("#ai-result svg").await;
     assert!(driver.count("#ai-result svg").await >= 3, "sentiment, languages and topics are drawn");
     shots.take(&driver, "ai").await;
@@ -507,7 +515,12 @@ async fn rough_edges_found_in_the_walk_through() {
     driver.click("#ai-quote").await;
     driver.click("#ai-consent").await;
     driver.click("#ai-run").await;
-    driver.wait_text("#ai-status", "complete", |t| t.contains("complete")).await;
+    driver
+        .wait_text("#ai-status", "complete", |t| {
+            assert!(!t.contains('_'), "the state in words, not {t:?}");
+            t.contains("complete")
+        })
+        .await;
     driver.wait_text("#ai-phrases .phrase-comments li", "a comment", |t| t.contains(':')).await;
     let counts = driver
         .execute("return [...document.querySelectorAll('#chart-topics .chart-value')].map(t => Number(t.textContent.replace(/\\D/g, '')));", serde_json::json!([]))
@@ -526,6 +539,9 @@ async fn rough_edges_found_in_the_walk_through() {
     assert_eq!(points(&driver, "#chart-sentiment-time").await.len(), 2, "positive and negative of the run");
     driver.goto(&format!("{base}/#/jobs")).await;
     driver.find("#ai-jobs tbody tr[data-id] a.ai-open").await;
+    // Tasks and states in words: no `phrase_matches`, no `in_progress`.
+    let runs = driver.text("#ai-jobs tbody").await;
+    assert!(runs.contains("watch phrases") && !runs.contains('_'), "{runs}");
     driver.click("#ai-jobs a.ai-open").await;
     driver.wait_text("#ai-status", "the result", |t| t.contains("complete")).await;
 

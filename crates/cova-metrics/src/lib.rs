@@ -21,6 +21,7 @@ pub const QUEUE_DEPTH: &str = "cova_queue_depth";
 pub const QUEUE_DEAD_LETTERS: &str = "cova_queue_dead_letters";
 pub const OUTBOX_BACKLOG: &str = "cova_outbox_backlog";
 pub const PLATFORM_REQUESTS: &str = "cova_platform_requests_total";
+pub const PLATFORM_PARSE_ERRORS: &str = "cova_platform_parse_errors_total";
 pub const PLATFORM_DURATION: &str = "cova_platform_request_duration_seconds";
 pub const BALANCE_COMMENTS: &str = "cova_balance_comments_total";
 pub const DELIVERIES: &str = "cova_notifier_deliveries_total";
@@ -71,6 +72,10 @@ fn describe() {
     describe_gauge!(QUEUE_DEAD_LETTERS, "Messages in a queue's dead-letter queue, read when metrics are scraped.");
     describe_gauge!(OUTBOX_BACKLOG, "Outbox rows not yet published, read when metrics are scraped.");
     describe_counter!(PLATFORM_REQUESTS, "Requests to video platforms, by host and outcome.");
+    describe_counter!(
+        PLATFORM_PARSE_ERRORS,
+        "Platform answers of a shape cova does not know, by platform and what was read: a rise means the platform changed."
+    );
     describe_histogram!(PLATFORM_DURATION, Unit::Seconds, "Time of one platform request, by host.");
     describe_counter!(
         BALANCE_COMMENTS,
@@ -153,6 +158,11 @@ pub fn outbox_backlog(rows: i64) {
 pub fn platform_request(host: &str, outcome: &'static str, elapsed: Duration) {
     counter!(PLATFORM_REQUESTS, "host" => host.to_owned(), "outcome" => outcome).increment(1);
     histogram!(PLATFORM_DURATION, "host" => host.to_owned()).record(elapsed.as_secs_f64());
+}
+
+/// A platform answered `what` (a page, a query) in a shape cova does not know.
+pub fn platform_parse_error(platform: &'static str, what: &'static str) {
+    counter!(PLATFORM_PARSE_ERRORS, "platform" => platform, "what" => what).increment(1);
 }
 
 /// A balance movement.

@@ -49,11 +49,18 @@ pub(crate) struct Request {
     pub user_agent: Option<String>,
     /// Ask the signing service (when configured) before sending.
     pub sign: bool,
+    /// A form body (`application/x-www-form-urlencoded`), for POST.
+    pub form: Option<Vec<u8>>,
 }
 
 impl Request {
     pub fn get(url: Url) -> Self {
-        Self { method: Method::GET, url, headers: Vec::new(), user_agent: None, sign: false }
+        Self { method: Method::GET, url, headers: Vec::new(), user_agent: None, sign: false, form: None }
+    }
+
+    /// A POST of an encoded form.
+    pub fn post_form(url: Url, form: Vec<u8>) -> Self {
+        Self { method: Method::POST, url, headers: Vec::new(), user_agent: None, sign: false, form: Some(form) }
     }
 
     pub fn signed(mut self) -> Self {
@@ -269,7 +276,13 @@ impl Http {
         let started = Instant::now();
         let result = tracing::Instrument::instrument(
             async {
-                let resp = route.client.request(req.method.clone(), url).headers(headers).send().await?;
+                let mut request = route.client.request(req.method.clone(), url).headers(headers);
+                if let Some(form) = &req.form {
+                    request = request
+                        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                        .body(form.clone());
+                }
+                let resp = request.send().await?;
                 let status = resp.status();
                 let headers = resp.headers().clone();
                 let body = resp.bytes().await?.to_vec();

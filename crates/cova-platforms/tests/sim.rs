@@ -697,3 +697,67 @@ async fn proxies_rotate_and_a_failing_proxy_rests() {
     // Only the first attempt went to the dead proxy; it then rested and every request succeeded first time.
     assert_eq!(sim.requests().len(), 4);
 }
+
+mod instagram {
+    use cova_platforms::instagram::reader::{Reader, Settings};
+    use cova_sim::{InstagramScenario as I, SimConfig, instagram_shortcode};
+
+    async fn reader() -> (cova_sim::SimHandle, Reader) {
+        let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+        let settings = Settings {
+            base_url: format!("{}/ig", sim.base_url()),
+            app_id: cova_sim::instagram::APP_ID.into(),
+            doc_post_logged_out: cova_sim::instagram::DOC_POST_LOGGED_OUT.into(),
+            doc_comments: cova_sim::instagram::DOC_COMMENTS.into(),
+            doc_replies: cova_sim::instagram::DOC_REPLIES.into(),
+            requests_per_second: 0.0,
+            max_retries: 4,
+            retry_base_ms: 1,
+        };
+        (sim, Reader::new(settings).expect("valid settings"))
+    }
+
+    #[tokio::test]
+    async fn a_visitor_reads_the_post_and_the_comments_it_is_shown_once_each() {
+        let (sim, reader) = reader().await;
+        let code = instagram_shortcode(I::Normal, 120);
+        let truth = sim.expected_instagram_post(&code).expect("a simulated post");
+        let post = reader.post(&code).await.expect("the post");
+        assert_eq!(post.shortcode, code);
+        assert_eq!(post.owner.username.as_deref(), Some(truth.metadata.author_handle.as_str()));
+        assert_eq!(post.comments, Some(truth.metadata.comments));
+        assert_eq!(post.caption, truth.metadata.description);
+        let got = reader.comments(&post, 5_000).await.expect("the comments");
+        // A visitor is shown the first 15 top-level comments and no replies.
+        let visible: Vec<&str> =
+            truth.comments.iter().take(cova_sim::instagram::VISITOR_LIMIT).map(|c| c.id.as_str()).collect();
+        let ids: Vec<&str> = got.comments.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, visible, "each once, in order, although pages repeat comments");
+        assert!(got.partial && got.reported == Some(truth.metadata.comments));
+        let first = &got.comments[0];
+        assert_eq!((first.text.as_str(), first.likes), (truth.comments[0].text.as_str(), truth.comments[0].likes));
+        assert_eq!(first.reply_count, truth.comments[0].replies.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn walls_are_told_apart_and_a_rate_limit_is_waited_out() {
+        let (_sim, reader) = reader().await;
+        for (scenario, code, detail) in [
+            (I::Private, "audience_restricted", "private"),
+            (I::LoginWall, "audience_restricted", "logged-in viewers"),
+            (I::Deleted, "parse_error", "deleted"),
+            (I::Checkpoint, "unavailable", "checking"),
+            (I::UnknownShape, "parse_error", "shape"),
+        ] {
+            let err = reader.post(&instagram_shortcode(scenario, 10)).await.expect_err("a wall");
+            assert_eq!(err.code().as_str(), code, "{scenario:?}: {err}");
+            assert!(err.detail().contains(detail), "{scenario:?}: {err}");
+        }
+        let post = reader.post(&instagram_shortcode(I::RateLimitedFirst2, 10)).await.expect("read after the wait");
+        let off = reader.post(&instagram_shortcode(I::CommentsOff, 10)).await.expect("the post");
+        assert!(off.comments_disabled);
+        let none = reader.comments(&off, 100).await.expect("no comments");
+        assert!(none.comments.is_empty() && !none.partial);
+        assert!(reader.comments(&post, 3).await.expect("capped").comments.len() <= 3);
+    }
+}

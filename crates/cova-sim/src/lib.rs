@@ -7,6 +7,7 @@
 pub mod cdn;
 mod creators;
 mod history;
+pub mod instagram;
 mod llm;
 pub mod otlp;
 mod payments;
@@ -26,8 +27,8 @@ pub use payments::{
     signature_header as payments_signature_header,
 };
 pub use rules::{
-    TikTokScenario, YouTubeScenario, decode_short_code, decode_tiktok_id, decode_youtube_id, short_code,
-    tiktok_post_id, youtube_video_id,
+    InstagramScenario, TikTokScenario, YouTubeScenario, decode_instagram_pk, decode_short_code, decode_tiktok_id,
+    decode_youtube_id, instagram_pk, instagram_shortcode, short_code, tiktok_post_id, youtube_video_id,
 };
 pub use server::{RecordedRequest, SimHandle, serve, spawn};
 pub use smtp::SentMail;

@@ -112,6 +112,92 @@ pub fn decode_tiktok_id(id: u64) -> (TikTokScenario, u64) {
     (TikTokScenario::Normal, id % 1000)
 }
 
+/// Base of simulated Instagram media ids (`pk`): `3_000_000_000_000_000_000 + scenario * 10^12
+/// + comments`; the post's URL carries the id as a shortcode ([`instagram_shortcode`]).
+pub const INSTAGRAM_PK_BASE: u64 = 3_000_000_000_000_000_000;
+
+/// Instagram scenarios, selected by `(pk - INSTAGRAM_PK_BASE) / 10^12`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstagramScenario {
+    Normal = 0,
+    /// The logged-out query answers the media as gated (`if_not_gated_logged_out: null`).
+    Private = 1,
+    /// The post page is 404 and the media null.
+    Deleted = 2,
+    /// `comments_disabled: true`, no comments.
+    CommentsOff = 3,
+    /// Every page redirects to `/accounts/login/`.
+    LoginWall = 4,
+    /// Every request answers 400 `checkpoint_required`.
+    Checkpoint = 5,
+    /// The first two GraphQL requests answer 429 "Please wait a few minutes".
+    RateLimitedFirst2 = 6,
+    /// The post query answers a shape cova does not know.
+    UnknownShape = 7,
+}
+
+impl InstagramScenario {
+    pub const ALL: [InstagramScenario; 8] = [
+        Self::Normal,
+        Self::Private,
+        Self::Deleted,
+        Self::CommentsOff,
+        Self::LoginWall,
+        Self::Checkpoint,
+        Self::RateLimitedFirst2,
+        Self::UnknownShape,
+    ];
+}
+
+const SHORTCODE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The media id of a simulated Instagram post with `comments` comments (top-level plus replies).
+pub fn instagram_pk(scenario: InstagramScenario, comments: u64) -> u64 {
+    INSTAGRAM_PK_BASE + scenario as u64 * TIKTOK_SCENARIO_STEP + comments.min(TIKTOK_SCENARIO_STEP - 1)
+}
+
+/// The shortcode of a media id (base 64, `A–Z a–z 0–9 - _`, most significant digit first).
+pub fn shortcode_of(mut pk: u64) -> String {
+    let mut out = Vec::new();
+    loop {
+        out.push(SHORTCODE[(pk % 64) as usize]);
+        pk /= 64;
+        if pk == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The media id of a shortcode (its first 11 characters), if it is one.
+pub fn pk_of(code: &str) -> Option<u64> {
+    let code = code.get(..code.len().min(11))?;
+    code.bytes().try_fold(0u64, |pk, b| {
+        let d = SHORTCODE.iter().position(|a| *a == b)? as u64;
+        pk.checked_mul(64)?.checked_add(d)
+    })
+}
+
+/// The shortcode of a simulated Instagram post.
+pub fn instagram_shortcode(scenario: InstagramScenario, comments: u64) -> String {
+    shortcode_of(instagram_pk(scenario, comments))
+}
+
+/// Scenario and comment count of a media id; ids outside the scheme are normal posts whose
+/// comment count is `pk % 1000`.
+pub fn decode_instagram_pk(pk: u64) -> (InstagramScenario, u64) {
+    if pk >= INSTAGRAM_PK_BASE {
+        let rel = pk - INSTAGRAM_PK_BASE;
+        let code = rel / TIKTOK_SCENARIO_STEP;
+        if let Some(s) = InstagramScenario::ALL.iter().copied().find(|s| *s as u64 == code) {
+            return (s, (rel % TIKTOK_SCENARIO_STEP).min(MAX_COMMENTS));
+        }
+    }
+    (InstagramScenario::Normal, pk % 1000)
+}
+
 /// YouTube scenarios, selected by the first character of an 11-character id `<letter><10 digits>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

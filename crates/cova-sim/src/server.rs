@@ -139,6 +139,10 @@ impl State {
         self.cached(format!("tiktok:{id}"), |g| g.tiktok(id))
     }
 
+    pub fn instagram_post(&self, pk: u64) -> Arc<SimPost> {
+        self.cached(format!("instagram:{pk}"), |g| g.instagram(pk))
+    }
+
     pub fn youtube_post(&self, id: &str) -> Arc<SimPost> {
         self.cached(format!("youtube:{id}"), |g| g.youtube(id))
     }
@@ -260,6 +264,9 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         && let Some(answer) = crate::telegram::handle(&r.path, &r.body, &mut lock(&state.telegram))
     {
         return answer;
+    }
+    if let Some(path) = r.path.strip_prefix("/ig/") {
+        return crate::instagram::handle(&state, &r, path);
     }
     if let Some(path) = r.path.strip_prefix("/cdn/") {
         return crate::cdn::handle(&r, path, state.cdn_now(), state.cfg.image_bytes);
@@ -391,6 +398,11 @@ impl SimHandle {
 
     pub fn clear_requests(&self) {
         lock(&self.state.requests).clear();
+    }
+
+    /// The full truth of an Instagram post, by its shortcode.
+    pub fn expected_instagram_post(&self, code: &str) -> Option<SimPost> {
+        crate::rules::pk_of(code).map(|pk| (*self.state.instagram_post(pk)).clone())
     }
 
     /// The full truth of a post: a decimal id is a TikTok post, anything else a YouTube video.

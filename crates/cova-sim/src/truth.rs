@@ -245,6 +245,8 @@ impl Gen<'_> {
         let handle = format!("{}{}", rng.pick(HANDLES), rng.below(100));
         let author_id = if platform == "tiktok" {
             format!("69{:017}", rng.below(100_000_000_000_000_000))
+        } else if platform == "instagram" {
+            format!("{}", 1_000_000 + rng.below(60_000_000_000))
         } else {
             format!("UC{:022}", rng.below(10_000_000_000_000_000_000)).chars().take(24).collect()
         };
@@ -284,6 +286,9 @@ impl Gen<'_> {
             match (platform, parent) {
                 ("tiktok", _) => {
                     (7_300_000_000_000_000_000u64 + (id_salt % 1_000_000_000_000) * 1_000_000 + serial).to_string()
+                }
+                ("instagram", _) => {
+                    (17_900_000_000_000_000u64 + (id_salt % 1_000_000_000) * 1_000_000 + serial).to_string()
                 }
                 // comments.list finds the video from the thread id, so it embeds the video id.
                 (_, None) => format!("Ugz{post_id}{serial:07}"),
@@ -458,6 +463,21 @@ impl Gen<'_> {
             new.push(self.comment(&mut rng, &post.platform, id, last_time + 60 * k as i64, true));
         }
         new
+    }
+
+    /// An Instagram post by its media id (`pk`); its ref is its shortcode.
+    pub fn instagram(&self, pk: u64) -> SimPost {
+        let (scenario, n) = crate::rules::decode_instagram_pk(pk);
+        let code = crate::rules::shortcode_of(pk);
+        let create_time = 1_700_000_000 + (pk % 30_000_000) as i64;
+        let off = matches!(scenario, crate::rules::InstagramScenario::CommentsOff);
+        SimPost {
+            platform: "instagram".into(),
+            id: code.clone(),
+            scenario: format!("{scenario:?}"),
+            metadata: self.metadata("instagram", &code, n, create_time, false),
+            comments: if off { Vec::new() } else { self.comments("instagram", &code, n, create_time) },
+        }
     }
 
     pub fn youtube(&self, id: &str) -> SimPost {

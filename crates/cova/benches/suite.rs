@@ -1696,6 +1696,31 @@ fn keyword_matching(report: &mut Report, texts: &[String]) {
     );
 }
 
+/// CPU per spike decision over 14 days of comments per 10 minutes (2,016 buckets, a one-hour
+/// window), as a check after each watch run costs it; a steady and a bursty series alike.
+fn spike_decisions(report: &mut Report) {
+    use cova_domain::spikes::{Sensitivity, volume};
+    let steady: Vec<u64> = (0..14 * 144_u64).map(|i| 2 + (i * 7919) % 3).collect();
+    let mut bursty = steady.clone();
+    bursty.extend([20, 25, 30, 28, 26, 24]);
+    let t = Sensitivity::Balanced.thresholds();
+    let rounds = 2_000;
+    let started = Instant::now();
+    let mut spikes = 0;
+    for k in 0..rounds {
+        let counts = if k % 2 == 0 { &steady } else { &bursty };
+        if matches!(std::hint::black_box(volume(counts, 6, 10, t)), cova_domain::spikes::Volume::Spike { .. }) {
+            spikes += 1;
+        }
+    }
+    let per = started.elapsed() / rounds;
+    assert_eq!(spikes, rounds / 2, "a spike on each bursty series and none on the steady one");
+    report.add(
+        "spike_decision_14_days",
+        format!("{:.1} µs per decision ({rounds} decisions over 2,016 ten-minute buckets; {spikes} spikes, all on the bursty series)", per.as_secs_f64() * 1e6),
+    );
+}
+
 /// F1 of one class from (truth, predicted) pairs.
 fn f1<T: PartialEq + Copy>(pairs: &[(T, T)], class: T) -> f64 {
     let tp = pairs.iter().filter(|(t, p)| *t == class && *p == class).count() as f64;
@@ -1952,6 +1977,7 @@ fn main() {
             match only.as_str() {
                 "media" => media_serving(&mut report).await,
                 "workspace" => workspace_table(&mut report).await,
+                "spikes" => spike_decisions(&mut report),
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
                 "delivery" => {
@@ -1990,7 +2016,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery` and `workspace`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace` and `spikes`"
                 ),
             }
         });
@@ -2008,6 +2034,7 @@ fn main() {
         media_serving(&mut report).await;
         let texts = post_texts().await;
         keyword_matching(&mut report, &texts);
+        spike_decisions(&mut report);
         analyzer_quality(&mut report, &texts).await;
         delivery_throughput(&mut report).await;
 

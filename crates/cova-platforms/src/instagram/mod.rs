@@ -1,7 +1,8 @@
-//! Instagram Reels (in progress): URL forms and shortcodes, and the reading of Instagram's
-//! answers and walls. The reader over HTTP, the simulator's Instagram and the wiring into
-//! `Platform` come next.
+//! Instagram Reels (in progress): URL forms and shortcodes, the reading of Instagram's
+//! answers and walls, and a reader of a post and its comments over HTTP (logged out). The
+//! session path, creators and the wiring into `Platform` come next.
 
 pub mod parse;
+pub mod reader;
 pub mod shortcode;
 pub mod urls;
