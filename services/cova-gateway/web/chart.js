@@ -203,5 +203,5 @@ const CovaChart = (() => {
     return figure(title, chart, id, `${per}, by when each comment was written, replies included.`);
   }
 
-  return Object.freeze({ bars, series, timeline, buckets });
+  return Object.freeze({ bars, series, timeline });
 })();
