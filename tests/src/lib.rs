@@ -162,11 +162,15 @@ pub fn use_simulator(config: &mut Config, sim: &cova_sim::SimHandle) {
     p.tiktok.retry_base_ms = 5;
     p.tiktok.retry_max_ms = 20;
     p.tiktok.requests_per_second = 0.0;
-    p.youtube.api_base_url = base;
+    p.youtube.api_base_url = base.clone();
     p.youtube.api_key = Some("sim-key".to_owned().into());
     p.youtube.retry_base_ms = 5;
     p.youtube.retry_max_ms = 20;
     p.youtube.requests_per_second = 0.0;
+    p.instagram.web_base_url = format!("{base}/ig");
+    p.instagram.retry_base_ms = 5;
+    p.instagram.retry_max_ms = 20;
+    p.instagram.requests_per_second = 0.0;
     config.scraper.retry_base_ms = 20;
     config.notifier.telegram_api_base_url = sim.base_url().to_owned();
     config.notifier.telegram_bot_token = Some("sim-bot".to_owned().into());

@@ -1034,3 +1034,40 @@ fn fmt_thousands(n: usize) -> String {
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn an_instagram_post_and_account_in_a_browser() {
+    let app = spawn_app_with_sim(SimConfig::default(), |c| c.auth.token_cache_ms = 0).await;
+    let shots = Shots::from_env();
+    let base = app.base_url.clone();
+    let (driver, _account) = signed_in_browser(&app, "reels@example.com", 1_000).await;
+    let code = cova_sim::instagram_shortcode(cova_sim::InstagramScenario::Normal, 60);
+    let truth = app.sim.expected_instagram_post(&code).expect("a simulated post");
+
+    // A reel read logged out: its platform named, and the part a visitor is shown said in words.
+    driver.goto(&format!("{base}/#/analyze")).await;
+    driver.fill("#analyze-url", &format!("https://www.instagram.com/reel/{code}/")).await;
+    driver.click("#preview-submit").await;
+    let preview = driver.text("#preview .preview").await;
+    assert!(preview.contains("Instagram · video"), "{preview}");
+    assert!(preview.contains(&format!("@{}", truth.metadata.author_handle)), "{preview}");
+    driver.click("#analyze-submit").await;
+    driver.wait_text("#analyze-status", "complete", |t| t == "complete").await;
+    let said = driver.text("#truncation").await;
+    assert!(said.contains("Instagram shows a visitor only part of this post's comments"), "{said}");
+    assert!(!said.contains("visitor_view") && !said.contains("balance"), "{said}");
+    driver.wait_text("#comments-count", "the comments", |t| t.contains("15")).await;
+    shots.take(&driver, "instagram-post").await;
+
+    // An Instagram account, added by its URL, is listed as one.
+    app.sim.add_creator(cova_sim::SimCreator::instagram(5_512, "glow.reels"));
+    driver.goto(&format!("{base}/#/creators")).await;
+    driver.fill("#creator-url", "https://www.instagram.com/glow.reels/").await;
+    driver.click("#creator-add-submit").await;
+    driver.wait_text("#creator-status", "added", |t| t.contains("@glow.reels")).await;
+    let row = driver.text("tr[data-ref=\"instagram:user:5512\"]").await;
+    assert!(row.contains("Instagram"), "{row}");
+    driver.quit().await;
+    app.stop().await;
+}

@@ -13,6 +13,7 @@ mod faults;
 mod foundation;
 mod hardening;
 mod http;
+mod instagram;
 mod library;
 mod media;
 mod money;

@@ -509,6 +509,8 @@ impl Default for MediaConfig {
                 "*.ytimg.com",
                 "*.ggpht.com",
                 "*.googleusercontent.com",
+                "*.cdninstagram.com",
+                "*.fbcdn.net",
             ]
             .map(String::from)
             .to_vec(),
@@ -733,6 +735,7 @@ impl Config {
                 .with_list_parse_key("media.cdn_hosts")
                 .with_list_parse_key("media.allow_private")
                 .with_list_parse_key("workspace.allowed_origins")
+                .with_list_parse_key("platforms.instagram.sessions")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -943,6 +946,7 @@ mod tests {
                 ("COVA_DATABASE__ENCRYPTION_KEYS", "a2V5"),
                 ("COVA_DATABASE__POOL_SIZE", "16"),
                 ("COVA_HTTP__TRUSTED_PROXIES", "10.0.0.1,10.0.0.2"),
+                ("COVA_PLATFORMS__INSTAGRAM__SESSIONS", "123%3Aab%3A1,456%3Acd%3A2"),
                 ("COVA_TEST_DATABASE_URL", "ignored"),
                 ("COVA_CONFIG", "ignored"),
                 ("OTHER", "ignored"),
@@ -952,6 +956,9 @@ mod tests {
         assert_eq!(cfg.http.addr, "0.0.0.0:9000");
         assert_eq!(cfg.database.pool_size, 16);
         assert_eq!(cfg.http.trusted_proxies, vec!["10.0.0.1", "10.0.0.2"]);
+        let sessions: Vec<&str> =
+            cfg.platforms.instagram.sessions.iter().map(secrecy::ExposeSecret::expose_secret).collect();
+        assert_eq!(sessions, ["123%3Aab%3A1", "456%3Acd%3A2"]);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::fmt;
 pub struct PlatformsConfig {
     pub tiktok: TikTokConfig,
     pub youtube: YouTubeConfig,
+    pub instagram: InstagramConfig,
     /// Keep the platform's raw JSON next to each normalised comment (debugging only).
     pub keep_raw: bool,
 }
@@ -20,6 +21,7 @@ impl fmt::Debug for PlatformsConfig {
         f.debug_struct("PlatformsConfig")
             .field("tiktok", &self.tiktok)
             .field("youtube", &self.youtube)
+            .field("instagram", &self.instagram)
             .field("keep_raw", &self.keep_raw)
             .finish()
     }
@@ -164,6 +166,87 @@ impl fmt::Debug for YouTubeConfig {
     }
 }
 
+/// Instagram web client settings. Instagram changes its web app's query ids and app id now and
+/// then: they are configuration so that an operator can follow without a release.
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstagramConfig {
+    /// Post pages, GraphQL and the REST path of a session.
+    pub web_base_url: String,
+    /// `X-IG-App-ID` of Instagram's web app.
+    pub app_id: String,
+    /// GraphQL query ids (`doc_id`).
+    pub doc_post_logged_out: String,
+    pub doc_comments: String,
+    pub doc_replies: String,
+    pub doc_profile_reels: String,
+    pub user_agent: String,
+    /// Egress routes (proxy URLs); empty means one direct route.
+    pub proxies: Vec<String>,
+    /// `sessionid` cookies of logged-in sessions, one per egress route in order (the first for
+    /// the direct route when there are no proxies); a route without one reads logged out.
+    pub sessions: Vec<SecretString>,
+    /// How long a session that met a checkpoint is set aside (its route reads logged out meanwhile).
+    pub session_rest_ms: u64,
+    /// Requests per second per (host, egress route, session); 0 disables the pace.
+    pub requests_per_second: f64,
+    pub max_concurrency_per_host: usize,
+    pub connect_timeout_ms: u64,
+    pub read_timeout_ms: u64,
+    pub max_retries: u32,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    /// Redirects followed when resolving a `/share/` link.
+    pub max_redirects: u32,
+}
+
+impl Default for InstagramConfig {
+    fn default() -> Self {
+        Self {
+            web_base_url: "https://www.instagram.com".into(),
+            app_id: "936619743392459".into(),
+            doc_post_logged_out: "27130156389949648".into(),
+            doc_comments: "6974885689225067".into(),
+            doc_replies: "7171917939589632".into(),
+            doc_profile_reels: "7845543455542541".into(),
+            user_agent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                         Chrome/131.0.0.0 Safari/537.36"
+                .into(),
+            proxies: Vec::new(),
+            sessions: Vec::new(),
+            session_rest_ms: 6 * 60 * 60 * 1000,
+            // About 275 GraphQL requests per 10 minutes, the pace instaloader keeps to.
+            requests_per_second: 0.45,
+            max_concurrency_per_host: 2,
+            connect_timeout_ms: 5_000,
+            read_timeout_ms: 15_000,
+            max_retries: 4,
+            retry_base_ms: 2_000,
+            retry_max_ms: 60_000,
+            max_redirects: 3,
+        }
+    }
+}
+
+impl fmt::Debug for InstagramConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Sessions are logins and proxies may carry credentials: counts only.
+        f.debug_struct("InstagramConfig")
+            .field("web_base_url", &self.web_base_url)
+            .field("app_id", &self.app_id)
+            .field("doc_post_logged_out", &self.doc_post_logged_out)
+            .field("doc_comments", &self.doc_comments)
+            .field("doc_replies", &self.doc_replies)
+            .field("doc_profile_reels", &self.doc_profile_reels)
+            .field("proxies", &self.proxies.len())
+            .field("sessions", &self.sessions.len())
+            .field("session_rest_ms", &self.session_rest_ms)
+            .field("requests_per_second", &self.requests_per_second)
+            .field("max_retries", &self.max_retries)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,11 +256,12 @@ mod tests {
         let cfg: PlatformsConfig = serde_json::from_value(serde_json::json!({
             "tiktok": {"cookies": {"msToken": "very-secret-cookie"}, "proxies": ["http://user:pw@proxy:1"],
                        "signer_url": "http://signer/?token=abc"},
-            "youtube": {"api_key": "AIza-secret-key"}
+            "youtube": {"api_key": "AIza-secret-key"},
+            "instagram": {"sessions": ["ig-session-secret"], "proxies": ["http://igu:igpw@proxy:2"]}
         }))
         .expect("valid config");
         let printed = format!("{cfg:?}");
-        for secret in ["very-secret-cookie", "user:pw", "token=abc", "AIza-secret-key"] {
+        for secret in ["very-secret-cookie", "user:pw", "token=abc", "AIza-secret-key", "ig-session-secret", "igpw"] {
             assert!(!printed.contains(secret), "{secret} leaked in {printed}");
         }
         assert!(printed.contains("msToken"));
@@ -190,6 +274,8 @@ mod tests {
         assert_eq!(cfg.tiktok.max_retries, 4);
         assert_eq!(cfg.tiktok.comment_page_size, 50);
         assert_eq!(cfg.youtube.page_size, 100);
+        assert_eq!(cfg.instagram.app_id, "936619743392459");
+        assert!(cfg.instagram.sessions.is_empty());
         assert!(serde_json::from_str::<PlatformsConfig>(r#"{"tiktok": {"nope": 1}}"#).is_err());
     }
 }

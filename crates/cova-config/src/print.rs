@@ -49,6 +49,7 @@ impl Config {
         let mut urls = vec![
             ("platforms.tiktok.web_base_url", self.platforms.tiktok.web_base_url.clone()),
             ("platforms.youtube.api_base_url", self.platforms.youtube.api_base_url.clone()),
+            ("platforms.instagram.web_base_url", self.platforms.instagram.web_base_url.clone()),
         ];
         if let Some(short) = &self.platforms.tiktok.short_link_base_url {
             urls.push(("platforms.tiktok.short_link_base_url", short.clone()));

@@ -162,6 +162,9 @@ pub enum Truncation {
     Balance,
     /// The customer's own cap on the job (`max_comments`).
     MaxComments,
+    /// The platform showed cova only part of the post's comments (Instagram without a
+    /// session shows a visitor a few): all of them were collected, and only they are charged.
+    VisitorView,
 }
 
 impl Truncation {
@@ -170,11 +173,15 @@ impl Truncation {
             Truncation::PostCap => "post_cap",
             Truncation::Balance => "balance",
             Truncation::MaxComments => "max_comments",
+            Truncation::VisitorView => "visitor_view",
         }
     }
 
+    pub const ALL: [Truncation; 4] =
+        [Truncation::PostCap, Truncation::Balance, Truncation::MaxComments, Truncation::VisitorView];
+
     pub fn parse(s: &str) -> Option<Self> {
-        [Truncation::PostCap, Truncation::Balance, Truncation::MaxComments].into_iter().find(|t| t.as_str() == s)
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 

@@ -169,6 +169,7 @@ pub(crate) async fn collect(
     Ok(CollectOutcome {
         collected: shared.collected.load(Ordering::SeqCst),
         truncated: shared.truncated.load(Ordering::SeqCst),
+        partial: false,
         reported_total: source.reported_total(),
     })
 }

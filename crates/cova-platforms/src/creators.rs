@@ -1,4 +1,4 @@
-//! Creators (TikTok accounts, YouTube channels): their URL forms, their profile, and the walk
+//! Creators (TikTok accounts, YouTube channels, Instagram accounts): their URL forms, their profile, and the walk
 //! of their posts newest first that stops at the first post already known.
 
 use crate::PlatformError;
@@ -16,16 +16,23 @@ pub enum CreatorUrl {
     YouTubeChannel { id: String },
     /// Legacy `youtube.com/user/<name>` (and `/c/<name>`, looked up the same way).
     YouTubeUser { name: String },
+    /// `instagram.com/<username>/` (also `/reels/` after it).
+    Instagram { username: String },
 }
 
 impl CreatorUrl {
     pub fn platform(&self) -> Platform {
         match self {
             Self::TikTok { .. } => Platform::TikTok,
+            Self::Instagram { .. } => Platform::Instagram,
             _ => Platform::YouTube,
         }
     }
 }
+
+/// Instagram's own pages, which are not accounts.
+const INSTAGRAM_PAGES: [&str; 10] =
+    ["p", "reel", "reels", "tv", "stories", "explore", "accounts", "direct", "share", "about"];
 
 /// Parses a TikTok account or YouTube channel URL. Errors say what a creator URL looks like.
 pub fn parse_creator_url(input: &str) -> Result<CreatorUrl, PlatformError> {
@@ -57,10 +64,17 @@ pub fn parse_creator_url(input: &str) -> Result<CreatorUrl, PlatformError> {
             )),
         };
     }
-    Err(PlatformError::InvalidUrl(format!(
-        "unsupported platform: `{}` is not a TikTok or YouTube host",
-        clip(&web.host)
-    )))
+    if crate::instagram::urls::is_instagram_host(&web.host) {
+        return match segments.as_slice() {
+            [user] | [user, "reels" | "reel" | "tagged"]
+                if crate::instagram::urls::is_username(user) && !INSTAGRAM_PAGES.contains(user) =>
+            {
+                Ok(CreatorUrl::Instagram { username: user.to_ascii_lowercase() })
+            }
+            _ => Err(not_a_creator("expected an Instagram account URL such as https://www.instagram.com/<username>/")),
+        };
+    }
+    Err(crate::urls::unsupported_host(&web.host))
 }
 
 fn is_tiktok_handle(s: &str) -> bool {
@@ -84,12 +98,13 @@ fn is_legacy_name(s: &str) -> bool {
     (1..=100).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
-/// A creator's stable identity, `tiktok:user:<user id>` or `youtube:channel:<UC…>`: never the
-/// handle, which its owner can change.
+/// A creator's stable identity, `tiktok:user:<user id>`, `youtube:channel:<UC…>` or
+/// `instagram:user:<id>`: never the handle, which its owner can change.
 pub fn creator_ref(platform: Platform, id: &str) -> String {
     match platform {
         Platform::TikTok => format!("tiktok:user:{id}"),
         Platform::YouTube => format!("youtube:channel:{id}"),
+        Platform::Instagram => format!("instagram:user:{id}"),
     }
 }
 
@@ -120,6 +135,9 @@ impl Creator {
             (Platform::TikTok, Some(h)) => format!("https://www.tiktok.com/@{h}"),
             (Platform::TikTok, None) => format!("https://www.tiktok.com/@{}", self.id),
             (Platform::YouTube, _) => format!("https://www.youtube.com/channel/{}", self.id),
+            (Platform::Instagram, Some(h)) => format!("https://www.instagram.com/{h}/"),
+            // Instagram has no public link by id alone: the reels tab of the profile by id.
+            (Platform::Instagram, None) => format!("https://www.instagram.com/{}/", self.id),
         }
     }
 }
@@ -213,6 +231,17 @@ mod tests {
             CreatorUrl::YouTubeChannel { id: "UCabcdefghijklmnopqrstuv".into() }
         );
         assert_eq!(creator("https://www.youtube.com/user/brand"), CreatorUrl::YouTubeUser { name: "brand".into() });
+        let ig = CreatorUrl::Instagram { username: "brand.co".into() };
+        for input in [
+            "https://www.instagram.com/brand.co/",
+            "https://www.instagram.com/Brand.Co/reels/",
+            "instagram.com/brand.co?igsh=abc",
+        ] {
+            assert_eq!(creator(input), ig, "{input}");
+        }
+        for bad in ["https://www.instagram.com/reel/CKZ7-7Ghk2j/", "https://www.instagram.com/explore/"] {
+            assert!(matches!(parse_creator_url(bad), Err(PlatformError::InvalidUrl(_))), "{bad}");
+        }
         for bad in [
             "https://www.tiktok.com/@brand/video/7279848477109062945",
             "https://www.tiktok.com/",

@@ -32,6 +32,8 @@ pub(crate) struct HttpSettings {
     /// Where the pace of every process is kept; without one (or while it does not answer)
     /// each process paces itself.
     pub pace: Option<Arc<dyn PaceStore>>,
+    /// Added to every route's name in pace keys (a logged-in session paces on its own).
+    pub route_suffix: String,
 }
 
 /// Keeps the pace of requests to one host through one route for every process: reserves the
@@ -191,11 +193,17 @@ impl Http {
                     format!("proxy-{}:{}", u.host_str().unwrap_or_default(), u.port_or_known_default().unwrap_or(0))
                 })
                 .unwrap_or_else(|| format!("proxy-{}", i + 1));
+            let name = format!("{name}{}", settings.route_suffix);
             routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: true, name });
         }
         if routes.is_empty() {
             let client = builder().build().map_err(|e| build_err("HTTP client", e))?;
-            routes.push(Route { client, rested_until: Mutex::new(None), via_proxy: false, name: "direct".into() });
+            routes.push(Route {
+                client,
+                rested_until: Mutex::new(None),
+                via_proxy: false,
+                name: format!("direct{}", settings.route_suffix),
+            });
         }
         let signer = match settings.signer_url {
             Some(_) => Some(builder().build().map_err(|e| build_err("signer client", e))?),
@@ -216,6 +224,11 @@ impl Http {
     /// Remembers a cookie for every later request (e.g. a solved challenge).
     pub fn set_cookie(&self, name: &str, value: &str) {
         lock(&self.cookies).insert(name.to_string(), value.to_string());
+    }
+
+    /// A cookie kept for later requests.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        lock(&self.cookies).get(name).cloned()
     }
 
     /// Starts the retry bookkeeping of one operation; feed it each attempt with [`Retry::next`].

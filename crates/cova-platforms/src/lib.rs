@@ -1,5 +1,6 @@
 //! cova's platform layer: turns post URLs into refs, fetches free post metadata and collects
-//! comments with their replies from TikTok (web endpoints) and YouTube Shorts (Data API v3).
+//! comments with their replies from TikTok (web endpoints), YouTube Shorts (Data API v3) and
+//! Instagram Reels (web endpoints, logged out or with configured sessions).
 //!
 //! Every platform host is configuration, so the same code talks to the real platforms in
 //! production and to `cova-sim` in tests.
@@ -17,7 +18,7 @@ mod urls;
 mod youtube;
 mod youtube_channels;
 
-pub use cova_config::platforms::{PlatformsConfig, TikTokConfig, YouTubeConfig};
+pub use cova_config::platforms::{InstagramConfig, PlatformsConfig, TikTokConfig, YouTubeConfig};
 pub use creators::{Creator, CreatorUrl, FoundPost, Listing, creator_ref, parse_creator_url};
 pub use error::PlatformError;
 pub use http::PaceStore;
@@ -132,6 +133,7 @@ pub struct Platforms {
 struct Inner {
     tiktok: Arc<tiktok::TikTok>,
     youtube: Arc<youtube::YouTube>,
+    instagram: Arc<instagram::Instagram>,
 }
 
 impl std::fmt::Debug for Platforms {
@@ -153,7 +155,8 @@ impl Platforms {
         Ok(Self {
             inner: Arc::new(Inner {
                 tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw, pace.clone())?),
-                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw, pace)?),
+                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw, pace.clone())?),
+                instagram: Arc::new(instagram::Instagram::new(&cfg.instagram, cfg.keep_raw, pace)?),
             }),
         })
     }
@@ -163,19 +166,25 @@ impl Platforms {
     pub async fn resolve(&self, url: &str) -> Result<PostRef, PlatformError> {
         match parse_url(url)? {
             ParsedUrl::Post(post) => Ok(post),
-            ParsedUrl::ShortLink(link) => self.inner.tiktok.resolve_short(&link).await,
+            ParsedUrl::ShortLink(link) => self.resolve_short_link(&link).await,
         }
     }
 
-    /// Follows a short link to the post it names (bounded hops, platform hosts only).
+    /// Follows a short link (TikTok) or share link (Instagram) to the post it names (bounded
+    /// hops, platform hosts only).
     pub async fn resolve_short_link(&self, link: &ShortLink) -> Result<PostRef, PlatformError> {
-        self.inner.tiktok.resolve_short(link).await
+        match link.host {
+            ShortHost::InstagramShare => self.inner.instagram.resolve_share(&link.path()).await,
+            _ => self.inner.tiktok.resolve_short(link).await,
+        }
     }
 
-    /// The creator a TikTok account or YouTube channel URL names, as its profile shows it now.
+    /// The creator a TikTok account, YouTube channel or Instagram account URL names, as its
+    /// profile shows it now.
     pub async fn creator(&self, url: &str) -> Result<Creator, PlatformError> {
         match parse_creator_url(url)? {
             CreatorUrl::TikTok { handle } => self.inner.tiktok.creator(&handle).await,
+            CreatorUrl::Instagram { username } => self.inner.instagram.creator(&username).await,
             other => self.inner.youtube.creator(&other).await,
         }
     }
@@ -189,6 +198,7 @@ impl Platforms {
         match creator.platform {
             Platform::TikTok => self.inner.tiktok.creator_posts(creator, listing).await,
             Platform::YouTube => self.inner.youtube.creator_posts(creator, listing).await,
+            Platform::Instagram => self.inner.instagram.creator_posts(creator, listing).await,
         }
     }
 
@@ -196,6 +206,7 @@ impl Platforms {
         match post.platform {
             Platform::TikTok => self.inner.tiktok.metadata(post).await,
             Platform::YouTube => self.inner.youtube.metadata(post).await,
+            Platform::Instagram => self.inner.instagram.metadata(post).await,
         }
     }
 
@@ -217,6 +228,8 @@ impl Platforms {
                 Arc::new(youtube::YouTubeComments::new(self.inner.youtube.clone(), post)),
                 self.inner.youtube.reply_parallelism,
             ),
+            // Instagram is read one request at a time on its pace: its own reader.
+            Platform::Instagram => return self.inner.instagram.collect(post, max, sink).await,
         };
         collect::collect(source, max, parallelism, sink).await
     }

@@ -148,6 +148,10 @@ pub struct CollectOutcome {
     pub truncated: bool,
     /// The platform's own comment count, when it reports one.
     pub reported_total: Option<u64>,
+    /// The platform showed cova only part of the post's comments (Instagram's visitor view):
+    /// everything shown was collected, the rest could not be seen.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 /// Formats unix seconds as RFC 3339 UTC; out-of-range values fall back to the epoch.

@@ -11,13 +11,26 @@ use url::Url;
 pub enum Platform {
     TikTok,
     YouTube,
+    Instagram,
 }
 
 impl Platform {
+    pub const ALL: [Platform; 3] = [Platform::TikTok, Platform::YouTube, Platform::Instagram];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::TikTok => "tiktok",
             Self::YouTube => "youtube",
+            Self::Instagram => "instagram",
+        }
+    }
+
+    /// The platform's name as people write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TikTok => "TikTok",
+            Self::YouTube => "YouTube",
+            Self::Instagram => "Instagram",
         }
     }
 }
@@ -45,6 +58,7 @@ impl PostRef {
         match self.platform {
             Platform::TikTok => format!("https://www.tiktok.com/@_/video/{}", self.id),
             Platform::YouTube => format!("https://www.youtube.com/shorts/{}", self.id),
+            Platform::Instagram => format!("https://www.instagram.com/reel/{}/", self.id),
         }
     }
 }
@@ -59,12 +73,20 @@ impl FromStr for PostRef {
     type Err = PlatformError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad =
-            || PlatformError::InvalidUrl(format!("`{}` is not a ref of the form tiktok:<id> or youtube:<id>", clip(s)));
+        let bad = || {
+            PlatformError::InvalidUrl(format!(
+                "`{}` is not a ref of the form tiktok:<id>, youtube:<id> or instagram:<shortcode>",
+                clip(s)
+            ))
+        };
         let (platform, id) = s.split_once(':').ok_or_else(bad)?;
         match platform {
             "tiktok" => tiktok_id(id).map(PostRef::tiktok).ok_or_else(bad),
             "youtube" if is_youtube_id(id) => Ok(PostRef { platform: Platform::YouTube, id: id.to_string() }),
+            // Only the public code names a post: a private post's long code is not a ref.
+            "instagram" if crate::instagram::shortcode::public_code(id) == Some(id) => {
+                Ok(PostRef { platform: Platform::Instagram, id: id.to_string() })
+            }
             _ => Err(bad()),
         }
     }
@@ -92,6 +114,8 @@ pub enum ShortHost {
     Vt,
     /// `www.tiktok.com/t/<code>/`
     Web,
+    /// `www.instagram.com/share/<code>/` (the code may hold a `reel/` or `p/` part).
+    InstagramShare,
 }
 
 /// A TikTok short link that must be resolved over HTTP.
@@ -107,6 +131,7 @@ impl ShortLink {
         match self.host {
             ShortHost::Vm | ShortHost::Vt => format!("/{}/", self.code),
             ShortHost::Web => format!("/t/{}/", self.code),
+            ShortHost::InstagramShare => format!("/share/{}/", self.code),
         }
     }
 
@@ -116,6 +141,7 @@ impl ShortLink {
             ShortHost::Vm => "vm.tiktok.com",
             ShortHost::Vt => "vt.tiktok.com",
             ShortHost::Web => "www.tiktok.com",
+            ShortHost::InstagramShare => "www.instagram.com",
         };
         format!("https://{host}{}", self.path())
     }
@@ -200,7 +226,29 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
             )
         });
     }
-    Err(PlatformError::InvalidUrl(format!("unsupported platform: `{}` is not a TikTok or YouTube host", clip(host))))
+    if crate::instagram::urls::is_instagram_host(host) {
+        use crate::instagram::urls::{Named, parse_path};
+        return match parse_path(&segments) {
+            Some(Named::Post(code)) => Ok(ParsedUrl::Post(PostRef { platform: Platform::Instagram, id: code })),
+            Some(Named::Share(path)) => Ok(ParsedUrl::ShortLink(ShortLink {
+                host: ShortHost::InstagramShare,
+                code: path.trim_start_matches("/share/").trim_end_matches('/').to_owned(),
+            })),
+            None => Err(not_a_post(
+                trimmed,
+                "expected an Instagram post URL such as https://www.instagram.com/reel/<code>/",
+            )),
+        };
+    }
+    Err(unsupported_host(host))
+}
+
+/// The error of a host that is none of the platforms'.
+pub(crate) fn unsupported_host(host: &str) -> PlatformError {
+    PlatformError::InvalidUrl(format!(
+        "unsupported platform: `{}` is not a TikTok, YouTube or Instagram host",
+        clip(host)
+    ))
 }
 
 /// Parses the path of a TikTok web URL (host already checked); also used on redirect targets.
@@ -335,6 +383,29 @@ mod tests {
     }
 
     #[test]
+    fn every_instagram_form_maps_to_one_ref() {
+        for f in [
+            "https://www.instagram.com/reel/CKZ7-7Ghk2j/",
+            "https://www.instagram.com/reels/CKZ7-7Ghk2j",
+            "https://instagram.com/p/CKZ7-7Ghk2j/?igsh=MWQ1ZGUxMzBkMA==",
+            "https://m.instagram.com/tv/CKZ7-7Ghk2j/",
+            "https://www.instagram.com/brand.official/reel/CKZ7-7Ghk2j/",
+            "instagr.am/p/CKZ7-7Ghk2j",
+        ] {
+            assert_eq!(post(f).to_string(), "instagram:CKZ7-7Ghk2j", "{f}");
+        }
+        match parse_url("https://www.instagram.com/share/reel/BAHwX1abc/") {
+            Ok(ParsedUrl::ShortLink(l)) => {
+                assert_eq!((l.host, l.path()), (ShortHost::InstagramShare, "/share/reel/BAHwX1abc/".to_owned()));
+            }
+            other => panic!("{other:?}"),
+        }
+        let r: PostRef = "instagram:CKZ7-7Ghk2j".parse().expect("valid ref");
+        assert_eq!(r.canonical_url(), "https://www.instagram.com/reel/CKZ7-7Ghk2j/");
+        assert!(format!("instagram:CKZ7-7Ghk2j{}", "x".repeat(28)).parse::<PostRef>().is_err());
+    }
+
+    #[test]
     fn errors_name_what_was_wrong() {
         let detail = |s: &str| parse_url(s).expect_err(s).to_string();
         assert!(detail("").contains("not a URL"));
@@ -342,7 +413,9 @@ mod tests {
         assert!(detail("just some words").contains("not a URL"));
         assert!(detail("tiktok").contains("not a URL"));
         assert!(detail("ftp://www.tiktok.com/@x/video/1").contains("not a URL"));
-        assert!(detail("https://www.instagram.com/reel/abc").contains("unsupported platform"));
+        assert!(detail("https://www.facebook.com/reel/abc").contains("unsupported platform"));
+        assert!(detail("https://www.instagram.com/brand/").contains("not a post URL"));
+        assert!(detail("https://www.instagram.com/stories/brand/123/").contains("not a post URL"));
         assert!(detail("https://www.tiktok.com/@scout2015").contains("not a post URL"));
         assert!(detail("https://www.tiktok.com/@x/video/abc").contains("not a post URL"));
         assert!(detail("https://www.tiktok.com/@x/video/0").contains("not a post URL"));

@@ -49,6 +49,7 @@ impl YouTube {
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
             pace,
+            route_suffix: String::new(),
         })?;
         Ok(Self {
             http,

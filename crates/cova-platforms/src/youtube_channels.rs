@@ -74,7 +74,7 @@ impl YouTube {
             CreatorUrl::YouTubeHandle { handle } => ("forHandle", format!("@{handle}"), format!("@{handle}")),
             CreatorUrl::YouTubeChannel { id } => ("id", id.clone(), id.clone()),
             CreatorUrl::YouTubeUser { name } => ("forUsername", name.clone(), name.clone()),
-            CreatorUrl::TikTok { .. } => {
+            CreatorUrl::TikTok { .. } | CreatorUrl::Instagram { .. } => {
                 return Err(PlatformError::InvalidUrl("not a YouTube channel URL".into()));
             }
         };

@@ -699,49 +699,116 @@ async fn proxies_rotate_and_a_failing_proxy_rests() {
 }
 
 mod instagram {
-    use cova_platforms::instagram::reader::{Reader, Settings};
-    use cova_sim::{InstagramScenario as I, SimConfig, instagram_shortcode};
+    use super::collect;
+    use cova_platforms::{Listing, Platforms, PostRef, parse_url};
+    use cova_sim::{InstagramScenario as I, SimConfig, SimCreator, SimCreatorPost, instagram_shortcode};
 
-    async fn reader() -> (cova_sim::SimHandle, Reader) {
+    async fn setup(sessions: &[&str]) -> (cova_sim::SimHandle, Platforms) {
         let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
-        let settings = Settings {
-            base_url: format!("{}/ig", sim.base_url()),
-            app_id: cova_sim::instagram::APP_ID.into(),
-            doc_post_logged_out: cova_sim::instagram::DOC_POST_LOGGED_OUT.into(),
-            doc_comments: cova_sim::instagram::DOC_COMMENTS.into(),
-            doc_replies: cova_sim::instagram::DOC_REPLIES.into(),
-            requests_per_second: 0.0,
-            max_retries: 4,
-            retry_base_ms: 1,
-        };
-        (sim, Reader::new(settings).expect("valid settings"))
+        let mut cfg = super::config(&sim);
+        let ig = &mut cfg.instagram;
+        ig.web_base_url = format!("{}/ig", sim.base_url());
+        ig.requests_per_second = 0.0;
+        ig.retry_base_ms = 1;
+        ig.retry_max_ms = 4;
+        ig.sessions = sessions.iter().map(|s| s.to_string().into()).collect();
+        (sim, Platforms::new(&cfg).expect("valid config"))
+    }
+
+    fn post(scenario: I, n: u64) -> PostRef {
+        format!("instagram:{}", instagram_shortcode(scenario, n)).parse().expect("a ref")
     }
 
     #[tokio::test]
-    async fn a_visitor_reads_the_post_and_the_comments_it_is_shown_once_each() {
-        let (sim, reader) = reader().await;
-        let code = instagram_shortcode(I::Normal, 120);
-        let truth = sim.expected_instagram_post(&code).expect("a simulated post");
-        let post = reader.post(&code).await.expect("the post");
-        assert_eq!(post.shortcode, code);
-        assert_eq!(post.owner.username.as_deref(), Some(truth.metadata.author_handle.as_str()));
-        assert_eq!(post.comments, Some(truth.metadata.comments));
-        assert_eq!(post.caption, truth.metadata.description);
-        let got = reader.comments(&post, 5_000).await.expect("the comments");
+    async fn a_visitor_collects_what_it_is_shown_once_each_and_says_it_is_part() {
+        let (sim, p) = setup(&[]).await;
+        let r = post(I::Normal, 120);
+        let truth = sim.expected_instagram_post(&r.id).expect("a simulated post");
+        let meta = p.metadata(&r).await.expect("the post");
+        assert_eq!((meta.platform.as_str(), meta.url.as_str()), ("instagram", r.canonical_url().as_str()));
+        assert_eq!(meta.author.handle.as_deref(), Some(truth.metadata.author_handle.as_str()));
+        assert_eq!(
+            (meta.metrics.comments, meta.description.as_str()),
+            (Some(120), truth.metadata.description.as_str())
+        );
+        let (outcome, flat) = collect(&p, &r, 5_000).await.expect("the comments");
         // A visitor is shown the first 15 top-level comments and no replies.
         let visible: Vec<&str> =
             truth.comments.iter().take(cova_sim::instagram::VISITOR_LIMIT).map(|c| c.id.as_str()).collect();
-        let ids: Vec<&str> = got.comments.iter().map(|c| c.id.as_str()).collect();
+        let ids: Vec<&str> = flat.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, visible, "each once, in order, although pages repeat comments");
-        assert!(got.partial && got.reported == Some(truth.metadata.comments));
-        let first = &got.comments[0];
-        assert_eq!((first.text.as_str(), first.likes), (truth.comments[0].text.as_str(), truth.comments[0].likes));
-        assert_eq!(first.reply_count, truth.comments[0].replies.len() as u64);
+        assert_eq!((outcome.collected, outcome.partial, outcome.truncated), (15, true, false));
+        assert_eq!(outcome.reported_total, Some(120));
+        assert_eq!(flat[0].reply_count, truth.comments[0].replies.len() as u64);
+        let (capped, few) = collect(&p, &r, 4).await.expect("capped");
+        assert_eq!((capped.collected, capped.truncated, capped.partial, few.len()), (4, true, false, 4));
+    }
+
+    #[tokio::test]
+    async fn a_session_collects_every_comment_with_its_replies() {
+        let (sim, p) = setup(&[cova_sim::instagram::SESSION]).await;
+        let r = post(I::Normal, 300);
+        let truth = sim.expected_instagram_post(&r.id).expect("a simulated post");
+        let (outcome, flat) = collect(&p, &r, 5_000).await.expect("the comments");
+        super::assert_stream_shape(&flat);
+        let want: Vec<&str> = truth
+            .comments
+            .iter()
+            .flat_map(|c| std::iter::once(c.id.as_str()).chain(c.replies.iter().map(|r| r.id.as_str())))
+            .collect();
+        let got: Vec<&str> = flat.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(got, want);
+        assert_eq!((outcome.collected as usize, outcome.partial), (truth.total_comments(), false));
+        // The REST path went with the session's cookie.
+        assert!(sim.requests().iter().any(|q| q.path.contains("/api/v1/media/")));
+    }
+
+    /// Records the pace keys asked for; every slot is free at once.
+    #[derive(Default)]
+    struct Keys(std::sync::Mutex<Vec<String>>);
+
+    impl cova_platforms::PaceStore for Keys {
+        fn next_slot<'a>(
+            &'a self,
+            key: &'a str,
+            _interval: std::time::Duration,
+        ) -> futures::future::BoxFuture<'a, Result<std::time::Duration, String>> {
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(key.to_owned());
+            Box::pin(async { Ok(std::time::Duration::ZERO) })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pace_is_kept_per_route_and_session_without_naming_the_session() {
+        let (sim, _) = setup(&[]).await;
+        let mut cfg = super::config(&sim);
+        cfg.instagram.web_base_url = format!("{}/ig", sim.base_url());
+        cfg.instagram.sessions = vec![cova_sim::instagram::SESSION.to_owned().into()];
+        let keys = std::sync::Arc::new(Keys::default());
+        let p = Platforms::paced(&cfg, Some(keys.clone())).expect("config");
+        collect(&p, &post(I::Normal, 30), 5_000).await.expect("the comments");
+        let seen: std::collections::BTreeSet<String> =
+            keys.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+        let host = url::Url::parse(sim.base_url()).expect("url").host_str().expect("host").to_owned();
+        // The visitor's page and post query on the direct route; the comments with the session.
+        let want: std::collections::BTreeSet<String> =
+            [format!("{host}|direct"), format!("{host}|direct+session-1")].into_iter().collect();
+        assert_eq!(seen, want);
+        assert!(seen.iter().all(|k| !k.contains(cova_sim::instagram::SESSION)));
+    }
+
+    #[tokio::test]
+    async fn a_checkpointed_session_is_set_aside_and_its_route_reads_logged_out() {
+        let (_sim, p) = setup(&[cova_sim::instagram::CHECKPOINTED_SESSION]).await;
+        for _ in 0..2 {
+            let (outcome, flat) = collect(&p, &post(I::Normal, 60), 5_000).await.expect("logged out");
+            assert_eq!((flat.len(), outcome.partial), (15, true));
+        }
     }
 
     #[tokio::test]
     async fn walls_are_told_apart_and_a_rate_limit_is_waited_out() {
-        let (_sim, reader) = reader().await;
+        let (_sim, p) = setup(&[]).await;
         for (scenario, code, detail) in [
             (I::Private, "audience_restricted", "private"),
             (I::LoginWall, "audience_restricted", "logged-in viewers"),
@@ -749,15 +816,55 @@ mod instagram {
             (I::Checkpoint, "unavailable", "checking"),
             (I::UnknownShape, "parse_error", "shape"),
         ] {
-            let err = reader.post(&instagram_shortcode(scenario, 10)).await.expect_err("a wall");
+            let err = p.metadata(&post(scenario, 10)).await.expect_err("a wall");
             assert_eq!(err.code().as_str(), code, "{scenario:?}: {err}");
             assert!(err.detail().contains(detail), "{scenario:?}: {err}");
         }
-        let post = reader.post(&instagram_shortcode(I::RateLimitedFirst2, 10)).await.expect("read after the wait");
-        let off = reader.post(&instagram_shortcode(I::CommentsOff, 10)).await.expect("the post");
-        assert!(off.comments_disabled);
-        let none = reader.comments(&off, 100).await.expect("no comments");
-        assert!(none.comments.is_empty() && !none.partial);
-        assert!(reader.comments(&post, 3).await.expect("capped").comments.len() <= 3);
+        p.metadata(&post(I::RateLimitedFirst2, 10)).await.expect("read after the wait");
+        let (none, flat) = collect(&p, &post(I::CommentsOff, 10), 100).await.expect("no comments");
+        assert!(flat.is_empty() && !none.partial && !none.truncated);
+    }
+
+    #[tokio::test]
+    async fn a_share_link_leads_to_its_post() {
+        let (_sim, p) = setup(&[]).await;
+        let code = instagram_shortcode(I::Normal, 5);
+        let r = p.resolve(&format!("https://www.instagram.com/share/reel/{code}/")).await;
+        // The public host is not the simulator: a share link is resolved on the configured base.
+        assert_eq!(r.expect("resolved").to_string(), format!("instagram:{code}"));
+        assert!(matches!(
+            parse_url("https://www.instagram.com/share/p/x1/"),
+            Ok(cova_platforms::ParsedUrl::ShortLink(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_creator_is_its_id_and_pinned_reels_never_end_the_listing() {
+        let (sim, p) = setup(&[]).await;
+        let now = chrono::Utc::now().timestamp_millis();
+        let hour = 3_600_000;
+        let mut brand = SimCreator::instagram(5512, "brand.reels");
+        let code = |n: u64| instagram_shortcode(I::Normal, n);
+        brand.posts = vec![
+            SimCreatorPost { id: code(1), published_at_ms: now - 100 * hour, pinned: true },
+            SimCreatorPost { id: code(2), published_at_ms: now - 3 * hour, pinned: false },
+            SimCreatorPost { id: code(3), published_at_ms: now - 2 * hour, pinned: false },
+            SimCreatorPost { id: code(4), published_at_ms: now - 50 * hour, pinned: false },
+        ];
+        sim.add_creator(brand);
+        let c = p.creator("https://www.instagram.com/brand.reels/reels/").await.expect("the account");
+        assert_eq!((c.r#ref().as_str(), c.handle.as_deref()), ("instagram:user:5512", Some("brand.reels")));
+        let known = |r: &PostRef| r.id == code(4);
+        let found = p
+            .creator_posts(&c, &Listing { since: now - 10 * hour, known: &known, max_pages: 3 })
+            .await
+            .expect("the reels");
+        let ids: Vec<String> = found.iter().map(|f| f.post.id.clone()).collect();
+        assert_eq!(ids, [code(3), code(2)], "the old pinned reel is skipped and does not end the walk");
+        sim.rename_creator("5512", "brand.renamed");
+        let renamed = p.creator("https://www.instagram.com/brand.renamed/").await.expect("renamed");
+        assert_eq!(renamed.r#ref(), c.r#ref());
+        let gone = p.creator("https://www.instagram.com/brand.reels/").await.expect_err("the old name");
+        assert_eq!(gone.code().as_str(), "not_found");
     }
 }

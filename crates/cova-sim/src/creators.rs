@@ -46,6 +46,11 @@ impl SimCreator {
         }
     }
 
+    /// An Instagram account: `id` is its numeric id; its posts' ids are shortcodes.
+    pub fn instagram(id: u64, username: &str) -> Self {
+        Self { platform: "instagram".into(), ..Self::tiktok(id, username) }
+    }
+
     /// `channel` is 22 characters after `UC`.
     pub fn youtube(channel: &str, handle: &str) -> Self {
         Self { platform: "youtube".into(), id: format!("UC{channel}"), ..Self::tiktok(0, handle) }
@@ -130,6 +135,47 @@ pub(crate) fn tiktok_item_list(state: &State, r: &Req) -> HttpResponse {
         "statusCode": 0, "itemList": items, "cursor": next.to_string(), "hasMore": candidates.len() > page.len(),
         "extra": {"now": state.now_ms()}, "log_pb": {"impr_id": "sim"}
     }))
+}
+
+/// `GET /ig/api/v1/users/web_profile_info/?username=`: the account, or `user: null`.
+pub(crate) fn instagram_profile(state: &State, username: &str) -> HttpResponse {
+    let creators = lock(&state.creators);
+    let user = find(&creators, "instagram", |c| c.handle.eq_ignore_ascii_case(username)).map(|c| {
+        json!({"id": c.id, "username": c.handle, "full_name": c.name, "is_private": c.private, "is_verified": false,
+               "profile_pic_url": state.cdn_link(&format!("img/creator-{}.png", c.id)),
+               "edge_followed_by": {"count": 1234},
+               "edge_owner_to_timeline_media": {"count": c.visible(state.now_ms()).len()}})
+    });
+    HttpResponse::Ok().json(json!({"data": {"user": user}, "status": "ok"}))
+}
+
+/// The profile reels connection (GraphQL): pinned reels first, then newest first, 12 a page;
+/// `after` is an offset (`r<n>`).
+pub(crate) fn instagram_reels(state: &State, vars: &Value) -> HttpResponse {
+    let creators = lock(&state.creators);
+    let id = vars["target_user_id"].as_str().unwrap_or_default();
+    let Some(c) = find(&creators, "instagram", |c| c.id == id) else {
+        return HttpResponse::Ok().json(json!({"data": {"xdt_api__v1__clips__user__connection_v2": null}}));
+    };
+    let size = vars["page_size"].as_u64().unwrap_or(12).clamp(1, 12) as usize;
+    let offset = vars["after"].as_str().and_then(|a| a.strip_prefix('r')?.parse().ok()).unwrap_or(0usize);
+    let visible = c.visible(state.now_ms());
+    let edges: Vec<Value> = visible
+        .iter()
+        .skip(offset)
+        .take(size)
+        .map(|p| {
+            let pk = crate::rules::pk_of(&p.id).unwrap_or(0);
+            let pinned: Vec<&str> = if p.pinned { vec![c.id.as_str()] } else { Vec::new() };
+            json!({"node": {"media": {"pk": pk.to_string(), "id": format!("{pk}_{}", c.id), "code": p.id,
+                "taken_at": p.published_at_ms / 1000, "media_type": 2, "product_type": "clips",
+                "caption": {"text": format!("Reel {}", p.id)}, "clips_tab_pinned_user_ids": pinned,
+                "user": {"pk": c.id, "username": c.handle}}}})
+        })
+        .collect();
+    let more = offset + size < visible.len();
+    HttpResponse::Ok().json(json!({"data": {"xdt_api__v1__clips__user__connection_v2": {
+        "edges": edges, "page_info": {"has_next_page": more, "end_cursor": more.then(|| format!("r{}", offset + size))}}}}))
 }
 
 /// `channels.list` by `forHandle`, `id` or `forUsername`.

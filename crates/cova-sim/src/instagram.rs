@@ -25,6 +25,7 @@ pub const PAGE: u64 = 12;
 pub const DOC_POST_LOGGED_OUT: &str = "27130156389949648";
 pub const DOC_COMMENTS: &str = "6974885689225067";
 pub const DOC_REPLIES: &str = "7171917939589632";
+pub const DOC_PROFILE_REELS: &str = "7845543455542541";
 
 fn fail(status: u16, message: &str) -> HttpResponse {
     let code = actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::BAD_REQUEST);
@@ -43,7 +44,19 @@ pub(crate) fn handle(state: &State, r: &Req, path: &str) -> HttpResponse {
         ("GET", ["api", "v1", "media", pk, "comments", parent, "child_comments"]) => {
             rest_comments(state, r, pk, Some(parent))
         }
-        ("GET", [.., "reel" | "reels" | "p" | "tv", code]) => page(state, code),
+        ("GET", ["api", "v1", "users", "web_profile_info"]) => {
+            if r.headers.get("x-ig-app-id").map(String::as_str) != Some(APP_ID) {
+                return fail(400, "useragent mismatch");
+            }
+            crate::creators::instagram_profile(state, r.param("username").unwrap_or_default())
+        }
+        // A share link leads to the post it shares (here its code is the post's own).
+        ("GET", ["share", kind @ ("reel" | "p"), code]) => {
+            HttpResponse::Found().insert_header(("location", format!("/ig/{kind}/{code}/"))).finish()
+        }
+        ("GET", ["share", ..]) => fail(404, "Page Not Found"),
+        ("GET", [.., "reel" | "reels" | "p" | "tv", code]) if pk_of(code).is_some() => page(state, code),
+        ("GET", [_user] | [_user, "reels"]) => lsd_page(),
         _ => fail(404, "Page Not Found"),
     }
 }
@@ -61,6 +74,11 @@ fn page(state: &State, code: &str) -> HttpResponse {
         _ => {}
     }
     let _ = state.instagram_post(pk);
+    lsd_page()
+}
+
+/// A page of the web app: the LSD token and the CSRF cookie.
+fn lsd_page() -> HttpResponse {
     HttpResponse::Ok()
         .insert_header(("set-cookie", "csrftoken=simcsrf; Path=/"))
         .content_type("text/html; charset=utf-8")
@@ -102,6 +120,12 @@ fn graphql(state: &State, r: &Req) -> HttpResponse {
     let Some(vars) = field("variables").and_then(|v| serde_json::from_str::<Value>(v).ok()) else {
         return fail(400, "variables are not JSON");
     };
+    if field("doc_id") == Some(DOC_PROFILE_REELS) {
+        if r.headers.get("x-ig-app-id").map(String::as_str) != Some(APP_ID) {
+            return fail(400, "useragent mismatch");
+        }
+        return crate::creators::instagram_reels(state, &vars);
+    }
     let Some(pk) = vars["media_id"].as_str().and_then(|p| p.parse::<u64>().ok()) else {
         return fail(400, "media_id is missing");
     };

@@ -604,6 +604,47 @@ async fn gateway_overhead(report: &mut Report, label: &str, extra: &[(&str, Stri
     sim.stop().await;
 }
 
+/// Comments of the Instagram post the `instagram` section collects.
+const INSTAGRAM_COMMENTS: u64 = 1_000;
+
+/// Collecting a 1,000-comment Instagram post at the default pace (`platforms.instagram.
+/// requests_per_second`), with a session (every comment) and logged out (a visitor's part),
+/// against the rate bound: the requests it took, spaced at the pace.
+async fn instagram_collection(report: &mut Report) {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("sim");
+    let mut config = cova_config::Config::default();
+    let rate = config.platforms.instagram.requests_per_second;
+    cova_tests::use_simulator(&mut config, &sim);
+    config.platforms.instagram.requests_per_second = rate;
+    let code = cova_sim::instagram_shortcode(cova_sim::InstagramScenario::Normal, INSTAGRAM_COMMENTS);
+    let post: cova_platforms::PostRef = format!("instagram:{code}").parse().expect("ref");
+    for (name, sessions) in [("session", vec!["sim-session".to_owned().into()]), ("logged_out", Vec::new())] {
+        let mut platforms_config = config.platforms.clone();
+        platforms_config.instagram.sessions = sessions;
+        let platforms = cova_platforms::Platforms::new(&platforms_config).expect("platforms");
+        sim.clear_requests();
+        let started = Instant::now();
+        let mut sink = cova_platforms::VecSink::default();
+        let outcome = platforms.collect_comments(&post, INSTAGRAM_COMMENTS as u32, &mut sink).await.expect("collect");
+        // The metadata read comes first in a job: its requests belong to the collection.
+        let took = started.elapsed().as_secs_f64();
+        let requests = sim.requests().iter().filter(|r| r.path.starts_with("/ig/")).count();
+        // The first request goes at once; each later one waits its slot.
+        let bound = requests.saturating_sub(1) as f64 / rate;
+        report.add(
+            &format!("instagram_collect_{INSTAGRAM_COMMENTS}_{name}"),
+            format!(
+                "{took:.1} s for {} of {} comments{} in {requests} requests at {rate} per second; rate bound {bound:.1} s ({:.3}×)",
+                outcome.collected,
+                outcome.reported_total.unwrap_or(0),
+                if outcome.partial { " (a visitor's part)" } else { "" },
+                took / bound.max(f64::EPSILON)
+            ),
+        );
+    }
+    sim.stop().await;
+}
+
 /// Requests in flight per host for the collection bench: the politeness budget it runs with.
 const COLLECT_IN_FLIGHT: usize = 8;
 
@@ -1980,6 +2021,7 @@ fn main() {
                 "spikes" => spike_decisions(&mut report),
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
+                "instagram" => instagram_collection(&mut report).await,
                 "delivery" => {
                     delivery_throughput(&mut report).await;
                     if real.reachable() {
@@ -2016,7 +2058,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace` and `spikes`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes` and `instagram`"
                 ),
             }
         });
@@ -2053,6 +2095,7 @@ fn main() {
             report.add("real_backends", "skipped (PostgreSQL, Redis or RabbitMQ not reachable)");
         }
         collection_speed(&mut report).await;
+        instagram_collection(&mut report).await;
     });
     write_results(&report);
 }

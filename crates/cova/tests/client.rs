@@ -104,6 +104,8 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
         ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
         ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
         ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
+        ("COVA_PLATFORMS__INSTAGRAM__WEB_BASE_URL".into(), format!("{}/ig", sim.base_url())),
+        ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND".into(), "0".into()),
         ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
     ];
     if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
@@ -237,6 +239,25 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     let entry: Value = serde_json::from_str(&stdout(&out)).expect("the entry is JSON");
     assert_eq!(entry["counts"]["comments"], post.total_comments());
     assert_eq!(entry["comments"].as_array().map(Vec::len), Some(post.comments.len()));
+
+    // An Instagram reel, read logged out: the part a visitor is shown, said as such; the
+    // library lists it under its platform.
+    let code = cova_sim::instagram_shortcode(cova_sim::InstagramScenario::Normal, 30);
+    let reel_url = format!("https://www.instagram.com/reel/{code}/");
+    let out = caller.run(&full, &["analyze", &reel_url, "--wait", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reel: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
+    assert_eq!(reel["ref"], format!("instagram:{code}"));
+    assert_eq!(
+        (&reel["result"]["truncated_reason"], &reel["result"]["comments_total"]),
+        (&Value::from("visitor_view"), &Value::from(15))
+    );
+    let out = caller.run(&full, &["library", "list", "--platform", "instagram"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).expect("the library is JSON");
+    let refs: Vec<&str> =
+        listed["items"].as_array().map(|a| a.iter().filter_map(|e| e["ref"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(refs, [format!("instagram:{code}")]);
 
     // `ai run --wait`: quoted, run, and printed with its result once complete.
     let out = caller.run(&full, &["ai", "run", &wanted2, "--max-charge", "1"]);

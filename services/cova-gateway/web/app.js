@@ -136,10 +136,13 @@ const STATE_WORDS = {
   ready: "ready", expired: "expired", metadata_only: "details only", pending: "pending", paid: "paid",
   review: "under review", delivered: "delivered", given_up: "given up", post_cap: "the 5,000-comment limit per post",
   balance: "your comment balance", max_comments: "your limit of comments per post",
+  visitor_view: "what Instagram shows a visitor",
 };
 const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
 
 // AI tasks and delivered events, as a list of them says them.
+const PLATFORM_NAMES = { tiktok: "TikTok", youtube: "YouTube", instagram: "Instagram" };
+const platformName = (p) => PLATFORM_NAMES[p] ?? String(p ?? "");
 const TASK_WORDS = {
   sentiment: "sentiment", topics: "topics", questions: "questions", languages: "languages", spam: "spam",
   summary: "summary", phrase_matches: "watch phrases",
@@ -420,7 +423,7 @@ function viewNotFound(v) {
 function viewHome(v) {
   v.heading.textContent = "Every comment of a post, ready to read";
   v.add(
-    h("p", { class: "lead", text: "cova collects the comments of TikTok and YouTube posts with their replies. Search and export them, keep posts in a library, watch them for new comments, get alerts on keywords and let AI sum them up. Everything here is also one API call away." }),
+    h("p", { class: "lead", text: "cova collects the comments of TikTok, YouTube and Instagram posts with their replies. Search and export them, keep posts in a library, watch them for new comments, get alerts on keywords and let AI sum them up. Everything here is also one API call away." }),
     h("p", { class: "actions" },
       h("a", { href: "#/signup", class: "button primary", text: "Create an account" }),
       h("a", { href: "#/login", class: "button", text: "Log in" })),
@@ -433,7 +436,7 @@ function viewHome(v) {
   const url = h("input", { id: "anon-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://www.tiktok.com/@…/video/…" });
   const out = h("div", { id: "anon-preview", "aria-live": "polite" });
   const f = form("anon-form", [
-    fieldRow("Post URL", url, "A TikTok or YouTube post. No account needed, 10 previews a day."),
+    fieldRow("Post URL", url, "A TikTok, YouTube or Instagram post. No account needed, 10 previews a day."),
     h("div", { class: "buttons" }, h("button", { id: "anon-submit", type: "submit", class: "primary", text: "Preview" })),
   ], (btn) => busy(v, btn, async () => {
     out.replaceChildren();
@@ -651,7 +654,7 @@ function previewCard(md, { anonymous = false } = {}) {
   const link = safeHttpUrl(md.url);
   el.append(h("div", { class: "preview-body" },
     h("h2", { class: "preview-title", text: postTitle(md, md.ref) }),
-    h("p", { class: "muted" }, `${md.platform} · ${md.kind ?? "post"}`, md.created_at && " · ", md.created_at && timeEl(md.created_at)),
+    h("p", { class: "muted" }, `${platformName(md.platform)} · ${md.kind ?? "post"}`, md.created_at && " · ", md.created_at && timeEl(md.created_at)),
     h("p", { class: "preview-author" },
       h("strong", { text: a.handle ? `@${a.handle}` : (a.name ?? "unknown author") }),
       a.handle && a.name ? ` ${a.name}` : "", a.verified ? " ✓" : "",
@@ -701,7 +704,7 @@ async function viewAnalyze(v, route) {
     ++job.gen; // a job still being followed stops drawing
   };
   const f = form("analyze-form", [
-    fieldRow("Post URLs", url, `One TikTok or YouTube post, or up to ${fmtNum(LIMITS.batch_urls)} (one per line). Collecting spends one comment of your balance per comment. Enter collects; Shift+Enter starts a new line.`),
+    fieldRow("Post URLs", url, `One TikTok, YouTube or Instagram post, or up to ${fmtNum(LIMITS.batch_urls)} (one per line). Collecting spends one comment of your balance per comment. Enter collects; Shift+Enter starts a new line.`),
     fieldRow("At most this many comments per post", max, `Optional. Each post is collected, and paid for, up to this many comments (replies included); empty collects up to ${fmtNum(LIMITS.comments_per_post)}.`),
     h("div", { class: "buttons" },
       h("button", { id: "preview-submit", type: "submit", text: "Preview the cost" }), collect),
@@ -903,6 +906,7 @@ function truncationWords(r) {
   if (!r.truncated) return "";
   if (r.truncated_reason === "post_cap") return ` — stopped at ${inWords("post_cap")}: the post has more`;
   if (r.truncated_reason === "max_comments") return ` — stopped at ${inWords("max_comments")}: the post has more`;
+  if (r.truncated_reason === "visitor_view") return " — Instagram shows a visitor only part of this post's comments: these are all it showed, and only they were charged";
   return ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
 }
 
@@ -914,6 +918,7 @@ function cutWords(item) {
     case "balance": return `cut short: your comment balance ran out${of}`;
     case "max_comments": return `stopped at your limit per post${of}`;
     case "post_cap": return `stopped at the 5,000-comment limit per post${of}`;
+    case "visitor_view": return `only the part of its comments Instagram shows a visitor${of}`;
     default: return null;
   }
 }
@@ -1649,7 +1654,7 @@ async function viewCreators(v, route) {
     if (!page.items.length) t.tbody.append(emptyRow(t.headers, "No creator yet. Add an account or a channel above."));
   };
   const f = form("creator-add", [
-    fieldRow("Account or channel URL", url, `A TikTok account (https://www.tiktok.com/@name) or a YouTube channel (https://www.youtube.com/@name). Adding is free; following looks for new posts on its own, collects them and keeps them in your library.`),
+    fieldRow("Account or channel URL", url, `A TikTok account (https://www.tiktok.com/@name), a YouTube channel (https://www.youtube.com/@name) or an Instagram account (https://www.instagram.com/name/). Adding is free; following looks for new posts on its own, collects them and keeps them in your library.`),
     h("button", { id: "creator-add-submit", type: "submit", text: "Add" }), added,
   ], (btn) => busy(v, btn, async () => {
     added.textContent = "";
@@ -1701,7 +1706,7 @@ function creatorRow(v, c, i, headers) {
       h("div", {},
         h("strong", { text: c.name ?? creatorName(c) }), h("br"),
         c.url ? h("a", { href: safeHttpUrl(c.url), rel: "noopener noreferrer", target: "_blank", text: creatorName(c) }) : creatorName(c),
-        h("small", { class: "muted", text: ` · ${c.platform === "youtube" ? "YouTube" : "TikTok"}` }))),
+        h("small", { class: "muted", text: ` · ${platformName(c.platform)}` }))),
     `${plural(c.followers ?? 0, "follower")}, ${plural(c.posts ?? 0, "post")}`,
     h("div", { class: "watch" },
       checkRow("Follow", box),

@@ -172,8 +172,13 @@ impl Scraper {
             Ok(outcome) => {
                 prefetcher.finish(self.prefetch.1).await;
                 let scraped = Scraped {
-                    // Stopped at the limit with more to collect: the limit says why.
-                    truncated: outcome.truncated.then_some(collect.stops_for),
+                    // Stopped at the limit with more to collect: the limit says why. Otherwise
+                    // a platform that showed only part of the post says so.
+                    truncated: if outcome.truncated {
+                        Some(collect.stops_for)
+                    } else {
+                        outcome.partial.then_some(cova_domain::Truncation::VisitorView)
+                    },
                     metadata: Some(shown.to_string()),
                     search: metadata.search_text(),
                 };

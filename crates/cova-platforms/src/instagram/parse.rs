@@ -129,8 +129,9 @@ pub fn post(m: &Value) -> Result<Post, PlatformError> {
     })
 }
 
-/// A comment node (the mobile API's shape, on GraphQL and REST alike); `parent` for a reply.
-pub fn comment(node: &Value, parent: Option<&str>) -> Result<Comment, PlatformError> {
+/// A comment node (the mobile API's shape, on GraphQL and REST alike); `parent` for a reply;
+/// `keep_raw` keeps the node beside it.
+pub fn comment(node: &Value, parent: Option<&str>, keep_raw: bool) -> Result<Comment, PlatformError> {
     let id = node.get("pk").and_then(str_of).ok_or_else(|| unknown("a comment"))?;
     let user = node.get("user").ok_or_else(|| unknown("a comment"))?;
     let parent_id = parent.map(str::to_owned).or_else(|| node.get("parent_comment_id").and_then(str_of));
@@ -159,12 +160,12 @@ pub fn comment(node: &Value, parent: Option<&str>) -> Result<Comment, PlatformEr
         media: Vec::new(),
         parent_id,
         replies: Vec::new(),
-        raw: None,
+        raw: keep_raw.then(|| node.clone()),
     })
 }
 
 /// A page of the GraphQL comment connection (or, with `parent`, of a comment's replies).
-pub fn connection(answer: &Value, parent: Option<&str>) -> Result<Page, PlatformError> {
+pub fn connection(answer: &Value, parent: Option<&str>, keep_raw: bool) -> Result<Page, PlatformError> {
     let conn = answer
         .pointer("/data/xdt_api__v1__media__media_id__comments__connection")
         .or_else(|| {
@@ -175,7 +176,7 @@ pub fn connection(answer: &Value, parent: Option<&str>) -> Result<Page, Platform
     let edges = conn.get("edges").and_then(Value::as_array).ok_or_else(|| unknown("the comments"))?;
     let comments = edges
         .iter()
-        .map(|e| e.get("node").ok_or_else(|| unknown("a comment")).and_then(|n| comment(n, parent)))
+        .map(|e| e.get("node").ok_or_else(|| unknown("a comment")).and_then(|n| comment(n, parent, keep_raw)))
         .collect::<Result<Vec<_>, _>>()?;
     let info = conn.get("page_info");
     let more = info.and_then(|i| i.get("has_next_page")).and_then(bool_of).unwrap_or(false);
@@ -185,7 +186,7 @@ pub fn connection(answer: &Value, parent: Option<&str>) -> Result<Page, Platform
 
 /// A page of the REST comments (`comments`, `next_min_id`) or replies (`child_comments`,
 /// `next_max_child_cursor`) with a session.
-pub fn rest_page(answer: &Value, parent: Option<&str>) -> Result<Page, PlatformError> {
+pub fn rest_page(answer: &Value, parent: Option<&str>, keep_raw: bool) -> Result<Page, PlatformError> {
     let (list, more, cursor) = match parent {
         None => (
             "comments",
@@ -195,10 +196,84 @@ pub fn rest_page(answer: &Value, parent: Option<&str>) -> Result<Page, PlatformE
         Some(_) => ("child_comments", answer.get("has_more_tail_child_comments"), "next_max_child_cursor"),
     };
     let items = answer.get(list).and_then(Value::as_array).ok_or_else(|| unknown("the comments"))?;
-    let comments = items.iter().map(|n| comment(n, parent)).collect::<Result<Vec<_>, _>>()?;
+    let comments = items.iter().map(|n| comment(n, parent, keep_raw)).collect::<Result<Vec<_>, _>>()?;
     let more = more.and_then(bool_of).unwrap_or(false);
     let next = answer.get(cursor).and_then(str_of).filter(|c| more && !c.is_empty());
     Ok(Page { comments, next })
+}
+
+/// A profile as `web_profile_info` has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub id: String,
+    pub username: String,
+    pub full_name: Option<String>,
+    pub avatar_url: Option<String>,
+    pub private: bool,
+    pub verified: bool,
+    pub followers: Option<u64>,
+    pub posts: Option<u64>,
+}
+
+/// `web_profile_info`'s answer: the profile, or `None` when there is no such account.
+pub fn profile(answer: &Value) -> Result<Option<Profile>, PlatformError> {
+    let data = answer.get("data").ok_or_else(|| unknown("the profile"))?;
+    let user = match data.get("user") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(u) => u,
+    };
+    Ok(Some(Profile {
+        id: user.get("id").and_then(str_of).ok_or_else(|| unknown("the profile"))?,
+        username: user.get("username").and_then(str_of).ok_or_else(|| unknown("the profile"))?,
+        full_name: user.get("full_name").and_then(str_of).filter(|n| !n.is_empty()),
+        avatar_url: user.get("profile_pic_url_hd").or_else(|| user.get("profile_pic_url")).and_then(str_of),
+        private: user.get("is_private").and_then(bool_of).unwrap_or(false),
+        verified: user.get("is_verified").and_then(bool_of).unwrap_or(false),
+        followers: user.pointer("/edge_followed_by/count").and_then(u64_of),
+        posts: user.pointer("/edge_owner_to_timeline_media/count").and_then(u64_of),
+    }))
+}
+
+/// A reel of a profile's reels tab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reel {
+    pub shortcode: String,
+    pub caption: Option<String>,
+    /// Unix seconds.
+    pub taken_at: Option<i64>,
+    /// Pinned to the top of the tab: listed first whatever its age.
+    pub pinned: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReelsPage {
+    pub reels: Vec<Reel>,
+    pub next: Option<String>,
+}
+
+/// A page of the profile reels connection.
+pub fn reels_page(answer: &Value) -> Result<ReelsPage, PlatformError> {
+    let conn = answer.pointer("/data/xdt_api__v1__clips__user__connection_v2").ok_or_else(|| unknown("the reels"))?;
+    let edges = conn.get("edges").and_then(Value::as_array).ok_or_else(|| unknown("the reels"))?;
+    let reels = edges
+        .iter()
+        .map(|e| {
+            let m = e.pointer("/node/media").ok_or_else(|| unknown("a reel"))?;
+            let pinned = ["clips_tab_pinned_user_ids", "timeline_pinned_user_ids"]
+                .iter()
+                .any(|k| m.get(*k).and_then(Value::as_array).is_some_and(|ids| !ids.is_empty()));
+            Ok(Reel {
+                shortcode: m.get("code").and_then(str_of).ok_or_else(|| unknown("a reel"))?,
+                caption: m.pointer("/caption/text").and_then(str_of).filter(|c| !c.is_empty()),
+                taken_at: m.get("taken_at").and_then(i64_of),
+                pinned,
+            })
+        })
+        .collect::<Result<Vec<_>, PlatformError>>()?;
+    let info = conn.get("page_info");
+    let more = info.and_then(|i| i.get("has_next_page")).and_then(bool_of).unwrap_or(false);
+    let next = info.and_then(|i| i.get("end_cursor")).and_then(str_of).filter(|c| more && !c.is_empty());
+    Ok(ReelsPage { reels, next })
 }
 
 #[cfg(test)]
@@ -237,18 +312,19 @@ mod tests {
         let answer = json!({"data": {"xdt_api__v1__media__media_id__comments__connection": {
             "edges": [{"node": node("1", "first", 2)}, {"node": node("2", "second", 0)}],
             "page_info": {"has_next_page": true, "end_cursor": "abc"}}}});
-        let page = connection(&answer, None).expect("a page");
+        let page = connection(&answer, None, false).expect("a page");
         assert_eq!(page.comments.len(), 2);
         assert_eq!((page.comments[0].reply_count, page.next.as_deref()), (2, Some("abc")));
         assert_eq!(page.comments[0].author.handle.as_deref(), Some("ann"));
         assert_eq!(page.comments[0].created_at, "2023-11-14T22:13:20Z");
         let replies = json!({"data": {"xdt_api__v1__media__media_id__comments__connection": {
             "edges": [{"node": node("3", "a reply", 0)}], "page_info": {"has_next_page": false, "end_cursor": "x"}}}});
-        let page = connection(&replies, Some("1")).expect("a page");
+        let page = connection(&replies, Some("1"), true).expect("a page");
         assert_eq!((page.comments[0].parent_id.as_deref(), page.next.as_deref()), (Some("1"), None));
-        assert!(connection(&json!({"data": {}}), None).is_err());
+        assert_eq!(page.comments[0].raw.as_ref().and_then(|r| r.get("pk")), Some(&json!("3")), "kept when asked");
+        assert!(connection(&json!({"data": {}}), None, false).is_err());
         let rest = json!({"comments": [node("1", "x", 0)], "has_more_headload_comments": true, "next_min_id": "{\"cached\":1}"});
-        assert_eq!(rest_page(&rest, None).expect("a page").next.as_deref(), Some("{\"cached\":1}"));
+        assert_eq!(rest_page(&rest, None, false).expect("a page").next.as_deref(), Some("{\"cached\":1}"));
     }
 
     #[test]
@@ -268,5 +344,22 @@ mod tests {
             Some(Wall::Broken)
         );
         assert_eq!(wall(200, r#"{"data":{}}"#, None), None);
+    }
+
+    #[test]
+    fn a_profile_and_its_reels_with_a_pinned_one() {
+        let answer = json!({"data": {"user": {"id": "5512", "username": "brand", "full_name": "Brand",
+            "edge_followed_by": {"count": 900}, "edge_owner_to_timeline_media": {"count": 40}}}, "status": "ok"});
+        let p = profile(&answer).expect("a shape").expect("an account");
+        assert_eq!((p.id.as_str(), p.followers, p.posts), ("5512", Some(900), Some(40)));
+        assert_eq!(profile(&json!({"data": {"user": null}})).expect("a shape"), None);
+        assert!(profile(&json!({"graphql": {}})).is_err());
+        let reels = json!({"data": {"xdt_api__v1__clips__user__connection_v2": {"edges": [
+            {"node": {"media": {"pk": "1", "code": "A1", "taken_at": 10, "clips_tab_pinned_user_ids": ["5512"]}}},
+            {"node": {"media": {"pk": "2", "code": "B2", "taken_at": 20, "caption": {"text": "new"}}}}],
+            "page_info": {"has_next_page": true, "end_cursor": "c1"}}}});
+        let page = reels_page(&reels).expect("a page");
+        assert_eq!((page.reels[0].pinned, page.reels[1].pinned, page.next.as_deref()), (true, false, Some("c1")));
+        assert_eq!(page.reels[1].caption.as_deref(), Some("new"));
     }
 }

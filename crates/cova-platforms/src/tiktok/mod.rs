@@ -81,6 +81,7 @@ impl TikTok {
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
             pace,
+            route_suffix: String::new(),
         })?;
         let device_id = format!("7{:018}", rand::random::<u64>() % 1_000_000_000_000_000_000);
         Ok(Self {

@@ -137,6 +137,7 @@ pub struct ListArgs {
 pub enum Platform {
     Tiktok,
     Youtube,
+    Instagram,
 }
 
 impl Platform {
@@ -144,6 +145,7 @@ impl Platform {
         match self {
             Platform::Tiktok => "tiktok",
             Platform::Youtube => "youtube",
+            Platform::Instagram => "instagram",
         }
     }
 }

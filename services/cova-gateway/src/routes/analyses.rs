@@ -94,8 +94,10 @@ pub async fn list(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
         }
         let platform = match p.platform.as_deref() {
             None => None,
-            Some(name @ ("tiktok" | "youtube")) => Some(name.to_owned()),
-            Some(_) => return Err(ApiError::validation("`platform` must be tiktok or youtube.")),
+            Some(name) => match cova_platforms::Platform::ALL.into_iter().find(|p| p.as_str() == name) {
+                Some(p) => Some(p.as_str().to_owned()),
+                None => return Err(ApiError::validation("`platform` must be tiktok, youtube or instagram.")),
+            },
         };
         let status = match p.status.as_deref() {
             None => None,

@@ -1,7 +1,7 @@
 //! Creators: `/api/v1/creators/…` (scope `library:write`). A TikTok account or YouTube channel
 //! is added by URL and followed: its new posts are found by listing it on an interval (or now,
 //! by a refresh), kept in the library and collected like a batch's URLs. `ref` is
-//! `tiktok:user:<id>` or `youtube:channel:<UC…>`.
+//! `tiktok:user:<id>`, `youtube:channel:<UC…>` or `instagram:user:<id>`.
 
 use crate::auth::Principal;
 use crate::error::HttpResult;
@@ -31,11 +31,12 @@ async fn checked<T>(
     authorized(req, state, Scope::LibraryWrite, checks).await
 }
 
-/// A creator ref as the API takes it: `tiktok:user:<digits>` or `youtube:channel:UC…`.
+/// A creator ref as the API takes it: `tiktok:user:<digits>`, `youtube:channel:UC…` or
+/// `instagram:user:<digits>`.
 fn parse_ref(raw: &str) -> Result<String, ApiError> {
     input::text("ref", raw)?;
     let valid = match raw.split_once(':') {
-        Some(("tiktok", rest)) => rest
+        Some(("tiktok" | "instagram", rest)) => rest
             .strip_prefix("user:")
             .is_some_and(|id| !id.is_empty() && id.len() <= 24 && id.bytes().all(|b| b.is_ascii_digit())),
         Some(("youtube", rest)) => rest.strip_prefix("channel:").is_some_and(|id| {
@@ -47,7 +48,7 @@ fn parse_ref(raw: &str) -> Result<String, ApiError> {
     };
     if !valid {
         return Err(ApiError::validation(
-            "`ref` must be a creator ref such as tiktok:user:<id> or youtube:channel:UC…, as POST /api/v1/creators answers it.",
+            "`ref` must be a creator ref such as tiktok:user:<id>, youtube:channel:UC… or instagram:user:<id>, as POST /api/v1/creators answers it.",
         ));
     }
     Ok(raw.to_owned())
@@ -356,6 +357,7 @@ mod tests {
     fn creator_refs() {
         assert!(parse_ref("tiktok:user:6800000000000000001").is_ok());
         assert!(parse_ref("youtube:channel:UCabcdefghijklmnopqrstuv").is_ok());
+        assert!(parse_ref("instagram:user:5512").is_ok());
         for bad in ["tiktok:6800", "tiktok:user:", "tiktok:user:abc", "youtube:channel:UCshort", "youtube:abc", ""] {
             assert!(parse_ref(bad).is_err(), "{bad}");
         }
