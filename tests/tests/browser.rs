@@ -1071,3 +1071,92 @@ async fn an_instagram_post_and_account_in_a_browser() {
     driver.quit().await;
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn a_spike_in_a_browser() {
+    use cova_sim::Tone;
+    let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| c.auth.token_cache_ms = 0).await;
+    let shots = Shots::from_env();
+    let base = app.base_url.clone();
+    let hour = 3_600_000_i64;
+    let t0 = clock.now_ms();
+    app.sim.set_clock_ms(t0);
+    let email = "spikes@example.com";
+    cova_tests::workspace::signed_up(&app, email).await;
+    let account = accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&app.token(&account, "analyze:write,library:write,keywords:write").await));
+
+    // A day at twelve comments an hour, then a burst of 50 in the last half hour.
+    let id = tiktok_post_id(TikTokScenario::Normal, 0).to_string();
+    let usual: Vec<(i64, Tone)> = (0..24 * 12).map(|i| ((t0 + i * hour / 12 + 90_000) / 1000, Tone::Usual)).collect();
+    app.sim.post_comments(&id, &usual);
+    let day = t0 + 24 * hour;
+    clock.set(day);
+    app.sim.set_clock_ms(day);
+    let first = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+    client.wait_job(first["job_id"].as_str().expect("job")).await;
+    let at = day + 3 * hour;
+    let mut more: Vec<(i64, Tone)> = (0..36).map(|i| ((day + i * hour / 12 + 90_000) / 1000, Tone::Usual)).collect();
+    more.extend((0..50).map(|i| ((at - 30 * 60_000 + i * 36_000) / 1000, Tone::Usual)));
+    app.sim.post_comments(&id, &more);
+    clock.set(at);
+    app.sim.set_clock_ms(at);
+    let refresh = client.refresh(&format!("tiktok:{id}")).await.ok();
+    client.wait_job(refresh["job_id"].as_str().expect("job")).await;
+    cova_tests::eventually("the spike alert", async || {
+        let r = client.get::<serde_json::Value>("/api/v1/spike-alerts").await;
+        r.status == 200 && r.ok()["items"].as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+
+    let driver = Driver::start().await;
+    log_in(&driver, &base, email).await;
+    driver.goto(&format!("{base}/#/alerts")).await;
+    let said = driver.wait_text("#spike-alerts .spike-item", "the spike", |t| !t.is_empty()).await;
+    assert!(said.contains("Drawing comments fast") && said.contains("in the hour to"), "{said}");
+    assert!(!said.contains("volume") && !said.contains("expected"), "in words: {said}");
+    let meaning = driver.text("#spike-meaning").await;
+    assert!(meaning.contains("20 comments") && meaning.contains("3 times"), "{meaning}");
+    driver
+        .execute("document.querySelector('#spike-form').scrollIntoView({block: 'start'});", serde_json::json!([]))
+        .await;
+    shots.take(&driver, "spike-alerts").await;
+
+    // The settings: stricter, saved, and said in figures.
+    driver.set_value("#spike-sensitivity", "strict").await;
+    driver.click("#spike-save").await;
+    driver.wait_text("#spike-status", "saved", |t| t.contains("saved")).await;
+    let meaning = driver.text("#spike-meaning").await;
+    assert!(meaning.contains("50 comments") && meaning.contains("5 times"), "{meaning}");
+
+    // The post's chart marks the spike over the columns of its hour.
+    driver.click("#spike-alerts .spike-item a").await;
+    driver.find("#chart-comments-time rect.chart-mark").await;
+    let marked = driver
+        .execute(
+            "const m = document.querySelector('#chart-comments-time rect.chart-mark'); const x0 = +m.getAttribute('x'), x1 = x0 + +m.getAttribute('width'); return [...document.querySelectorAll('#chart-comments-time rect.chart-column')].filter(c => +c.getAttribute('x') >= x0 && +c.getAttribute('x') + +c.getAttribute('width') <= x1).map(c => +c.dataset.y);",
+            serde_json::json!([]),
+        )
+        .await;
+    let marked: Vec<f64> = marked.as_array().expect("columns").iter().filter_map(serde_json::Value::as_f64).collect();
+    let tallest = driver
+        .execute("return Math.max(...[...document.querySelectorAll('#chart-comments-time rect.chart-column')].map(c => +c.dataset.y));", serde_json::json!([]))
+        .await
+        .as_f64()
+        .expect("a number");
+    assert!(
+        !marked.is_empty() && marked.contains(&tallest),
+        "the burst's column is marked: {marked:?}, tallest {tallest}"
+    );
+    driver
+        .execute(
+            "document.querySelector('#chart-comments-time').scrollIntoView({block: 'center'});",
+            serde_json::json!([]),
+        )
+        .await;
+    shots.take(&driver, "spike-chart").await;
+    driver.quit().await;
+    app.stop().await;
+}

@@ -23,4 +23,5 @@ mod races;
 mod runtime;
 mod sandbox;
 mod snapshots;
+mod spikes;
 mod workspace;

@@ -762,6 +762,38 @@ async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     }
     assert_eq!(caller.call(get.clone(), alerts, alerts, Some(narrow), None, &[]).await.status, 403);
 
+    // Spike alerts: the account's settings, a post's own (set, read, removed), the list.
+    let settings = "/api/v1/spike-alerts/settings";
+    let shown = caller.call(get.clone(), settings, settings, t, None, &[]).await;
+    assert_eq!((shown.status, &shown.body["sensitivity"]), (200, &json!("balanced")));
+    let strict = json!({"sensitivity": "strict", "min_comments": null, "cooldown_min": 120});
+    let changed = caller.call(put.clone(), settings, settings, t, Some(strict), &[]).await;
+    assert_eq!((changed.status, &changed.body["judged"]["min_comments"]), (200, &json!(50)));
+    let refused = caller.call(put.clone(), settings, settings, t, Some(json!({"cooldown_min": 1})), &[]).await;
+    assert_eq!(refused.status, 400);
+    let subject = "/api/v1/spike-alerts/settings/{ref}";
+    let post_ref = created.body["ref"].as_str().expect("ref").to_owned();
+    let own = format!("{settings}/{post_ref}");
+    let follows = caller.call(get.clone(), subject, &own, t, None, &[]).await;
+    assert_eq!((follows.status, &follows.body["own"]), (200, &json!(false)));
+    let off = caller.call(put.clone(), subject, &own, t, Some(json!({"enabled": false})), &[]).await;
+    assert_eq!((off.status, &off.body["own"], &off.body["enabled"]), (200, &json!(true), &json!(false)));
+    let back = caller.call(Method::DELETE, subject, &own, t, None, &[]).await;
+    assert_eq!((back.status, &back.body["own"]), (200, &json!(false)));
+    let unknown = caller.call(get.clone(), subject, &format!("{settings}/tiktok:user:1"), t, None, &[]).await;
+    assert_eq!((unknown.status, unknown.body["code"].as_str()), (404, Some("not_found")));
+    let spikes = "/api/v1/spike-alerts";
+    let none = caller.call(get.clone(), spikes, &format!("{spikes}?ref={post_ref}"), t, None, &[]).await;
+    assert_eq!((none.status, &none.body["items"]), (200, &json!([])), "a post without history has no spike");
+    for bad in ["?limit=0", "?ref=nope", "?after=1"] {
+        assert_eq!(
+            caller.call(get.clone(), spikes, &format!("{spikes}{bad}"), t, None, &[]).await.status,
+            400,
+            "{bad}"
+        );
+    }
+    assert_eq!(caller.call(get.clone(), spikes, spikes, Some(narrow), None, &[]).await.status, 403);
+
     // The webhook gets both job events and the alerts; the log shows them delivered.
     eventually("job events and alerts at the webhook", async || {
         let types: BTreeSet<String> =

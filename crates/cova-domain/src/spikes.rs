@@ -21,7 +21,8 @@
 //! and a tail probability at most `p_max`.
 
 /// How readily an alert fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Sensitivity {
     Sensitive,
     Balanced,
@@ -38,6 +39,20 @@ pub struct Thresholds {
 }
 
 impl Sensitivity {
+    pub const ALL: [Sensitivity; 3] = [Sensitivity::Sensitive, Sensitivity::Balanced, Sensitivity::Strict];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Sensitive => "sensitive",
+            Self::Balanced => "balanced",
+            Self::Strict => "strict",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
     pub const fn thresholds(self) -> Thresholds {
         match self {
             Self::Sensitive => Thresholds { p_max: 1e-3, ratio: 2.0, min_comments: 10, share_rise: 0.15 },
@@ -45,6 +60,169 @@ impl Sensitivity {
             Self::Strict => Thresholds { p_max: 1e-7, ratio: 5.0, min_comments: 50, share_rise: 0.30 },
         }
     }
+}
+
+/// Comments are counted in buckets of this many minutes.
+pub const BUCKET_MIN: u32 = 10;
+/// The window judged: the latest hour.
+pub const WINDOW_BUCKETS: usize = 6;
+/// History read before the window: two weeks of buckets.
+pub const HISTORY_BUCKETS: usize = 14 * 24 * 60 / BUCKET_MIN as usize;
+/// A setting's bounds: the fewest comments in the window an alert may fire on, and the
+/// cooldown in minutes.
+pub const MIN_COMMENTS_RANGE: (u64, u64) = (5, 10_000);
+pub const COOLDOWN_RANGE_MIN: (u32, u32) = (30, 7 * 24 * 60);
+
+/// What an account (or one of its posts or creators) asks of spike alerts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Settings {
+    pub enabled: bool,
+    pub sensitivity: Sensitivity,
+    /// The fewest comments in the window an alert fires on; `None` is the sensitivity's own.
+    pub min_comments: Option<u64>,
+    /// After an alert, the same kind of alert on the same post waits this long: a spike that
+    /// goes on is one alert.
+    pub cooldown_min: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { enabled: true, sensitivity: Sensitivity::Balanced, min_comments: None, cooldown_min: 6 * 60 }
+    }
+}
+
+impl Settings {
+    pub fn thresholds(&self) -> Thresholds {
+        let mut t = self.sensitivity.thresholds();
+        if let Some(min) = self.min_comments {
+            t.min_comments = min;
+        }
+        t
+    }
+}
+
+/// Counts per bucket of the comments at `times` (unix ms), the last `buckets` buckets of
+/// `bucket_min` minutes ending at `now`, oldest first. Comments after `now` or before the
+/// first bucket are not counted.
+pub fn counts(times: &[i64], now: i64, bucket_min: u32, buckets: usize) -> Vec<u64> {
+    let width = i64::from(bucket_min.max(1)) * 60_000;
+    let start = now - width * buckets as i64;
+    let mut out = vec![0u64; buckets];
+    for &t in times {
+        if t < start || t >= now {
+            continue;
+        }
+        let i = ((t - start) / width) as usize;
+        if let Some(c) = out.get_mut(i) {
+            *c += 1;
+        }
+    }
+    out
+}
+
+/// The kinds of spike alerts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The window's comments far above the post's own recent rate.
+    Volume,
+    /// The window's share of negative comments far above the post's usual share.
+    Sentiment,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 2] = [Kind::Volume, Kind::Sentiment];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Volume => "volume",
+            Self::Sentiment => "sentiment",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// What one check of a post sees.
+#[derive(Debug, Clone)]
+pub struct Check<'a> {
+    pub settings: Settings,
+    /// Comments per bucket ([`counts`]), the window last.
+    pub counts: &'a [u64],
+    /// Negative comments among the judged ones of the window, and of the baseline before it.
+    pub negative: u64,
+    pub judged: u64,
+    pub base_negative: u64,
+    pub base_judged: u64,
+    /// When the last alert of each kind on this post ended (its window's end, unix ms).
+    pub last_volume: Option<i64>,
+    pub last_sentiment: Option<i64>,
+    pub now: i64,
+}
+
+/// A spike to alert on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spike {
+    pub kind: Kind,
+    /// Comments in the window.
+    pub observed: u64,
+    /// The count the post's own rate expects in a window like it.
+    pub expected: f64,
+    /// The negative share of the window and the post's usual share (sentiment alerts).
+    pub share: Option<f64>,
+    pub baseline_share: Option<f64>,
+    pub p: f64,
+}
+
+/// What a check decided for one kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Raise(Spike),
+    /// A spike, but one was alerted within the cooldown: the same spike going on.
+    Cooling {
+        kind: Kind,
+    },
+    /// Too little history to judge yet (a new post): the check says so rather than guess.
+    Waiting {
+        kind: Kind,
+    },
+    Quiet {
+        kind: Kind,
+    },
+}
+
+/// Judges a post's window for each kind of alert, with the cooldown.
+pub fn decide(c: &Check<'_>) -> Vec<Decision> {
+    if !c.settings.enabled {
+        return Vec::new();
+    }
+    let t = c.settings.thresholds();
+    let cooling = |last: Option<i64>| last.is_some_and(|at| c.now - at < i64::from(c.settings.cooldown_min) * 60_000);
+    let volume = match volume(c.counts, WINDOW_BUCKETS, BUCKET_MIN, t) {
+        Volume::NotEnoughHistory { .. } => Decision::Waiting { kind: Kind::Volume },
+        Volume::Usual { .. } => Decision::Quiet { kind: Kind::Volume },
+        Volume::Spike { .. } if cooling(c.last_volume) => Decision::Cooling { kind: Kind::Volume },
+        Volume::Spike { observed, expected, p } => {
+            Decision::Raise(Spike { kind: Kind::Volume, observed, expected, share: None, baseline_share: None, p })
+        }
+    };
+    let observed: u64 = c.counts.iter().rev().take(WINDOW_BUCKETS).sum();
+    let mood = match sentiment(c.negative, c.judged, c.base_negative, c.base_judged, t) {
+        Mood::TooFew { .. } => Decision::Quiet { kind: Kind::Sentiment },
+        Mood::Usual { .. } => Decision::Quiet { kind: Kind::Sentiment },
+        Mood::Dip { .. } if cooling(c.last_sentiment) => Decision::Cooling { kind: Kind::Sentiment },
+        Mood::Dip { share, baseline, p } => Decision::Raise(Spike {
+            kind: Kind::Sentiment,
+            observed,
+            expected: baseline * c.judged as f64,
+            share: Some(share),
+            baseline_share: Some(baseline),
+            p,
+        }),
+    };
+    vec![volume, mood]
 }
 
 /// The baseline needs this many window-long blocks before a volume spike is judged.
@@ -288,6 +466,85 @@ mod tests {
             .step_by(3)
             .filter(|end| matches!(volume(&counts[..*end], 6, 10, t), Volume::Spike { .. }))
             .count()
+    }
+
+    #[test]
+    fn counts_fall_in_their_buckets_and_the_window_is_last() {
+        let now = 1_000 * 600_000;
+        let times = [now - 1, now - 600_000, now - 600_001, now, now - 3 * 600_000 - 5, 0];
+        assert_eq!(counts(&times, now, 10, 4), vec![1, 0, 1, 2]);
+    }
+
+    fn check(counts: &[u64], last_volume: Option<i64>, now: i64) -> Vec<Decision> {
+        decide(&Check {
+            settings: Settings::default(),
+            counts,
+            negative: 0,
+            judged: 0,
+            base_negative: 0,
+            base_judged: 0,
+            last_volume,
+            last_sentiment: None,
+            now,
+        })
+    }
+
+    #[test]
+    fn a_burst_is_raised_once_then_cools_down_and_a_new_post_waits() {
+        let mut counts = series(12, 7, |_| 2.0);
+        let n = counts.len();
+        for c in &mut counts[n - WINDOW_BUCKETS..] {
+            *c += 20;
+        }
+        let now = 100 * 86_400_000;
+        match &check(&counts, None, now)[0] {
+            Decision::Raise(s) => assert!(s.kind == Kind::Volume && s.observed >= 120 && s.expected < 20.0, "{s:?}"),
+            other => panic!("{other:?}"),
+        }
+        // An alert 30 minutes ago: the same spike going on.
+        assert_eq!(check(&counts, Some(now - 1_800_000), now)[0], Decision::Cooling { kind: Kind::Volume });
+        // Past the cooldown, a spike alerts again.
+        assert!(matches!(check(&counts, Some(now - 7 * 3_600_000), now)[0], Decision::Raise(_)));
+        assert_eq!(check(&counts[n - 20..], None, now)[0], Decision::Waiting { kind: Kind::Volume });
+        let off = Check {
+            settings: Settings { enabled: false, ..Settings::default() },
+            counts: &counts,
+            negative: 0,
+            judged: 0,
+            base_negative: 0,
+            base_judged: 0,
+            last_volume: None,
+            last_sentiment: None,
+            now,
+        };
+        assert!(decide(&off).is_empty(), "alerts turned off decide nothing");
+    }
+
+    #[test]
+    fn a_sentiment_dip_is_raised_with_its_shares() {
+        let counts = series(12, 3, |_| 2.0);
+        let c = Check {
+            settings: Settings::default(),
+            counts: &counts,
+            negative: 30,
+            judged: 40,
+            base_negative: 20,
+            base_judged: 400,
+            last_volume: None,
+            last_sentiment: None,
+            now: 0,
+        };
+        match &decide(&c)[1] {
+            Decision::Raise(s) => {
+                assert_eq!(s.kind, Kind::Sentiment);
+                assert!(s.share == Some(0.75) && s.baseline_share.is_some_and(|b| b < 0.06), "{s:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let few = Check { negative: 3, judged: 4, ..c.clone() };
+        assert_eq!(decide(&few)[1], Decision::Quiet { kind: Kind::Sentiment });
+        let strict = Check { settings: Settings { min_comments: Some(100), ..Settings::default() }, ..c };
+        assert_eq!(decide(&strict)[1], Decision::Quiet { kind: Kind::Sentiment }, "the minimum is the setting's");
     }
 
     #[test]

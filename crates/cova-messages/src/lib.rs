@@ -20,10 +20,12 @@ pub mod roles {
 /// Every process declares them at connect, so that events published before their consumer
 /// first starts wait for it.
 pub mod event_queues {
-    /// The notifier's: job ends (job webhooks, keyword matching), batch ends (batch webhooks)
-    /// and keyword alerts.
-    pub const NOTIFIER: (&str, &[&str]) =
-        ("notifier.events", &["job.complete", "job.failed", "batch.complete", "keyword.alert", "creator.post_found"]);
+    /// The notifier's: job ends (job webhooks, keyword matching, spike checks), batch ends and
+    /// creators' new posts (their webhooks), keyword and spike alerts (their deliveries).
+    pub const NOTIFIER: (&str, &[&str]) = (
+        "notifier.events",
+        &["job.complete", "job.failed", "batch.complete", "keyword.alert", "creator.post_found", "spike.alert"],
+    );
     /// The flow's (`cova_runtime::flow`): job ends of either kind, which let the account's
     /// waiting jobs and batch URLs go on.
     pub const FLOW: (&str, &[&str]) = ("flow.events", &["job.complete", "job.failed"]);
@@ -202,6 +204,70 @@ pub struct AlertAuthor {
 impl Event for KeywordAlertEvent {
     fn routing_key(&self) -> &'static str {
         "keyword.alert"
+    }
+}
+
+/// The type of [`SpikeAlertEvent`] (its routing key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SpikeEventType {
+    #[serde(rename = "spike.alert")]
+    SpikeAlert,
+}
+
+/// A post of an account's library suddenly drew comments, or turned negative
+/// (`proto-schemas/spike-alert-event.schema.json`): the window against the post's own usual,
+/// in figures and words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpikeAlertEvent {
+    #[serde(rename = "type")]
+    pub event_type: SpikeEventType,
+    /// The alert's id (also `X-Event-Id` of its webhook).
+    pub id: String,
+    pub account_id: String,
+    /// `volume` or `sentiment`.
+    pub kind: String,
+    #[serde(rename = "ref")]
+    pub r#ref: String,
+    pub url: String,
+    pub title: Option<String>,
+    /// The post's author's handle, when the platform gives one.
+    pub author: Option<String>,
+    /// The window judged, RFC 3339.
+    pub window_start: String,
+    pub window_end: String,
+    /// Comments in the window, and what the post's own rate expects in a window like it.
+    pub comments: u64,
+    pub expected: f64,
+    /// The window's share of negative comments and the post's usual share (0 to 1).
+    pub negative_share: f64,
+    pub baseline_negative_share: f64,
+    /// The window's comments by sentiment (shares, 0 to 1).
+    pub sentiment: SpikeSentiment,
+    /// The most frequent terms of the window's comments, most frequent first.
+    pub top_terms: Vec<String>,
+    /// Up to three of the window's comments, most liked first.
+    pub examples: Vec<AlertComment>,
+    /// `balanced`, `sensitive` or `strict`: what the alert was judged at.
+    pub sensitivity: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The creator whose listing found the post, for a post found that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<AlertCreator>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpikeSentiment {
+    pub positive: f64,
+    pub neutral: f64,
+    pub negative: f64,
+}
+
+impl Event for SpikeAlertEvent {
+    fn routing_key(&self) -> &'static str {
+        "spike.alert"
     }
 }
 

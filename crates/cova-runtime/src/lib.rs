@@ -9,6 +9,7 @@ mod journal;
 pub mod keyword_alerts;
 pub mod outbox;
 pub mod periodic;
+pub mod spike_alerts;
 pub mod worker;
 
 pub use flow::Flow;

@@ -33,7 +33,7 @@ pub use rules::{
 pub use server::{RecordedRequest, SimHandle, serve, spawn};
 pub use smtp::SentMail;
 pub use telegram::TelegramMessage;
-pub use truth::{SimComment, SimImage, SimMetadata, SimPost, SimSound};
+pub use truth::{SimComment, SimImage, SimMetadata, SimPost, SimSound, Tone};
 
 /// Simulator settings. Per-id scenarios always apply; the switches below add failures to every post.
 #[derive(Debug, Clone)]

@@ -51,6 +51,8 @@ pub(crate) struct State {
     /// Comments added to posts since they were generated, by post key.
     /// New top-level comments per post: (appended, posted at the top of the list).
     grown: Mutex<HashMap<String, (u64, u64)>>,
+    /// Comments posted at chosen times with a chosen tone, by post key ([`SimHandle::post_comments`]).
+    timed: Mutex<HashMap<String, Vec<(i64, crate::truth::Tone)>>>,
     /// Messages sent to the fake Telegram Bot API.
     telegram: Mutex<Ring<crate::telegram::TelegramMessage>>,
     /// Requests to the fake chat-completions endpoint.
@@ -85,6 +87,7 @@ impl State {
             counters: Mutex::new(HashMap::new()),
             posts: Mutex::new(HashMap::new()),
             grown: Mutex::new(HashMap::new()),
+            timed: Mutex::new(HashMap::new()),
             telegram: Mutex::new(Ring::new(cap)),
             llm: Mutex::new(Ring::new(cap)),
             spans: Mutex::new(Ring::new(cap)),
@@ -126,6 +129,9 @@ impl State {
         let (appended, on_top) = lock(&self.grown).get(&key).copied().unwrap_or((0, 0));
         generator.grow(&mut post, appended);
         generator.grow_on_top(&mut post, on_top);
+        if let Some(timed) = lock(&self.timed).get(&key) {
+            generator.post_at(&mut post, timed);
+        }
         let post = Arc::new(post);
         let mut posts = lock(&self.posts);
         if posts.len() >= POST_CACHE {
@@ -503,11 +509,25 @@ impl SimHandle {
         self.grow(id, |g| g.1 += extra);
     }
 
-    fn grow(&self, id: &str, change: impl FnOnce(&mut (u64, u64))) {
-        let key = match id.parse::<u64>() {
+    /// New top-level comments under a post (a decimal id is TikTok, anything else YouTube),
+    /// posted at the given times (unix seconds) with the given tone: a test makes a post's rate
+    /// jump or its comments turn negative on its own clock. Later requests see them, in time
+    /// order after the comments already there.
+    pub fn post_comments(&self, id: &str, comments: &[(i64, crate::truth::Tone)]) {
+        let key = Self::key_of(id);
+        lock(&self.state.timed).entry(key.clone()).or_default().extend_from_slice(comments);
+        lock(&self.state.posts).remove(&key);
+    }
+
+    fn key_of(id: &str) -> String {
+        match id.parse::<u64>() {
             Ok(_) => format!("tiktok:{id}"),
             Err(_) => format!("youtube:{id}"),
-        };
+        }
+    }
+
+    fn grow(&self, id: &str, change: impl FnOnce(&mut (u64, u64))) {
+        let key = Self::key_of(id);
         change(lock(&self.state.grown).entry(key.clone()).or_default());
         lock(&self.state.posts).remove(&key);
     }

@@ -147,6 +147,25 @@ const HANDLES: &[&str] = &[
     "ivan.k",
 ];
 
+/// The tone of a comment posted at a chosen time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tone {
+    /// One of the usual comments.
+    Usual,
+    /// An angry one.
+    Negative,
+}
+
+/// Angry comments, for a post whose comments turn negative.
+const NEGATIVE: &[&str] = &[
+    "This is terrible, worst purchase ever. I want a refund!",
+    "Awful quality, it broke after one day. Total scam 😡",
+    "Disappointed and angry, customer service ignored me. Never again.",
+    "Horrible experience, the product is fake and useless.",
+    "Worst brand ever, do not buy this garbage.",
+];
+
 /// (language, template); `{b}` brand, `{p}` product, `{h}` a handle.
 const TEXTS: &[(&str, &str)] = &[
     ("en", "where to buy this?? 😍"),
@@ -434,6 +453,30 @@ impl Gen<'_> {
         let new = self.new_comments(post, extra, "grown", 500_000);
         post.comments.extend(new);
         post.metadata.comments += extra;
+    }
+
+    /// Comments posted at chosen times (unix seconds) and tones, after the others.
+    pub fn post_at(&self, post: &mut SimPost, timed: &[(i64, Tone)]) {
+        let mut rng = Rng::new(self.seed, &format!("{}:{}:timed", post.platform, post.id));
+        let base = post.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).count() as u64;
+        let mut sorted = timed.to_vec();
+        sorted.sort_by_key(|(t, _)| *t);
+        for (k, (time, tone)) in sorted.into_iter().enumerate() {
+            let id = if post.platform == "tiktok" {
+                let first: u64 =
+                    post.comments.first().and_then(|c| c.id.parse().ok()).unwrap_or(7_300_000_000_000_000_000);
+                (first + 1_300_000 + base + k as u64).to_string()
+            } else {
+                format!("Ugz{}m{k:06}", post.id)
+            };
+            let mut c = self.comment(&mut rng, &post.platform, id, time, true);
+            if tone == Tone::Negative {
+                c.text = NEGATIVE[k % NEGATIVE.len()].to_owned();
+                c.language = "en".into();
+            }
+            post.comments.push(c);
+            post.metadata.comments += 1;
+        }
     }
 
     /// As [`Gen::grow`], with the new comments at the top of the list.

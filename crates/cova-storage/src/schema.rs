@@ -272,6 +272,33 @@ diesel::table! {
 }
 
 diesel::table! {
+    spike_settings (account_id, subject) {
+        account_id -> Text,
+        subject -> Text,
+        enabled -> Bool,
+        sensitivity -> Text,
+        min_comments -> Nullable<BigInt>,
+        cooldown_min -> BigInt,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    spike_alerts (id) {
+        id -> Text,
+        account_id -> Text,
+        seq -> BigInt,
+        kind -> Text,
+        #[sql_name = "ref"]
+        ref_ -> Text,
+        window_start -> BigInt,
+        window_end -> BigInt,
+        body -> Text,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
     keyword_alerts (id) {
         id -> Text,
         account_id -> Text,
@@ -457,6 +484,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     keywords,
     channels,
     keyword_alerts,
+    spike_alerts,
+    spike_settings,
     deliveries,
     ai_quotes,
     ai_jobs,

@@ -1184,6 +1184,14 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
 
   const times = flat.map((c) => keysOf(c).time).filter((t) => !Number.isNaN(t));
   const overTime = times.length ? CovaChart.timeline("Comments over time", times, { id: "chart-comments-time" }) : null;
+  // The post's spikes, marked on the chart where they happened.
+  if (overTime && ref) {
+    api("GET", `/spike-alerts?${new URLSearchParams({ ref, limit: "500" })}`)
+      .then((r) => CovaChart.mark(overTime, r.items.map((a) => ({
+        start: Date.parse(a.window_start), end: Date.parse(a.window_end), kind: a.kind, label: spikeWords(a),
+      }))))
+      .catch((err) => console.warn("the post's spikes could not be read", err));
+  }
 
   const el = card("Comments",
     note && (typeof note === "string" ? h("p", { class: "muted", text: note }) : note),
@@ -1901,7 +1909,94 @@ function barChart(title, rows, opts) {
 // ---------------------------------------------------------------- keywords, channels, alerts
 
 async function viewAlerts(v) {
-  v.add(keywordsCard(v), matchedCard(v), channelsCard(v), alertsCard(v), deliveriesCard(v));
+  v.add(keywordsCard(v), matchedCard(v), spikesCard(v), channelsCard(v), alertsCard(v), deliveriesCard(v));
+}
+
+const SENSITIVITY_WORDS = {
+  sensitive: "Sensitive — more alerts, a few false ones",
+  balanced: "Balanced — the usual choice",
+  strict: "Strict — only the largest spikes",
+};
+
+// A spike alert in words and figures.
+function spikeWords(a) {
+  const hour = new Date(a.window_end).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  if (a.kind === "sentiment") {
+    return `Turned negative: ${fmtPct(a.negative_share)} of the ${plural(a.comments, "comment")} in the hour to ${hour} are negative, against ${fmtPct(a.baseline_negative_share)} usually`;
+  }
+  return `Drawing comments fast: ${plural(a.comments, "comment")} in the hour to ${hour}, against about ${fmtNum(Math.round(a.expected))} usually`;
+}
+
+// Spike alerts: what they need at the account's settings, the settings, and the alerts.
+function spikesCard(v) {
+  const enabled = h("input", { id: "spike-enabled", type: "checkbox" });
+  const sensitivity = h("select", { id: "spike-sensitivity" },
+    Object.entries(SENSITIVITY_WORDS).map(([value, text]) => h("option", { value, text })));
+  const min = h("input", { id: "spike-min", type: "number", min: 5, max: 10000, step: 1, inputmode: "numeric" });
+  const cooldown = h("input", { id: "spike-cooldown", type: "number", min: 1, max: 168, step: 1, inputmode: "numeric" });
+  const meaning = h("p", { id: "spike-meaning", class: "muted" });
+  const status = statusEl("spike-status");
+  const fill = (s) => {
+    enabled.checked = s.enabled;
+    sensitivity.value = s.sensitivity;
+    min.value = s.min_comments ?? "";
+    min.placeholder = String(s.judged.min_comments);
+    cooldown.value = String(Math.max(1, Math.round(s.cooldown_min / 60)));
+    const j = s.judged;
+    meaning.textContent = s.enabled
+      ? `After each collection of a post in your library, its last hour of comments is compared with its two weeks before. An alert needs at least ${plural(j.min_comments, "comment")} in the hour and either ${j.ratio} times the post's usual number of comments, or a share of negative comments ${fmtPct(j.negative_share_rise)} above its usual share. A spike that goes on is one alert: the next one on the same post waits ${plural(Math.round(s.cooldown_min / 60), "hour")}.`
+      : "Spike alerts are turned off.";
+  };
+  const f = form("spike-form", [
+    checkRow("Tell me when a post suddenly draws comments or turns negative", enabled),
+    fieldRow("Sensitivity", sensitivity),
+    fieldRow("At least this many comments in an hour", min, "Leave empty for the sensitivity's own number."),
+    fieldRow("Hours before a post can alert again", cooldown),
+    h("div", { class: "buttons" }, h("button", { id: "spike-save", type: "submit", class: "primary", text: "Save" })),
+  ], (btn) => busy(v, btn, async () => {
+    const minimum = min.value.trim() ? Number(min.value) : null;
+    const hours = Number(cooldown.value);
+    if (minimum != null && !(Number.isInteger(minimum) && minimum >= 5 && minimum <= 10000)) throw new Error("The number of comments must be a whole number from 5 to 10,000.");
+    if (!(Number.isInteger(hours) && hours >= 1 && hours <= 168)) throw new Error("The hours before a post can alert again must be a whole number from 1 to 168.");
+    fill(await api("PUT", "/spike-alerts/settings", { enabled: enabled.checked, sensitivity: sensitivity.value, min_comments: minimum, cooldown_min: hours * 60 }));
+    status.textContent = "Spike alert settings saved.";
+  }));
+  const list = h("ul", { id: "spike-alerts", class: "alerts" });
+  const empty = h("p", { class: "muted", text: "No spike yet." });
+  const refresh = h("button", { id: "spike-alerts-refresh", type: "button", class: "small", text: "Check for new spikes" });
+  let since = "";
+  const load = async () => {
+    for (let page = 0; page < 20; page++) {
+      const params = new URLSearchParams({ limit: "500" });
+      if (since) params.set("since", since);
+      const r = await api("GET", `/spike-alerts?${params}`);
+      since = r.next_since;
+      for (const a of r.items) list.prepend(spikeItem(a));
+      if (r.items.length < 500) break;
+    }
+    empty.hidden = list.children.length > 0;
+  };
+  refresh.addEventListener("click", () => busy(v, refresh, load));
+  api("GET", "/spike-alerts/settings").then(fill).catch((err) => showError(v, err));
+  load().catch((err) => showError(v, err));
+  return card("Spike alerts", meaning, f, status, h("p", { class: "buttons" }, refresh), empty, list);
+}
+
+function spikeItem(a) {
+  const s = a.sentiment ?? {};
+  const post = a.title ? `“${a.title}”` : a.ref;
+  return h("li", { class: `alert-item spike-item spike-${a.kind}`, "data-ref": a.ref },
+    h("div", { class: "comment-head" },
+      h("span", { class: "badge", text: a.kind === "sentiment" ? "turned negative" : "comment spike" }),
+      h("a", { href: hashFor("analyze", { ref: a.ref }), text: post }),
+      a.author ? h("small", { class: "muted", text: ` by @${a.author}` }) : "",
+      a.creator ? h("small", { class: "muted", text: ` · ${creatorName(a.creator)}, whom you follow` }) : "",
+      timeEl(a.created_at)),
+    h("p", { class: "spike-figures", text: `${spikeWords(a)}.` }),
+    a.top_terms?.length ? h("p", { class: "muted", text: `What they talk about: ${a.top_terms.join(", ")}.` }) : "",
+    h("p", { class: "muted", text: `Sentiment of the hour: ${fmtPct(s.positive)} positive, ${fmtPct(s.neutral)} neutral, ${fmtPct(s.negative)} negative.` }),
+    (a.examples ?? []).map((c) => h("p", { class: "comment-text" },
+      h("strong", { text: c.author?.handle ? `@${c.author.handle}` : (c.author?.name ?? "someone") }), ": ", c.text)));
 }
 
 // What the keywords are matched against: the posts in the library and the followed creators'

@@ -203,5 +203,27 @@ const CovaChart = (() => {
     return figure(title, chart, id, `${per}, by when each comment was written, replies included.`);
   }
 
-  return Object.freeze({ bars, series, timeline });
+  // Marks spans of time on a timeline (its figure): a band behind the columns the span
+  // touches (class `chart-mark`, `data-kind`), titled with its label.
+  function mark(fig, spans) {
+    const svg = fig.querySelector("svg.chart-timeline");
+    if (!svg) return;
+    const unit = Number(svg.dataset.unit);
+    const cols = [...svg.querySelectorAll("rect.chart-column")];
+    const first = cols[0];
+    if (!first) return;
+    const top = 14, bottom = Number(svg.getAttribute("height")) - 48;
+    for (const s of spans) {
+      const hit = cols.filter((c) => Number(c.dataset.x) < s.end && Number(c.dataset.x) + unit > s.start);
+      if (!hit.length) continue;
+      const x0 = Math.min(...hit.map((c) => Number(c.getAttribute("x")))) - 2;
+      const x1 = Math.max(...hit.map((c) => Number(c.getAttribute("x")) + Number(c.getAttribute("width")))) + 2;
+      const band = node("rect", { x: x0.toFixed(1), y: top, width: (x1 - x0).toFixed(1), height: bottom - top, class: `chart-mark chart-mark-${s.kind}`, "data-kind": s.kind, "data-start": s.start, "data-end": s.end });
+      band.append(node("title", {}, s.label));
+      svg.insertBefore(band, first);
+      svg.append(node("text", { x: ((x0 + x1) / 2).toFixed(1), y: top + 10, "text-anchor": "middle", class: "chart-mark-label" }, s.kind === "sentiment" ? "turned negative" : "spike"));
+    }
+  }
+
+  return Object.freeze({ bars, series, timeline, mark });
 })();

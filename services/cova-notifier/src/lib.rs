@@ -16,9 +16,9 @@ mod text;
 pub use deliver::{Deliverer, PASS};
 
 use cova_domain::JobKind;
-use cova_messages::{BatchEvent, CreatorEvent, Event, JobEvent, JobEventType, KeywordAlertEvent};
+use cova_messages::{BatchEvent, CreatorEvent, Event, JobEvent, JobEventType, KeywordAlertEvent, SpikeAlertEvent};
 use cova_runtime::worker::backoff;
-use cova_runtime::{Backends, Delivered, Handler, Outcome, Source, keyword_alerts};
+use cova_runtime::{Backends, Delivered, Handler, Outcome, Source, keyword_alerts, spike_alerts};
 use cova_storage::StorageError;
 use cova_storage::repo::channels::{self, Channel};
 use cova_storage::repo::deliveries::{self, NewDelivery};
@@ -36,6 +36,7 @@ pub enum Incoming {
     Alert(KeywordAlertEvent),
     Batch(BatchEvent),
     Creator(CreatorEvent),
+    Spike(SpikeAlertEvent),
 }
 
 pub struct Notifier {
@@ -72,6 +73,7 @@ impl Handler for Notifier {
             Incoming::Alert(alert) => self.alerted(alert).await,
             Incoming::Batch(batch) => self.batch_ended(batch, &delivery.message_id).await,
             Incoming::Creator(found) => self.post_found(found, &delivery.message_id).await,
+            Incoming::Spike(spike) => self.spiked(spike).await,
         };
         match done {
             Ok(()) => {
@@ -99,6 +101,11 @@ impl Notifier {
         let Some(job) = jobs::get(db, &event.job_id).await? else { return Ok(()) };
         if event.event_type == JobEventType::Complete && job.kind == JobKind::Analyze {
             self.match_keywords(&job).await?;
+            // Judged at the collection's end, however late this event is handled.
+            let at = job.finished_at.unwrap_or_else(|| self.now());
+            if spike_alerts::check(db, &job.account_id, &job.r#ref, at).await? > 0 {
+                self.outbox.notify_one();
+            }
         }
         // Exactly the specification's job webhook fields, as the event carries them.
         let body = || serde_json::to_string(event).unwrap_or_default();
@@ -148,27 +155,41 @@ impl Notifier {
         Ok(())
     }
 
-    /// An alert: one delivery per enabled channel.
+    /// A keyword alert: one delivery per enabled channel.
     async fn alerted(&self, alert: &KeywordAlertEvent) -> Result<(), StorageError> {
+        let payload = |channel| match channel {
+            Channel::Telegram => text::alert_message(alert),
+            Channel::Webhook => text::alert_webhook_body(alert),
+        };
+        self.on_channels(&alert.account_id, &alert.id, alert.routing_key(), payload).await
+    }
+
+    /// A spike alert: one delivery per enabled channel.
+    async fn spiked(&self, alert: &SpikeAlertEvent) -> Result<(), StorageError> {
+        let payload = |channel| match channel {
+            Channel::Telegram => text::spike_message(alert),
+            Channel::Webhook => text::spike_webhook_body(alert),
+        };
+        self.on_channels(&alert.account_id, &alert.id, alert.routing_key(), payload).await
+    }
+
+    async fn on_channels(
+        &self,
+        account_id: &str,
+        event_id: &str,
+        event_type: &str,
+        payload: impl Fn(Channel) -> String,
+    ) -> Result<(), StorageError> {
         let db = &self.backends.db;
-        let channels = channels::get(db, &alert.account_id).await?;
+        let channels = channels::get(db, account_id).await?;
         let now = self.now();
         let enabled = [
             (Channel::Telegram, channels.telegram_enabled && channels.telegram_chat_id.is_some()),
             (Channel::Webhook, channels.webhook_enabled && channels.webhook_url.is_some()),
         ];
         for (channel, _) in enabled.into_iter().filter(|(_, on)| *on) {
-            let payload = match channel {
-                Channel::Telegram => text::alert_message(alert),
-                Channel::Webhook => text::alert_webhook_body(alert),
-            };
-            let delivery = NewDelivery {
-                account_id: &alert.account_id,
-                event_id: &alert.id,
-                event_type: "keyword.alert",
-                channel,
-                payload: &payload,
-            };
+            let payload = payload(channel);
+            let delivery = NewDelivery { account_id, event_id, event_type, channel, payload: &payload };
             deliveries::enqueue(db, delivery, now).await?;
         }
         Ok(())

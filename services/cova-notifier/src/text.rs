@@ -1,6 +1,6 @@
 //! What customers receive.
 
-use cova_messages::{AlertCreator, BatchEvent, CreatorEvent, KeywordAlertEvent};
+use cova_messages::{AlertCreator, BatchEvent, CreatorEvent, KeywordAlertEvent, SpikeAlertEvent};
 use serde_json::json;
 
 /// The webhook body of a keyword alert: `{type, id, keyword, ref, comment {id, text, author},
@@ -73,4 +73,62 @@ pub fn alert_message(alert: &KeywordAlertEvent) -> String {
     let text: String = alert.comment.text.chars().take(3_000).collect();
     let by = alert.creator.as_ref().map(|c| format!(" by {}", creator_words(c))).unwrap_or_default();
     format!("🔔 \u{201c}{}\u{201d} on {}{by}\n{author}: {text}", alert.keyword, alert.r#ref)
+}
+
+/// The webhook body of a spike alert: the event without `account_id` (the receiver's own).
+pub fn spike_webhook_body(alert: &SpikeAlertEvent) -> String {
+    let mut body = serde_json::to_value(alert).unwrap_or_default();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("account_id");
+    }
+    body.to_string()
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+/// The Telegram message of a spike alert: what happened, in words and figures.
+pub fn spike_message(alert: &SpikeAlertEvent) -> String {
+    let post = match (&alert.title, &alert.author) {
+        (Some(t), Some(a)) => format!("“{t}” by @{a}"),
+        (Some(t), None) => format!("“{t}”"),
+        (None, Some(a)) => format!("a post by @{a}"),
+        (None, None) => alert.r#ref.clone(),
+    };
+    let what = if alert.kind == "sentiment" {
+        format!(
+            "turned negative: {} of its {} comments in the last hour are negative, against {} usually",
+            percent(alert.negative_share),
+            alert.comments,
+            percent(alert.baseline_negative_share)
+        )
+    } else {
+        format!(
+            "is drawing comments fast: {} in the last hour, against about {:.0} usually",
+            alert.comments, alert.expected
+        )
+    };
+    let mut text = format!("Spike: {post} {what}.");
+    if let Some(creator) = &alert.creator {
+        text.push_str(&format!("\nFrom {}, whom you follow.", creator_words(creator)));
+    }
+    if !alert.top_terms.is_empty() {
+        text.push_str(&format!("\nWhat they talk about: {}.", alert.top_terms.join(", ")));
+    }
+    let s = &alert.sentiment;
+    text.push_str(&format!(
+        "\nSentiment: {} positive, {} neutral, {} negative.",
+        percent(s.positive),
+        percent(s.neutral),
+        percent(s.negative)
+    ));
+    for c in &alert.examples {
+        let who = c.author.handle.as_deref().map(|h| format!("@{h}")).or_else(|| c.author.name.clone());
+        let who = who.unwrap_or_else(|| "someone".into());
+        let text_of: String = c.text.chars().take(200).collect();
+        text.push_str(&format!("\n— {who}: {text_of}"));
+    }
+    text.push_str(&format!("\n{}", alert.url));
+    text
 }

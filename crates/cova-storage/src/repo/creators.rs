@@ -144,6 +144,8 @@ pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
         )
         .execute(c)
         .await?;
+        // Its spike settings go with it: its posts follow the account's again.
+        diesel::delete(crate::schema::spike_settings::table.find((account_id, r#ref))).execute(c).await?;
         let deleted = diesel::delete(
             creators::table.filter(creators::account_id.eq(account_id)).filter(creators::ref_.eq(r#ref)),
         )

@@ -19,6 +19,7 @@ pub mod outbox;
 pub mod purchases;
 pub mod queue_journal;
 pub mod sessions;
+pub mod spikes;
 pub mod tokens;
 pub mod watches;
 

@@ -38,7 +38,7 @@ async fn checked<T>(
     authorized(req, state, Scope::LibraryWrite, checks).await
 }
 
-fn parse_ref(raw: &str) -> Result<PostRef, ApiError> {
+pub(crate) fn parse_ref(raw: &str) -> Result<PostRef, ApiError> {
     input::text("ref", raw)?;
     raw.parse::<PostRef>().map_err(|e| ApiError::validation(e.detail().to_owned()))
 }

@@ -33,7 +33,7 @@ async fn checked<T>(
 
 /// A creator ref as the API takes it: `tiktok:user:<digits>`, `youtube:channel:UC…` or
 /// `instagram:user:<digits>`.
-fn parse_ref(raw: &str) -> Result<String, ApiError> {
+pub(crate) fn parse_ref(raw: &str) -> Result<String, ApiError> {
     input::text("ref", raw)?;
     let valid = match raw.split_once(':') {
         Some(("tiktok" | "instagram", rest)) => rest

@@ -15,6 +15,7 @@ mod metadata;
 mod notifications;
 mod reference;
 pub(crate) mod sandbox;
+mod spikes;
 mod stream;
 mod tokens;
 mod usage;
@@ -107,6 +108,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     [on(Method::GET, notifications::get_keywords), on(Method::PUT, notifications::put_keywords)],
                 ))
                 .service(resource("/keyword-alerts", [on(Method::GET, notifications::get_alerts)]))
+                .service(resource("/spike-alerts", [on(Method::GET, spikes::get_alerts)]))
+                .service(resource(
+                    "/spike-alerts/settings",
+                    [on(Method::GET, spikes::get_settings), on(Method::PUT, spikes::put_settings)],
+                ))
+                .service(resource(
+                    "/spike-alerts/settings/{ref}",
+                    [
+                        on(Method::GET, spikes::get_subject),
+                        on(Method::PUT, spikes::put_subject),
+                        on(Method::DELETE, spikes::delete_subject),
+                    ],
+                ))
                 .service(resource(
                     "/notification-channels",
                     [on(Method::GET, notifications::get_channels), on(Method::PUT, notifications::put_channels)],

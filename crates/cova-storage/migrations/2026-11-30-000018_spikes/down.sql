@@ -1,0 +1,2 @@
+DROP TABLE spike_alerts;
+DROP TABLE spike_settings;

@@ -1,0 +1,265 @@
+//! Spike alerts (scope `keywords:write`): the account's settings and a post's or creator's
+//! own, and the alerts raised, polled like keyword alerts.
+
+use super::{analyses, creators};
+use crate::error::HttpResult;
+use crate::input::{self, read_body};
+use crate::metering::authorized;
+use crate::{AppState, backend_errors};
+use actix_web::{HttpRequest, HttpResponse, web};
+use cova_auth::Scope;
+use cova_domain::spikes::{COOLDOWN_RANGE_MIN, MIN_COMMENTS_RANGE, Sensitivity, Settings};
+use cova_errors::ApiError;
+use cova_storage::repo::spikes::{self, ACCOUNT};
+use cova_storage::repo::{analyses as library, creators as followed};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Alerts per page, by default and at most.
+const PAGE_DEFAULT: i64 = 100;
+const PAGE_MAX: i64 = 500;
+
+/// The settings as the API shows them, with what the sensitivity means in figures.
+fn shown(s: &Settings, own: Option<bool>) -> Value {
+    let t = s.thresholds();
+    let mut v = json!({
+        "enabled": s.enabled,
+        "sensitivity": s.sensitivity.as_str(),
+        "min_comments": s.min_comments,
+        "cooldown_min": s.cooldown_min,
+        "judged": {
+            "min_comments": t.min_comments,
+            "ratio": t.ratio,
+            "p_max": t.p_max,
+            "negative_share_rise": t.share_rise,
+        },
+    });
+    if let Some(own) = own {
+        v["own"] = json!(own);
+    }
+    v
+}
+
+/// A body of `PUT …/settings`: any of the fields; the others keep their value.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsBody {
+    enabled: Option<bool>,
+    sensitivity: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    min_comments: Option<Option<u64>>,
+    cooldown_min: Option<u32>,
+}
+
+/// `null` is a value of its own (back to the sensitivity's minimum), not an absent field.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    Option::<u64>::deserialize(d).map(Some)
+}
+
+const SHAPE: &str = r#"{"enabled": true, "sensitivity": "balanced", "min_comments": null, "cooldown_min": 360}"#;
+
+fn apply(mut s: Settings, body: SettingsBody) -> Result<Settings, ApiError> {
+    if let Some(on) = body.enabled {
+        s.enabled = on;
+    }
+    if let Some(name) = body.sensitivity {
+        s.sensitivity = Sensitivity::parse(&name)
+            .ok_or_else(|| ApiError::validation("`sensitivity` must be sensitive, balanced or strict."))?;
+    }
+    if let Some(min) = body.min_comments {
+        if let Some(m) = min
+            && !(MIN_COMMENTS_RANGE.0..=MIN_COMMENTS_RANGE.1).contains(&m)
+        {
+            return Err(ApiError::validation(format!(
+                "`min_comments` must be between {} and {}, or null for the sensitivity's own.",
+                MIN_COMMENTS_RANGE.0, MIN_COMMENTS_RANGE.1
+            )));
+        }
+        s.min_comments = min;
+    }
+    if let Some(cooldown) = body.cooldown_min {
+        if !(COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(&cooldown) {
+            return Err(ApiError::validation(format!(
+                "`cooldown_min` must be between {} and {} minutes.",
+                COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
+            )));
+        }
+        s.cooldown_min = cooldown;
+    }
+    Ok(s)
+}
+
+/// `GET /spike-alerts/settings`: the account's settings (the defaults until it sets some).
+pub async fn get_settings(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    let (principal, meter, ()) = authorized(&req, &state, Scope::KeywordsWrite, async |_| Ok(())).await?;
+    let s = spikes::stored(&state.backends.db, &principal.account_id, ACCOUNT)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?
+        .unwrap_or_default();
+    Ok(meter.json(HttpResponse::Ok(), &shown(&s, None)))
+}
+
+/// `PUT /spike-alerts/settings`: changes the account's settings.
+pub async fn put_settings(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
+    let (principal, meter, body) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
+        input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)
+    })
+    .await?;
+    let db = &state.backends.db;
+    let fail = |e| meter.fail(backend_errors::storage(e));
+    let current = spikes::stored(db, &principal.account_id, ACCOUNT).await.map_err(fail)?.unwrap_or_default();
+    let s = apply(current, body).map_err(|e| meter.fail(e))?;
+    spikes::put(db, &principal.account_id, ACCOUNT, &s, state.now()).await.map_err(fail)?;
+    Ok(meter.json(HttpResponse::Ok(), &shown(&s, None)))
+}
+
+/// A subject of its own settings: a post in the library or a followed creator.
+enum Subject {
+    Post { r#ref: String, creator: Option<String> },
+    Creator(String),
+}
+
+impl Subject {
+    fn key(&self) -> &str {
+        match self {
+            Subject::Post { r#ref, .. } => r#ref,
+            Subject::Creator(r) => r,
+        }
+    }
+}
+
+fn parse_subject(raw: &str) -> Result<(bool, String), ApiError> {
+    // A creator ref has a kind between platform and id (`tiktok:user:…`).
+    if raw.matches(':').count() == 2 {
+        return creators::parse_ref(raw).map(|r| (true, r));
+    }
+    analyses::parse_ref(raw).map(|r| (false, r.to_string())).map_err(|_| {
+        ApiError::validation(
+            "`ref` must be a post's ref (tiktok:<id>, youtube:<id>, instagram:<code>) or a creator's ref.",
+        )
+    })
+}
+
+/// The subject, or 404 when the post is not in the library or the creator not followed.
+async fn subject(state: &AppState, account_id: &str, raw: (bool, String)) -> Result<Subject, ApiError> {
+    let db = &state.backends.db;
+    let storage = backend_errors::storage;
+    match raw {
+        (true, r) => match followed::get(db, account_id, &r).await.map_err(storage)? {
+            Some(_) => Ok(Subject::Creator(r)),
+            None => Err(ApiError::not_found(format!("This account does not follow `{r}`."))),
+        },
+        (false, r) => match library::get_saved(db, account_id, &r).await.map_err(storage)? {
+            Some(a) => Ok(Subject::Post { r#ref: r, creator: a.creator_ref }),
+            None => Err(ApiError::not_found(format!("`{r}` is not in this account's library."))),
+        },
+    }
+}
+
+/// What applies to a subject, and whether it is its own.
+async fn applying(state: &AppState, account_id: &str, s: &Subject) -> Result<(Settings, bool), ApiError> {
+    let db = &state.backends.db;
+    let storage = backend_errors::storage;
+    if let Some(own) = spikes::stored(db, account_id, s.key()).await.map_err(storage)? {
+        return Ok((own, true));
+    }
+    let settings = match s {
+        Subject::Post { r#ref, creator } => spikes::effective(db, account_id, r#ref, creator.as_deref()).await,
+        Subject::Creator(r) => spikes::effective(db, account_id, r, None).await,
+    }
+    .map_err(storage)?;
+    Ok((settings, false))
+}
+
+/// `GET /spike-alerts/settings/{ref}`: what applies to a post or creator (`own` when it has
+/// settings of its own; else its creator's or the account's).
+pub async fn get_subject(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
+    let (principal, meter, raw) =
+        authorized(&req, &state, Scope::KeywordsWrite, async |_| parse_subject(&path)).await?;
+    let s = subject(&state, &principal.account_id, raw).await.map_err(|e| meter.fail(e))?;
+    let (settings, own) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(own))))
+}
+
+/// `PUT /spike-alerts/settings/{ref}`: settings of the post's or creator's own, starting from
+/// what applied to it.
+pub async fn put_subject(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResult {
+    let (principal, meter, (raw, body)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
+        let raw = parse_subject(&path)?;
+        Ok((raw, input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)?))
+    })
+    .await?;
+    let s = subject(&state, &principal.account_id, raw).await.map_err(|e| meter.fail(e))?;
+    let (current, _) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
+    let settings = apply(current, body).map_err(|e| meter.fail(e))?;
+    spikes::put(&state.backends.db, &principal.account_id, s.key(), &settings, state.now())
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(true))))
+}
+
+/// `DELETE /spike-alerts/settings/{ref}`: the post or creator follows the account's (or its
+/// creator's) settings again.
+pub async fn delete_subject(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
+    let (principal, meter, raw) =
+        authorized(&req, &state, Scope::KeywordsWrite, async |_| parse_subject(&path)).await?;
+    let s = subject(&state, &principal.account_id, raw).await.map_err(|e| meter.fail(e))?;
+    spikes::remove(&state.backends.db, &principal.account_id, s.key())
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let (settings, own) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(own))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlertParams {
+    since: Option<String>,
+    limit: Option<i64>,
+    #[serde(rename = "ref")]
+    r#ref: Option<String>,
+}
+
+/// `GET /spike-alerts?since=&limit=&ref=`: alerts after `since` (the `next_since` of the
+/// previous answer), oldest first; of one post with `ref`.
+pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    let (principal, meter, (since, limit, r#ref)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
+        let p = web::Query::<AlertParams>::from_query(req.query_string()).map_err(backend_errors::query)?.into_inner();
+        let since = match p.since.as_deref() {
+            None | Some("") => 0,
+            Some(s) => s
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| ApiError::validation("`since` must be a `next_since` this API returned."))?,
+        };
+        let limit = p.limit.unwrap_or(PAGE_DEFAULT);
+        if !(1..=PAGE_MAX).contains(&limit) {
+            return Err(ApiError::validation(format!("`limit` must be between 1 and {PAGE_MAX}.")));
+        }
+        let r#ref = match p.r#ref.as_deref() {
+            None | Some("") => None,
+            Some(r) => Some(analyses::parse_ref(r)?.to_string()),
+        };
+        Ok((since, limit, r#ref))
+    })
+    .await?;
+    let found = spikes::after(&state.backends.db, &principal.account_id, r#ref.as_deref(), since, limit)
+        .await
+        .map_err(|e| meter.fail(backend_errors::storage(e)))?;
+    let next_since = found.last().map_or(since, |a| a.seq);
+    let items: Vec<Value> = found
+        .iter()
+        .filter_map(|a| {
+            let mut v = serde_json::from_str::<Value>(&a.body).ok()?;
+            v.as_object_mut()?.remove("account_id");
+            Some(v)
+        })
+        .collect();
+    Ok(meter.json(HttpResponse::Ok(), &json!({"items": items, "next_since": next_since.to_string()})))
+}

@@ -1,0 +1,229 @@
+//! Spike alerts end to end, on a clock the test moves, with the simulator posting comments at
+//! chosen times: none on a steady post collected twice a day for two weeks; one alert for a
+//! burst, with its figures, on a signed webhook, Telegram and the polled list; none while the
+//! spike goes on (the cooldown); a turn to negative comments on a post with settings of its own.
+
+use cova_domain::ManualClock;
+use cova_sim::{TikTokScenario, Tone, tiktok_post_id};
+use cova_tests::receiver::{Receiver, TestCa};
+use cova_tests::{Client, TestApp, assert_valid, eventually, schema, spawn_on_clock, until, use_receivers};
+use serde_json::{Value, json};
+
+const START: &str = "2026-06-01T00:00:00Z";
+const HOUR: i64 = 3_600_000;
+const HOST: &str = "hooks.test";
+
+/// Comments at `per_hour` on average from `from` to `to` (unix ms): each hour's count drawn
+/// from a Poisson law (a fixed seed), spread evenly over the hour.
+fn steady(from: i64, to: i64, per_hour: f64, seed: &mut u64, tone: Tone) -> Vec<(i64, Tone)> {
+    let mut next = || {
+        *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (*seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut out = Vec::new();
+    let mut hour = from;
+    while hour < to {
+        // Knuth's method: fine for small means.
+        let limit = (-per_hour).exp();
+        let (mut k, mut p) = (0u32, next());
+        while p > limit {
+            k += 1;
+            p *= next();
+        }
+        let span = (to - hour).min(HOUR);
+        for i in 0..k {
+            out.push(((hour + span * (2 * i64::from(i) + 1) / (2 * i64::from(k))) / 1000, tone));
+        }
+        hour += HOUR;
+    }
+    out
+}
+
+/// `n` comments evenly over the `minutes` before `to`.
+fn burst(to: i64, minutes: i64, n: i64, tone: Tone) -> Vec<(i64, Tone)> {
+    (0..n).map(|i| ((to - minutes * 60_000 + minutes * 60_000 * i / n) / 1000, tone)).collect()
+}
+
+fn set_time(app: &TestApp, clock: &ManualClock, at: i64) {
+    clock.set(at);
+    app.sim.set_clock_ms(at);
+}
+
+async fn collected(client: &Client, reply: Value) {
+    let job = client.wait_job(reply["job_id"].as_str().expect("job_id")).await;
+    assert_eq!(job["status"], "complete", "{job}");
+}
+
+async fn alerts(client: &Client) -> Vec<Value> {
+    client.get::<Value>("/api/v1/spike-alerts?limit=500").await.ok()["items"].as_array().expect("items").clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_is_told() {
+    let ca = TestCa::new();
+    let receiver = Receiver::spawn(&ca, HOST).await;
+    let (app, clock) = spawn_on_clock(START, |c| {
+        use_receivers(c, &ca, HOST);
+        // The test's clock stands still between steps while it polls: the minute's limit
+        // would count two weeks of polling as one minute.
+        c.limits.api_requests_per_minute = 100_000;
+    })
+    .await;
+    let t0 = clock.now_ms();
+    set_time(&app, &clock, t0);
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 20_000).await;
+    let client = app.client(Some(&token));
+    let hook = format!("{}/cova", receiver.base_url);
+    let set = client
+        .put_json(
+            "/api/v1/notification-channels",
+            json!({"webhook": {"url": hook}, "telegram": {"chat_id": "-1001234567"}}),
+        )
+        .await
+        .ok();
+    let secret = set["webhook"]["secret"].as_str().expect("the secret").to_owned();
+    let defaults = client.get::<Value>("/api/v1/spike-alerts/settings").await.ok();
+    assert_eq!((&defaults["enabled"], &defaults["sensitivity"]), (&json!(true), &json!("balanced")), "{defaults}");
+    assert_eq!(defaults["judged"]["min_comments"], 20);
+
+    // Two weeks of a steady post, collected every twelve hours: no alert.
+    // A post of no comments of its own: the test posts them all, at chosen times.
+    let id = tiktok_post_id(TikTokScenario::Normal, 0).to_string();
+    let r#ref = format!("tiktok:{id}");
+    let mut seed = 7;
+    let step = 12 * HOUR;
+    app.sim.post_comments(&id, &steady(t0, t0 + step, 12.0, &mut seed, Tone::Usual));
+    set_time(&app, &clock, t0 + step);
+    collected(&client, client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok()).await;
+    for k in 1..28 {
+        let (from, to) = (t0 + k * step, t0 + (k + 1) * step);
+        app.sim.post_comments(&id, &steady(from, to, 12.0, &mut seed, Tone::Usual));
+        set_time(&app, &clock, to);
+        collected(&client, client.refresh(&r#ref).await.ok()).await;
+    }
+    app.notifier_caught_up().await;
+    assert!(alerts(&client).await.is_empty(), "no alert on a steady post");
+    let fortnight = t0 + 28 * step;
+
+    let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
+    // A burst: 60 comments in the last 40 minutes besides the usual ones.
+    let at = fortnight + 6 * HOUR;
+    let mut posted = steady(fortnight, at, 12.0, &mut seed, Tone::Usual);
+    posted.extend(burst(at, 40, 60, Tone::Usual));
+    app.sim.post_comments(&id, &posted);
+    set_time(&app, &clock, at);
+    collected(&client, client.refresh(&r#ref).await.ok()).await;
+    eventually("the spike alert", async || alerts(&client).await.len() == 1).await;
+    let alert = alerts(&client).await.remove(0);
+    assert_eq!((&alert["kind"], &alert["ref"]), (&json!("volume"), &json!(r#ref)), "{alert}");
+    let in_window = posted.iter().filter(|(t, _)| *t * 1000 >= at - HOUR).count() as u64;
+    assert_eq!(alert["comments"], in_window, "{alert}");
+    let expected = alert["expected"].as_f64().expect("expected");
+    assert!((8.0..=16.0).contains(&expected), "about 12 an hour usually: {alert}");
+    assert_eq!(alert["window_end"], cova_domain::time::rfc3339(at));
+    assert_eq!(alert["examples"].as_array().map(Vec::len), Some(3), "{alert}");
+    assert!(alert["top_terms"].is_array() && alert["sentiment"]["positive"].is_number(), "{alert}");
+    assert!(alert.get("account_id").is_none());
+    let event = until("the spike.alert event", async || {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(20), events.next()).await.ok()??;
+        (message.routing_key == "spike.alert").then(|| serde_json::from_slice::<Value>(&message.payload).ok())?
+    })
+    .await;
+    assert_valid(&schema("spike-alert-event.schema.json"), &event);
+    assert_eq!((&event["id"], &event["account_id"]), (&alert["id"], &json!(account.id)));
+
+    // Delivered: a signed webhook and a Telegram message in words.
+    eventually("the webhook", async || receiver.received().iter().any(|r| r.json()["type"] == "spike.alert")).await;
+    let hooked = receiver.received().into_iter().find(|r| r.json()["type"] == "spike.alert").expect("the webhook");
+    let now = app.now() / 1000;
+    let signature = hooked.header("x-signature").expect("x-signature");
+    assert!(cova_notify::verify(signature, &secret, &hooked.body, now, 300), "a valid signature");
+    assert_eq!(hooked.json()["id"], alert["id"]);
+    eventually("the Telegram message", async || {
+        app.sim.telegram_messages().iter().any(|m| m.text.starts_with("Spike:"))
+    })
+    .await;
+    let message = app.sim.telegram_messages().into_iter().find(|m| m.text.starts_with("Spike:")).expect("message");
+    assert!(message.text.contains(&format!("{in_window} in the last hour")), "{}", message.text);
+
+    // The spike goes on half an hour later: the same spike, no second alert.
+    let later = at + HOUR / 2;
+    app.sim.post_comments(&id, &burst(later, 30, 40, Tone::Usual));
+    set_time(&app, &clock, later);
+    collected(&client, client.refresh(&r#ref).await.ok()).await;
+    app.notifier_caught_up().await;
+    assert_eq!(alerts(&client).await.len(), 1, "one alert per spike");
+
+    // Another post turns negative; it has settings of its own (a lower minimum).
+    let other = tiktok_post_id(TikTokScenario::Normal, 3).to_string();
+    let other_ref = format!("tiktok:{other}");
+    let day_start = later;
+    app.sim.post_comments(&other, &steady(day_start - 24 * HOUR, day_start, 12.0, &mut seed, Tone::Usual));
+    collected(&client, client.analyze(&format!("https://www.tiktok.com/@a/video/{other}"), None).await.ok()).await;
+    let own =
+        client.put_json(&format!("/api/v1/spike-alerts/settings/{other_ref}"), json!({"min_comments": 10})).await.ok();
+    assert_eq!(
+        (&own["own"], &own["min_comments"], &own["judged"]["min_comments"]),
+        (&json!(true), &json!(10), &json!(10))
+    );
+    let turn = day_start + HOUR;
+    let mut angry = burst(turn, 55, 10, Tone::Negative);
+    angry.extend(burst(turn, 50, 4, Tone::Usual));
+    app.sim.post_comments(&other, &angry);
+    set_time(&app, &clock, turn);
+    collected(&client, client.refresh(&other_ref).await.ok()).await;
+    eventually("the sentiment alert", async || alerts(&client).await.len() == 2).await;
+    let dip = alerts(&client).await.remove(1);
+    assert_eq!((&dip["kind"], &dip["ref"]), (&json!("sentiment"), &json!(other_ref)), "{dip}");
+    let share = dip["negative_share"].as_f64().expect("share");
+    assert!(share >= 0.7 && dip["baseline_negative_share"].as_f64().is_some_and(|b| b < 0.4), "{dip}");
+    // Polling one post's alerts, after a number already seen.
+    let first = client.get::<Value>(&format!("/api/v1/spike-alerts?ref={other_ref}")).await.ok();
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(1));
+    let since = first["next_since"].as_str().expect("next_since");
+    let none = client.get::<Value>(&format!("/api/v1/spike-alerts?since={since}")).await.ok();
+    assert_eq!(none["items"], json!([]));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_are_checked_and_follow_the_post_or_the_account() {
+    let (app, _clock) = spawn_on_clock(START, |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    for (body, words) in [
+        (json!({"sensitivity": "loud"}), "sensitive, balanced or strict"),
+        (json!({"min_comments": 2}), "between 5 and 10000"),
+        (json!({"cooldown_min": 5}), "between 30 and 10080"),
+        (json!({"enabled": "yes"}), ""),
+        (json!({"colour": "red"}), ""),
+    ] {
+        let (status, err) = client.put_json("/api/v1/spike-alerts/settings", body.clone()).await.err();
+        assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"), "{body}");
+        assert!(err.detail.contains(words), "{body}: {}", err.detail);
+    }
+    let strict = client
+        .put_json("/api/v1/spike-alerts/settings", json!({"sensitivity": "strict", "cooldown_min": 120}))
+        .await
+        .ok();
+    assert_eq!((&strict["sensitivity"], &strict["judged"]["min_comments"]), (&json!("strict"), &json!(50)));
+    // A post outside the library has no settings to set; one in it follows the account's.
+    let id = tiktok_post_id(TikTokScenario::Normal, 12);
+    let (status, _) =
+        client.put_json(&format!("/api/v1/spike-alerts/settings/tiktok:{id}"), json!({"enabled": false})).await.err();
+    assert_eq!(status.as_u16(), 404);
+    let (status, _) = client.get::<Value>("/api/v1/spike-alerts/settings/not-a-ref").await.err();
+    assert_eq!(status.as_u16(), 400);
+    client.collect(id).await;
+    let path = format!("/api/v1/spike-alerts/settings/tiktok:{id}");
+    let follows = client.get::<Value>(&path).await.ok();
+    assert_eq!((&follows["own"], &follows["sensitivity"]), (&json!(false), &json!("strict")));
+    let off = client.put_json(&path, json!({"enabled": false})).await.ok();
+    assert_eq!((&off["own"], &off["enabled"], &off["cooldown_min"]), (&json!(true), &json!(false), &json!(120)));
+    let (_, _, body) = client.raw(client.request(reqwest::Method::DELETE, &path)).await;
+    let back: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!((&back["own"], &back["enabled"]), (&json!(false), &json!(true)));
+    app.stop().await;
+}
