@@ -64,6 +64,9 @@ export function describe(d: Delivery): string {
     case "keyword.alert":
       what = "a keyword alert";
       break;
+    case "spike.alert":
+      what = "a spike alert";
+      break;
     case "job.complete":
     case "job.failed":
       what = "the end of a job";
