@@ -628,9 +628,14 @@ async fn instagram_collection(report: &mut Report) {
         let outcome = platforms.collect_comments(&post, INSTAGRAM_COMMENTS as u32, &mut sink).await.expect("collect");
         // The metadata read comes first in a job: its requests belong to the collection.
         let took = started.elapsed().as_secs_f64();
-        let requests = sim.requests().iter().filter(|r| r.path.starts_with("/ig/")).count();
-        // The first request goes at once; each later one waits its slot.
-        let bound = requests.saturating_sub(1) as f64 / rate;
+        let ig: Vec<_> = sim.requests().into_iter().filter(|r| r.path.starts_with("/ig/")).collect();
+        let requests = ig.len();
+        // Each route keeps its own pace: the visitor's (the page, the post) and the session's
+        // (its REST pages), one after the other. On each, the first request goes at once and
+        // each later one waits its slot.
+        let with_session = ig.iter().filter(|r| r.path.starts_with("/ig/api/v1/media/")).count();
+        let paced = |n: usize| n.saturating_sub(1) as f64 / rate;
+        let bound = paced(with_session) + paced(requests - with_session);
         report.add(
             &format!("instagram_collect_{INSTAGRAM_COMMENTS}_{name}"),
             format!(
