@@ -24,7 +24,7 @@ const PAGE_DEFAULT: i64 = 100;
 const PAGE_MAX: i64 = 500;
 use crate::input::MAX_URL_LEN;
 
-fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
+pub(crate) fn page_limit(raw: Option<i64>) -> Result<i64, ApiError> {
     let limit = raw.unwrap_or(PAGE_DEFAULT);
     if !(1..=PAGE_MAX).contains(&limit) {
         return Err(ApiError::validation(format!("`limit` must be between 1 and {PAGE_MAX}.")));
@@ -274,6 +274,18 @@ pub async fn test_channels(req: HttpRequest, state: web::Data<AppState>) -> Http
     Ok(meter.json(HttpResponse::Ok(), &json!({"telegram": telegram, "webhook": webhook})))
 }
 
+/// The `since` of an alert list: a `next_since` this API returned (none is the start).
+pub(crate) fn since_param(raw: Option<&str>) -> Result<i64, ApiError> {
+    match raw {
+        None | Some("") => Ok(0),
+        Some(s) => s
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| ApiError::validation("`since` must be a `next_since` this API returned.")),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AlertParams {
@@ -286,15 +298,7 @@ struct AlertParams {
 pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let (principal, meter, (since, limit)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
         let p = web::Query::<AlertParams>::from_query(req.query_string()).map_err(backend_errors::query)?.into_inner();
-        let since = match p.since.as_deref() {
-            None | Some("") => 0,
-            Some(s) => s
-                .parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| ApiError::validation("`since` must be a `next_since` this API returned."))?,
-        };
-        Ok((since, page_limit(p.limit)?))
+        Ok((since_param(p.since.as_deref())?, page_limit(p.limit)?))
     })
     .await?;
     let found = alerts::after(&state.backends.db, &principal.account_id, since, limit)

@@ -1,7 +1,7 @@
 //! Spike alerts (scope `keywords:write`): the account's settings and a post's or creator's
 //! own, and the alerts raised, polled like keyword alerts.
 
-use super::{analyses, creators};
+use super::{analyses, creators, notifications};
 use crate::error::HttpResult;
 use crate::input::{self, read_body};
 use crate::metering::authorized;
@@ -14,10 +14,6 @@ use cova_storage::repo::spikes::{self, ACCOUNT};
 use cova_storage::repo::{analyses as library, creators as followed};
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-/// Alerts per page, by default and at most.
-const PAGE_DEFAULT: i64 = 100;
-const PAGE_MAX: i64 = 500;
 
 /// The settings as the API shows them, with what the sensitivity means in figures.
 fn shown(s: &Settings, own: Option<bool>) -> Value {
@@ -230,18 +226,9 @@ struct AlertParams {
 pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let (principal, meter, (since, limit, r#ref)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
         let p = web::Query::<AlertParams>::from_query(req.query_string()).map_err(backend_errors::query)?.into_inner();
-        let since = match p.since.as_deref() {
-            None | Some("") => 0,
-            Some(s) => s
-                .parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| ApiError::validation("`since` must be a `next_since` this API returned."))?,
-        };
-        let limit = p.limit.unwrap_or(PAGE_DEFAULT);
-        if !(1..=PAGE_MAX).contains(&limit) {
-            return Err(ApiError::validation(format!("`limit` must be between 1 and {PAGE_MAX}.")));
-        }
+        // Paged as the keyword alerts are.
+        let since = notifications::since_param(p.since.as_deref())?;
+        let limit = notifications::page_limit(p.limit)?;
         let r#ref = match p.r#ref.as_deref() {
             None | Some("") => None,
             Some(r) => Some(analyses::parse_ref(r)?.to_string()),
