@@ -608,6 +608,54 @@ def main() -> int:
                 raise Failure(f"no alert on {tiktok_ref(DAY_POST)} within 60s ({len(items)} alerts in all)")
             time.sleep(1)
 
+    def spike_settings():
+        changed = expect(
+            call(
+                op("notifications", "put_spike_settings"),
+                body=model("SpikeSettingsBody").from_dict({"sensitivity": "strict", "cooldown_min": 120}),
+            ),
+            "SpikeSettings",
+        )
+        got = expect(call(op("notifications", "get_spike_settings")), "SpikeSettings")
+        if (got.sensitivity.value, got.cooldown_min, got.judged.min_comments) != ("strict", 120, 50):
+            raise Failure(f"PUT answered {changed.to_dict()}, GET answers {got.to_dict()}")
+        back = call(
+            op("notifications", "put_spike_settings"),
+            body=model("SpikeSettingsBody").from_dict({"sensitivity": "balanced", "cooldown_min": 360}),
+        )
+        expect(back, "SpikeSettings")
+        return f"SpikeSettings {got.sensitivity.value}: an alert needs {got.judged.min_comments} comments in the hour"
+
+    def spike_post():
+        ref = tiktok_ref(DAY_POST)
+        applies = expect(call(op("notifications", "get_spike_subject_settings"), ref), "SpikeSettings")
+        if applies.own or not applies.judging:
+            raise Failure(f"a library post follows the account's settings and says what it judges: {applies.to_dict()}")
+        own = expect(
+            call(
+                op("notifications", "put_spike_subject_settings"),
+                ref,
+                body=model("SpikeSettingsBody").from_dict({"min_comments": 10}),
+            ),
+            "SpikeSettings",
+        )
+        if not own.own or own.min_comments != 10:
+            raise Failure(f"the post's own settings were not kept: {own.to_dict()}")
+        back = expect(call(op("notifications", "delete_spike_subject_settings"), ref), "SpikeSettings")
+        if back.own:
+            raise Failure(f"the post still has settings of its own: {back.to_dict()}")
+        return f"SpikeSettings of {ref}: own, then the account's; volume {applies.judging.volume.value}"
+
+    def spike_alerts():
+        page = expect(call(op("notifications", "list_spike_alerts"), limit=100), "SpikeAlertList")
+        for a in page.items:
+            if a.kind.value not in ("volume", "sentiment", "takeoff"):
+                raise Failure(f"an alert of an unknown kind: {a.to_dict()}")
+        again = expect(call(op("notifications", "list_spike_alerts"), since=page.next_since), "SpikeAlertList")
+        if again.items:
+            raise Failure(f"polling after next_since returned {len(again.items)} alerts again")
+        return f"SpikeAlertList: {len(page.items)} alerts, next_since {page.next_since}"
+
     def webhook(kind: str):
         deadline = time.monotonic() + 90
         while not hooks.by_type(kind) and time.monotonic() < deadline:
@@ -672,6 +720,9 @@ def main() -> int:
     day.step("creators: watch", creator_watch)
     day.step("AI: quote, run, poll", ai)
     day.step("keyword alerts: list", alerts)
+    day.step("spike alerts: the account's settings", spike_settings)
+    day.step("spike alerts: a post's settings and what it can judge", spike_post)
+    day.step("spike alerts: list and poll", spike_alerts)
     for kind in WEBHOOK_TYPES:
         day.step(f"webhook {kind}", webhook, kind)
     day.step("delivery log", deliveries)

@@ -1157,6 +1157,26 @@ async fn a_spike_in_a_browser() {
         )
         .await;
     shots.take(&driver, "spike-chart").await;
+    let judged = driver.wait_text("#spike-judging", "what the checks judge", |t| !t.is_empty()).await;
+    assert!(judged.contains("compares this post's latest hour of comments with its own rate"), "{judged}");
+
+    // A post collected two hours after its first comment says it is too young to judge.
+    // An id outside the simulator's scenarios: a post of no comments of its own.
+    let young = "6900000000000005000";
+    app.sim.post_comments(
+        young,
+        &(0..20).map(|i| ((at - 2 * hour + i * 360_000) / 1000, Tone::Usual)).collect::<Vec<_>>(),
+    );
+    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{young}"), None).await.ok();
+    client.wait_job(job["job_id"].as_str().expect("job")).await;
+    driver.goto(&format!("{base}/#/analyze?ref=tiktok:{young}")).await;
+    let waiting = driver.wait_text("#spike-judging", "the young post's wait", |t| !t.is_empty()).await;
+    assert!(waiting.contains("too young to judge") && waiting.contains("7 hours"), "{waiting}");
+    assert!(!waiting.contains("volume_from") && !waiting.contains("waiting"), "in words: {waiting}");
+    driver
+        .execute("document.querySelector('#spike-judging').scrollIntoView({block: 'center'});", serde_json::json!([]))
+        .await;
+    shots.take(&driver, "spike-young-post").await;
     driver.quit().await;
     app.stop().await;
 }

@@ -1,10 +1,12 @@
 //! Spike alerts end to end, on a clock the test moves, with the simulator posting comments at
 //! chosen times: none on a steady post collected twice a day for two weeks; one alert for a
 //! burst, with its figures, on a signed webhook, Telegram and the polled list; none while the
-//! spike goes on (the cooldown); a turn to negative comments on a post with settings of its own.
+//! spike goes on (the cooldown); a turn to negative comments on a post with settings of its own;
+//! a followed creator's new post taking off against the creator's earlier posts at the same
+//! age, once, with young posts saying what they wait for.
 
 use cova_domain::ManualClock;
-use cova_sim::{TikTokScenario, Tone, tiktok_post_id};
+use cova_sim::{SimCreator, SimCreatorPost, TikTokScenario, Tone, tiktok_post_id};
 use cova_tests::receiver::{Receiver, TestCa};
 use cova_tests::{Client, TestApp, assert_valid, eventually, schema, spawn_on_clock, until, use_receivers};
 use serde_json::{Value, json};
@@ -225,5 +227,136 @@ async fn settings_are_checked_and_follow_the_post_or_the_account() {
     let (_, _, body) = client.raw(client.request(reqwest::Method::DELETE, &path)).await;
     let back: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!((&back["own"], &back["enabled"]), (&json!(false), &json!(true)));
+    app.stop().await;
+}
+
+const BRAND: u64 = 6_800_000_000_000_000_001;
+const BRAND_REF: &str = "tiktok:user:6800000000000000001";
+
+/// A creator's post of no comments of its own (an id outside the simulator's scenarios): the
+/// test posts them all.
+fn creator_post(k: u64) -> String {
+    (6_900_000_000_000_000_000 + k * 1_000).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creators_new_post_taking_off_is_told_once_and_a_young_post_says_what_it_waits_for() {
+    let (app, clock) = spawn_on_clock(START, |c| c.limits.api_requests_per_minute = 100_000).await;
+    let t0 = clock.now_ms();
+    set_time(&app, &clock, t0);
+    app.sim.add_creator(SimCreator::tiktok(BRAND, "brand"));
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&token));
+    client.put_json("/api/v1/notification-channels", json!({"telegram": {"chat_id": "-1001234567"}})).await.ok();
+    let added = client
+        .raw(
+            client
+                .request(reqwest::Method::POST, "/api/v1/creators")
+                .json(&json!({"url": "https://www.tiktok.com/@brand"})),
+        )
+        .await;
+    assert_eq!(added.0.as_u16(), 201, "{}", String::from_utf8_lossy(&added.2));
+    let refresh = async || {
+        let (status, _, body) =
+            client.raw(client.request(reqwest::Method::POST, &format!("/api/v1/creators/{BRAND_REF}/refresh"))).await;
+        assert_eq!(status.as_u16(), 200, "{}", String::from_utf8_lossy(&body));
+    };
+    let count_of = async |r#ref: &str| {
+        let (status, _, body) =
+            client.raw(client.request(reqwest::Method::GET, &format!("/api/v1/analyses/{ref}"))).await;
+        if status.as_u16() != 200 {
+            return None;
+        }
+        serde_json::from_slice::<Value>(&body).ok()?["comment_count"].as_u64()
+    };
+
+    // Three earlier posts a day apart, each with 9 comments in its first 3 hours and 3 in its
+    // 4th, collected when 4 hours old.
+    for k in 0..3 {
+        let published = t0 + HOUR + k as i64 * 24 * HOUR;
+        let id = creator_post(k);
+        app.sim
+            .publish(&BRAND.to_string(), SimCreatorPost { id: id.clone(), published_at_ms: published, pinned: false });
+        let mut posted = burst(published + 3 * HOUR, 180, 9, Tone::Usual);
+        posted.extend(burst(published + 4 * HOUR, 60, 3, Tone::Usual));
+        app.sim.post_comments(&id, &posted);
+        set_time(&app, &clock, published + 4 * HOUR);
+        refresh().await;
+        let r#ref = format!("tiktok:{id}");
+        eventually("the earlier post collected", async || count_of(&r#ref).await == Some(12)).await;
+        if k == 0 {
+            // Too young to judge, and it says so: 4 hours of comments, no earlier post yet.
+            let shown = client.get::<Value>(&format!("/api/v1/spike-alerts/settings/{ref}")).await.ok();
+            let judging = &shown["judging"];
+            assert_eq!(
+                (&judging["volume"], &judging["takeoff"], &judging["earlier_posts"]),
+                (&json!("waiting"), &json!("waiting"), &json!(0)),
+                "{shown}"
+            );
+            let first = posted.iter().map(|(t, _)| t * 1000).min().expect("comments");
+            assert_eq!(judging["volume_from"], cova_domain::time::rfc3339(first + 410 * 60_000), "{shown}");
+            assert!(
+                judging["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("Too young to judge") && d.contains("(0 so far)")),
+                "{shown}"
+            );
+        }
+    }
+    app.notifier_caught_up().await;
+    assert!(alerts(&client).await.is_empty(), "the earlier posts are usual");
+
+    // The new post: 60 comments in its first 3 hours, against 9 for each earlier post then.
+    let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
+    let published = t0 + 73 * HOUR;
+    let id = creator_post(3);
+    let r#ref = format!("tiktok:{id}");
+    app.sim.publish(&BRAND.to_string(), SimCreatorPost { id: id.clone(), published_at_ms: published, pinned: false });
+    app.sim.post_comments(&id, &burst(published + 3 * HOUR, 180, 60, Tone::Usual));
+    let at = published + 3 * HOUR;
+    set_time(&app, &clock, at);
+    refresh().await;
+    eventually("the take-off alert", async || alerts(&client).await.len() == 1).await;
+    let alert = alerts(&client).await.remove(0);
+    assert_eq!(
+        (&alert["kind"], &alert["ref"], &alert["comments"]),
+        (&json!("takeoff"), &json!(r#ref), &json!(60)),
+        "{alert}"
+    );
+    assert_eq!(alert["expected"], 9.0, "the earlier posts' median at 3 hours: {alert}");
+    assert_eq!(alert["window_start"], cova_domain::time::rfc3339(published), "{alert}");
+    assert_eq!(alert["creator"]["ref"], BRAND_REF, "{alert}");
+    assert_eq!(alert["examples"].as_array().map(Vec::len), Some(3), "{alert}");
+    let event = until("the spike.alert event", async || {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(20), events.next()).await.ok()??;
+        (message.routing_key == "spike.alert").then(|| serde_json::from_slice::<Value>(&message.payload).ok())?
+    })
+    .await;
+    assert_valid(&schema("spike-alert-event.schema.json"), &event);
+    eventually("the Telegram message", async || {
+        app.sim.telegram_messages().iter().any(|m| m.text.contains("is taking off: 60 comments in its first 3 hours"))
+    })
+    .await;
+    let shown = client.get::<Value>(&format!("/api/v1/spike-alerts/settings/{ref}")).await.ok();
+    assert_eq!(
+        (&shown["judging"]["takeoff"], &shown["judging"]["earlier_posts"]),
+        (&json!("judged"), &json!(3)),
+        "{shown}"
+    );
+
+    // The same job's end handled again, twice at once: no second alert.
+    let db = app.db();
+    let (a, b) = tokio::join!(
+        cova_runtime::spike_alerts::check(db, &account.id, &r#ref, at),
+        cova_runtime::spike_alerts::check(db, &account.id, &r#ref, at)
+    );
+    assert_eq!((a.expect("check"), b.expect("check")), (0, 0));
+    // Still taking off an hour later: a post takes off once.
+    app.sim.post_comments(&id, &burst(at + HOUR, 60, 40, Tone::Usual));
+    set_time(&app, &clock, at + HOUR);
+    collected(&client, client.refresh(&r#ref).await.ok()).await;
+    app.notifier_caught_up().await;
+    assert_eq!(alerts(&client).await.len(), 1, "one take-off per post");
     app.stop().await;
 }

@@ -15,6 +15,14 @@
 //! `strict`, none on a steady post, a daily cycle of three to one, or a rate doubling over the
 //! fortnight; at `sensitive`, 2 on the steady posts, none on the cycle, 8 on the growth.
 //!
+//! **Take-off.** A followed creator's new post (at most [`TAKEOFF_MAX_AGE_MS`] old) is compared
+//! with the creator's earlier posts at the same age (a post's comment rate falls with age, so
+//! like is compared with like): its comments so far against the comments each of the latest
+//! [`TAKEOFF_EARLIER`] earlier posts had at that age, counted from their comments' own times. It
+//! takes off with at least `ratio` times the earlier posts' median, more than any of them had,
+//! and at least `min_comments`; it needs [`TAKEOFF_MIN_EARLIER`] earlier posts collected past
+//! that age, and a post takes off once.
+//!
 //! **Sentiment.** The negative comments among the window's are compared with the baseline's
 //! share (a beta prior of 1 in 10 negative, worth 20 comments) by a binomial tail; a dip needs
 //! at least `min_comments` judged comments, a share at least `share_rise` above the baseline's,
@@ -68,6 +76,7 @@ pub const BUCKET_MIN: u32 = 10;
 pub const WINDOW_BUCKETS: usize = 6;
 /// History read before the window: two weeks of buckets.
 pub const HISTORY_BUCKETS: usize = 14 * 24 * 60 / BUCKET_MIN as usize;
+pub const HISTORY_MS: i64 = HISTORY_BUCKETS as i64 * BUCKET_MIN as i64 * 60_000;
 /// A setting's bounds: the fewest comments in the window an alert may fire on, and the
 /// cooldown in minutes.
 pub const MIN_COMMENTS_RANGE: (u64, u64) = (5, 10_000);
@@ -128,20 +137,82 @@ pub enum Kind {
     Volume,
     /// The window's share of negative comments far above the post's usual share.
     Sentiment,
+    /// A creator's new post drawing far more comments than the creator's earlier posts had at
+    /// the same age.
+    Takeoff,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 2] = [Kind::Volume, Kind::Sentiment];
+    pub const ALL: [Kind; 3] = [Kind::Volume, Kind::Sentiment, Kind::Takeoff];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Volume => "volume",
             Self::Sentiment => "sentiment",
+            Self::Takeoff => "takeoff",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A creator's new post is compared with the creator's earlier posts up to this age.
+pub const TAKEOFF_MAX_AGE_MS: i64 = 3 * 24 * 3_600_000;
+/// The creator's latest earlier posts it is compared with, and the fewest it needs.
+pub const TAKEOFF_EARLIER: usize = 10;
+pub const TAKEOFF_MIN_EARLIER: usize = 3;
+
+/// Whether a creator's post published at `published_at` is young enough at `now` to be
+/// compared with the creator's earlier posts.
+pub fn takeoff_applies(published_at: i64, now: i64) -> bool {
+    (0..=TAKEOFF_MAX_AGE_MS).contains(&(now - published_at))
+}
+
+/// The time an earlier post (published at `earlier_published`) was as old as the new post
+/// (published at `published_at`) is at `now`: its comments before then are compared. `None`
+/// when its collection (last at `earlier_collected`) had not reached that age: its count then
+/// is unknown.
+pub fn same_age(earlier_published: i64, earlier_collected: i64, published_at: i64, now: i64) -> Option<i64> {
+    let at = earlier_published + (now - published_at).max(0);
+    (earlier_collected >= at).then_some(at)
+}
+
+/// A creator's new post against the creator's earlier posts at the same age.
+#[derive(Debug, Clone, Copy)]
+pub struct Takeoff<'a> {
+    /// The post's comments so far.
+    pub count: u64,
+    /// What each earlier post had at the same age ([`same_age`]).
+    pub earlier: &'a [u64],
+}
+
+/// The buckets a check of a post reads: from the post's first comment of the last two weeks
+/// (`first`, unix ms), so that a young post is judged on the hours it has had, not on days of
+/// zeros before it existed; at least the window.
+pub fn history_buckets(first: Option<i64>, now: i64) -> usize {
+    let width = i64::from(BUCKET_MIN) * 60_000;
+    let lived = first.map_or(0, |f| (now - f).max(0) / width + 1);
+    usize::try_from(lived).unwrap_or(usize::MAX).clamp(WINDOW_BUCKETS, HISTORY_BUCKETS)
+}
+
+/// The first check time at which a post whose first comment came at `first` has history
+/// enough for its volume to be judged ([`MIN_BASELINE_BLOCKS`] blocks before the window).
+pub fn volume_judged_from(first: i64) -> i64 {
+    let buckets = WINDOW_BUCKETS * (MIN_BASELINE_BLOCKS + 1);
+    first + (buckets as i64 - 1) * i64::from(BUCKET_MIN) * 60_000
+}
+
+/// Whether an alert of `kind` whose window ends at `window_end` is the same spike as the last
+/// one of its kind on the post (ending at `last_end`): within the cooldown of `cooldown_min`
+/// minutes, or, for a take-off, any earlier one (a post takes off once). Decisions and the
+/// recording of an alert (two concurrent checks of one spike) both ask this.
+pub fn cooling(kind: Kind, last_end: Option<i64>, window_end: i64, cooldown_min: u32) -> bool {
+    match (kind, last_end) {
+        (_, None) => false,
+        (Kind::Takeoff, Some(_)) => true,
+        (_, Some(at)) => window_end - at < i64::from(cooldown_min) * 60_000,
     }
 }
 
@@ -159,6 +230,9 @@ pub struct Check<'a> {
     /// When the last alert of each kind on this post ended (its window's end, unix ms).
     pub last_volume: Option<i64>,
     pub last_sentiment: Option<i64>,
+    /// A followed creator's new post: its comparison with the creator's earlier posts.
+    pub takeoff: Option<Takeoff<'a>>,
+    pub last_takeoff: Option<i64>,
     pub now: i64,
 }
 
@@ -199,11 +273,11 @@ pub fn decide(c: &Check<'_>) -> Vec<Decision> {
         return Vec::new();
     }
     let t = c.settings.thresholds();
-    let cooling = |last: Option<i64>| last.is_some_and(|at| c.now - at < i64::from(c.settings.cooldown_min) * 60_000);
+    let cooling = |kind, last| cooling(kind, last, c.now, c.settings.cooldown_min);
     let volume = match volume(c.counts, WINDOW_BUCKETS, BUCKET_MIN, t) {
         Volume::NotEnoughHistory { .. } => Decision::Waiting { kind: Kind::Volume },
         Volume::Usual { .. } => Decision::Quiet { kind: Kind::Volume },
-        Volume::Spike { .. } if cooling(c.last_volume) => Decision::Cooling { kind: Kind::Volume },
+        Volume::Spike { .. } if cooling(Kind::Volume, c.last_volume) => Decision::Cooling { kind: Kind::Volume },
         Volume::Spike { observed, expected, p } => {
             Decision::Raise(Spike { kind: Kind::Volume, observed, expected, share: None, baseline_share: None, p })
         }
@@ -212,7 +286,7 @@ pub fn decide(c: &Check<'_>) -> Vec<Decision> {
     let mood = match sentiment(c.negative, c.judged, c.base_negative, c.base_judged, t) {
         Mood::TooFew { .. } => Decision::Quiet { kind: Kind::Sentiment },
         Mood::Usual { .. } => Decision::Quiet { kind: Kind::Sentiment },
-        Mood::Dip { .. } if cooling(c.last_sentiment) => Decision::Cooling { kind: Kind::Sentiment },
+        Mood::Dip { .. } if cooling(Kind::Sentiment, c.last_sentiment) => Decision::Cooling { kind: Kind::Sentiment },
         Mood::Dip { share, baseline, p } => Decision::Raise(Spike {
             kind: Kind::Sentiment,
             observed,
@@ -222,7 +296,23 @@ pub fn decide(c: &Check<'_>) -> Vec<Decision> {
             p,
         }),
     };
-    vec![volume, mood]
+    let mut out = vec![volume, mood];
+    if let Some(post) = c.takeoff {
+        out.push(match post_takes_off(post.count, post.earlier, t) {
+            None => Decision::Waiting { kind: Kind::Takeoff },
+            Some(false) => Decision::Quiet { kind: Kind::Takeoff },
+            Some(true) if cooling(Kind::Takeoff, c.last_takeoff) => Decision::Cooling { kind: Kind::Takeoff },
+            Some(true) => Decision::Raise(Spike {
+                kind: Kind::Takeoff,
+                observed: post.count,
+                expected: median(post.earlier),
+                share: None,
+                baseline_share: None,
+                p: 0.0,
+            }),
+        });
+    }
+    out
 }
 
 /// The baseline needs this many window-long blocks before a volume spike is judged.
@@ -316,14 +406,18 @@ pub fn sentiment(negative: u64, judged: u64, base_negative: u64, base_judged: u6
 /// least `ratio` times the earlier median and above the largest earlier count, on at least
 /// `min_comments`; `None` with fewer than three earlier posts (not enough to compare with).
 pub fn post_takes_off(count: u64, earlier: &[u64], t: Thresholds) -> Option<bool> {
-    if earlier.len() < 3 {
+    if earlier.len() < TAKEOFF_MIN_EARLIER {
         return None;
     }
-    let mut sorted = earlier.to_vec();
+    let top = earlier.iter().copied().max().unwrap_or(0);
+    Some(count >= t.min_comments && count as f64 >= t.ratio * median(earlier).max(1.0) && count > top)
+}
+
+/// The median of `xs` (the upper one of an even count); 0 for none.
+fn median(xs: &[u64]) -> f64 {
+    let mut sorted = xs.to_vec();
     sorted.sort_unstable();
-    let median = sorted[sorted.len() / 2] as f64;
-    let top = sorted.last().copied().unwrap_or(0);
-    Some(count >= t.min_comments && count as f64 >= t.ratio * median.max(1.0) && count > top)
+    sorted.get(sorted.len() / 2).map_or(0.0, |m| *m as f64)
 }
 
 /// ln Γ(x) for x > 0 (Lanczos, g = 7): accurate to about 15 digits, enough for tails.
@@ -485,6 +579,8 @@ mod tests {
             base_judged: 0,
             last_volume,
             last_sentiment: None,
+            takeoff: None,
+            last_takeoff: None,
             now,
         })
     }
@@ -515,6 +611,8 @@ mod tests {
             base_judged: 0,
             last_volume: None,
             last_sentiment: None,
+            takeoff: None,
+            last_takeoff: None,
             now,
         };
         assert!(decide(&off).is_empty(), "alerts turned off decide nothing");
@@ -532,6 +630,8 @@ mod tests {
             base_judged: 400,
             last_volume: None,
             last_sentiment: None,
+            takeoff: None,
+            last_takeoff: None,
             now: 0,
         };
         match &decide(&c)[1] {
@@ -626,5 +726,70 @@ mod tests {
         assert_eq!(post_takes_off(500, &[40, 60, 55], B), Some(true));
         assert_eq!(post_takes_off(90, &[40, 60, 55], B), Some(false), "not three times the median");
         assert_eq!(post_takes_off(500, &[40, 60], B), None, "too few earlier posts");
+    }
+
+    #[test]
+    fn a_creators_new_post_takes_off_once_and_waits_for_earlier_posts() {
+        const E: &[u64] = &[12, 9, 15, 11];
+        let counts = [0u64; 12];
+        let at = |count, earlier: &'static [u64], last_takeoff| Check {
+            settings: Settings::default(),
+            counts: &counts,
+            negative: 0,
+            judged: 0,
+            base_negative: 0,
+            base_judged: 0,
+            last_volume: None,
+            last_sentiment: None,
+            takeoff: Some(Takeoff { count, earlier }),
+            last_takeoff,
+            now: 0,
+        };
+        let e = E;
+        match &decide(&at(80, e, None))[2] {
+            Decision::Raise(s) => assert!(s.kind == Kind::Takeoff && s.observed == 80 && s.expected == 12.0, "{s:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decide(&at(30, e, None))[2], Decision::Quiet { kind: Kind::Takeoff }, "under three times");
+        // A post takes off once, however long ago the alert was.
+        assert_eq!(decide(&at(80, e, Some(-30 * 86_400_000)))[2], Decision::Cooling { kind: Kind::Takeoff });
+        assert_eq!(decide(&at(80, &e[..2], None))[2], Decision::Waiting { kind: Kind::Takeoff });
+        let plain = Check { takeoff: None, ..at(80, e, None) };
+        assert_eq!(decide(&plain).len(), 2, "a post not a creator's new one is not compared");
+    }
+
+    #[test]
+    fn same_age_needs_a_collection_past_it() {
+        let h = 3_600_000;
+        // The new post is 5 hours old; an earlier one published 2 days before it.
+        let (published, now) = (10 * 24 * h, 10 * 24 * h + 5 * h);
+        assert_eq!(same_age(8 * 24 * h, 9 * 24 * h, published, now), Some(8 * 24 * h + 5 * h));
+        assert_eq!(same_age(8 * 24 * h, 8 * 24 * h + 4 * h, published, now), None, "collected at 4 hours only");
+        assert!(takeoff_applies(published, now) && !takeoff_applies(published, published + 4 * 24 * h));
+    }
+
+    #[test]
+    fn volume_is_judged_from_the_time_history_buckets_allow() {
+        let first = 50 * 86_400_000;
+        let from = volume_judged_from(first);
+        assert_eq!(from - first, 410 * 60_000, "6 hours and 50 minutes after the first comment");
+        let judged = |now| {
+            let buckets = history_buckets(Some(first), now);
+            let times: Vec<i64> = (0..200).map(|i| first + i * 120_000).filter(|t| *t < now).collect();
+            volume(&counts(&times, now, BUCKET_MIN, buckets), WINDOW_BUCKETS, BUCKET_MIN, B)
+        };
+        assert!(matches!(judged(from - 1), Volume::NotEnoughHistory { .. }));
+        assert!(!matches!(judged(from), Volume::NotEnoughHistory { .. }));
+        assert_eq!(history_buckets(None, from), WINDOW_BUCKETS);
+        assert_eq!(history_buckets(Some(0), from), HISTORY_BUCKETS);
+    }
+
+    #[test]
+    fn cooling_is_the_same_spike_within_the_cooldown() {
+        let h = 3_600_000;
+        assert!(cooling(Kind::Volume, Some(10 * h), 12 * h, 180));
+        assert!(!cooling(Kind::Volume, Some(10 * h), 13 * h, 180));
+        assert!(!cooling(Kind::Sentiment, None, 13 * h, 180));
+        assert!(cooling(Kind::Takeoff, Some(0), 1_000 * h, 30));
     }
 }

@@ -225,7 +225,7 @@ pub struct SpikeAlertEvent {
     /// The alert's id (also `X-Event-Id` of its webhook).
     pub id: String,
     pub account_id: String,
-    /// `volume` or `sentiment`.
+    /// `volume`, `sentiment` or `takeoff`.
     pub kind: String,
     #[serde(rename = "ref")]
     pub r#ref: String,

@@ -2,14 +2,16 @@
 //! creator's new post, a refresh), its comments are counted per ten minutes from their own
 //! times and the latest hour is judged against the two weeks before it
 //! (`cova_domain::spikes::decide`): far more comments than the post's own rate, or a far
-//! larger share of negative ones. An alert says what happened in figures and words and is
+//! larger share of negative ones. A followed creator's new post is also compared with the
+//! creator's earlier posts at the same age (a take-off). An alert says what happened in figures and words and is
 //! announced as a `spike.alert` event; a spike that goes on is one alert (the cooldown).
 
 use cova_analyzers::{Analyzer, Comment as Analyzed, Label, Offline};
-use cova_domain::spikes::{self, Check, Decision, Kind, Spike};
+use cova_domain::spikes::{self, Check, Decision, Kind, Spike, Takeoff};
 use cova_messages::{AlertAuthor, AlertComment, SpikeAlertEvent, SpikeEventType, SpikeSentiment};
 use cova_storage::Db;
 use cova_storage::StorageError;
+use cova_storage::repo::analyses::Analysis;
 use cova_storage::repo::breakdown;
 use cova_storage::repo::{analyses, balances, creators, spikes as store};
 
@@ -42,14 +44,11 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     }
     let comments = read_all(db, job).await?;
     let times: Vec<i64> = comments.iter().map(|c| c.at).collect();
-    // The history starts at the post's first comment of the last two weeks: a young post is
-    // judged on the hours it has had, not on days of zeros before it existed.
     let width = i64::from(spikes::BUCKET_MIN) * 60_000;
-    let fortnight = now - spikes::HISTORY_BUCKETS as i64 * width;
-    let lived = times.iter().filter(|t| **t >= fortnight).min().map_or(0, |first| (now - first).max(0) / width + 1);
-    let buckets = usize::try_from(lived).unwrap_or(usize::MAX).clamp(spikes::WINDOW_BUCKETS, spikes::HISTORY_BUCKETS);
+    let first = times.iter().filter(|t| **t >= now - spikes::HISTORY_MS).min().copied();
+    let buckets = spikes::history_buckets(first, now);
     let counts = spikes::counts(&times, now, spikes::BUCKET_MIN, buckets);
-    let window_ms = spikes::WINDOW_BUCKETS as i64 * i64::from(spikes::BUCKET_MIN) * 60_000;
+    let window_ms = spikes::WINDOW_BUCKETS as i64 * width;
     let start = now - window_ms;
     let history_start = now - buckets as i64 * width;
     let window: Vec<&Read> = comments.iter().filter(|c| c.at >= start && c.at < now).collect();
@@ -58,6 +57,9 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     before.truncate(BASELINE_JUDGED);
     let offline = Offline::new();
     let negative = |list: &[&Read]| list.iter().filter(|c| offline.label(&c.text).sentiment == Label::Negative).count();
+    let young = young(db, account_id, &analysis, now).await?;
+    let so_far = times.iter().filter(|t| **t < now).count() as u64;
+    let last = async |kind| store::last_end(db, account_id, r#ref, kind).await;
     let check = Check {
         settings,
         counts: &counts,
@@ -65,8 +67,10 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         judged: window.len() as u64,
         base_negative: negative(&before) as u64,
         base_judged: before.len() as u64,
-        last_volume: store::last_end(db, account_id, r#ref, Kind::Volume).await?,
-        last_sentiment: store::last_end(db, account_id, r#ref, Kind::Sentiment).await?,
+        last_volume: last(Kind::Volume).await?,
+        last_sentiment: last(Kind::Sentiment).await?,
+        takeoff: young.as_ref().map(|y| Takeoff { count: so_far, earlier: &y.earlier }),
+        last_takeoff: if young.is_some() { last(Kind::Takeoff).await? } else { None },
         now,
     };
     let decisions = spikes::decide(&check);
@@ -76,31 +80,6 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         tracing::debug!(account.id = %account_id, r#ref = %r#ref, ?decisions, "no spike");
         return Ok(0);
     }
-    // What the window's comments say, once for every alert of this check.
-    let analyzed: Vec<Analyzed> = window
-        .iter()
-        .map(|c| Analyzed { id: c.id.clone(), text: c.text.clone(), author: c.author.id.clone() })
-        .collect();
-    let analysis_of_window = offline.analyze(&analyzed, &[]).await.ok();
-    let top_terms: Vec<String> = analysis_of_window
-        .as_ref()
-        .map(|a| a.topics.iter().take(TERMS).map(|t| t.phrase.clone()).collect())
-        .unwrap_or_default();
-    let sentiment = analysis_of_window
-        .as_ref()
-        .map(|a| SpikeSentiment {
-            positive: a.sentiment.positive,
-            neutral: a.sentiment.neutral,
-            negative: a.sentiment.negative,
-        })
-        .unwrap_or(SpikeSentiment { positive: 0.0, neutral: 0.0, negative: 0.0 });
-    let mut liked = window.clone();
-    liked.sort_by_key(|c| std::cmp::Reverse(c.likes));
-    let examples: Vec<AlertComment> = liked
-        .iter()
-        .take(EXAMPLES)
-        .map(|c| AlertComment { id: c.id.clone(), text: c.text.clone(), author: c.author.clone() })
-        .collect();
     let metadata: serde_json::Value =
         analysis.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
     let creator = match &analysis.creator_ref {
@@ -111,6 +90,14 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     let trace = cova_telemetry::current_trace_json();
     let mut recorded = 0;
     for spike in raised {
+        // A take-off's window is the post's life so far.
+        let (start, comments) = match (spike.kind, &young) {
+            (Kind::Takeoff, Some(y)) => {
+                (y.published_at, comments.iter().filter(|c| c.at >= y.published_at && c.at < now).collect())
+            }
+            _ => (start, window.clone()),
+        };
+        let about = About::of(&offline, &comments).await;
         let event = SpikeAlertEvent {
             event_type: SpikeEventType::SpikeAlert,
             id: cova_storage::repo::new_id(),
@@ -128,23 +115,112 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
             window_end: cova_domain::time::rfc3339(now),
             comments: spike.observed,
             expected: round2(spike.expected),
-            negative_share: round2(spike.share.unwrap_or_else(|| share(check.negative, check.judged))),
+            negative_share: round2(
+                spike.share.unwrap_or_else(|| share(negative(&comments) as u64, comments.len() as u64)),
+            ),
             baseline_negative_share: round2(spike.baseline_share.unwrap_or(baseline_share)),
-            sentiment: sentiment.clone(),
-            top_terms: top_terms.clone(),
-            examples: examples.clone(),
+            sentiment: about.sentiment,
+            top_terms: about.terms,
+            examples: about.examples,
             sensitivity: settings.sensitivity.as_str().to_owned(),
             created_at: cova_domain::time::rfc3339(now),
             creator: creator.clone(),
         };
-        let cooldown_ms = i64::from(settings.cooldown_min) * 60_000;
-        if store::record(db, &event, (start, now), cooldown_ms, &trace, now).await?.is_some() {
+        if store::record(db, &event, spike.kind, (start, now), settings.cooldown_min, &trace, now).await?.is_some() {
             tracing::info!(account.id = %account_id, r#ref = %r#ref, kind = spike.kind.as_str(),
                 comments = spike.observed, expected = spike.expected, "spike alert raised");
             recorded += 1;
         }
     }
     Ok(recorded)
+}
+
+/// What an alert's comments say: their top terms, their sentiment split, the most liked.
+struct About {
+    terms: Vec<String>,
+    sentiment: SpikeSentiment,
+    examples: Vec<AlertComment>,
+}
+
+impl About {
+    async fn of(offline: &Offline, comments: &[&Read]) -> Self {
+        let analyzed: Vec<Analyzed> = comments
+            .iter()
+            .map(|c| Analyzed { id: c.id.clone(), text: c.text.clone(), author: c.author.id.clone() })
+            .collect();
+        let analysis = offline.analyze(&analyzed, &[]).await.ok();
+        let terms = analysis
+            .as_ref()
+            .map(|a| a.topics.iter().take(TERMS).map(|t| t.phrase.clone()).collect())
+            .unwrap_or_default();
+        let sentiment = analysis.as_ref().map_or(SpikeSentiment { positive: 0.0, neutral: 0.0, negative: 0.0 }, |a| {
+            SpikeSentiment {
+                positive: a.sentiment.positive,
+                neutral: a.sentiment.neutral,
+                negative: a.sentiment.negative,
+            }
+        });
+        let mut liked = comments.to_vec();
+        liked.sort_by_key(|c| std::cmp::Reverse(c.likes));
+        let examples = liked
+            .iter()
+            .take(EXAMPLES)
+            .map(|c| AlertComment { id: c.id.clone(), text: c.text.clone(), author: c.author.clone() })
+            .collect();
+        Self { terms, sentiment, examples }
+    }
+}
+
+/// A followed creator's new post: when it was published, and the comments each of the
+/// creator's latest earlier posts had at its age.
+struct Young {
+    published_at: i64,
+    earlier: Vec<u64>,
+}
+
+/// The post as a followed creator's new post (`None` when it is not one, or no longer new).
+async fn young(db: &Db, account_id: &str, analysis: &Analysis, now: i64) -> Result<Option<Young>, StorageError> {
+    let Some(creator) = analysis.creator_ref.as_deref() else { return Ok(None) };
+    let Some(post) = creators::post(db, account_id, creator, &analysis.r#ref).await? else { return Ok(None) };
+    if !spikes::takeoff_applies(post.published_at, now) {
+        return Ok(None);
+    }
+    let cursor = Some((post.published_at, post.post_ref.clone()));
+    let mut earlier = Vec::new();
+    for p in creators::posts(db, account_id, creator, cursor, spikes::TAKEOFF_EARLIER as i64).await? {
+        let Some(a) = analyses::get_saved(db, account_id, &p.post_ref).await? else { continue };
+        let (Some(job), Some(collected)) = (a.breakdown_job(), a.last_scraped_at) else { continue };
+        // Only a post collected past this age says what it had at this age.
+        if let Some(at) = spikes::same_age(p.published_at, collected, post.published_at, now) {
+            earlier.push(breakdown::count_before(db, job, at).await?);
+        }
+    }
+    Ok(Some(Young { published_at: post.published_at, earlier }))
+}
+
+/// What the checks of a post in the library can judge at `now`, so that a post too young to
+/// judge says so rather than wait silently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judging {
+    /// When its volume is first judged (its first comment of the last two weeks and the history
+    /// a judgement needs); `None` before its first comment.
+    pub volume_from: Option<i64>,
+    /// As a followed creator's new post: the earlier posts it is compared with so far, and
+    /// until when it is compared.
+    pub takeoff: Option<(usize, i64)>,
+}
+
+/// What the checks of `ref` can judge at `now`; `None` for a post outside the library.
+pub async fn judging(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<Option<Judging>, StorageError> {
+    let Some(analysis) = analyses::get_saved(db, account_id, r#ref).await? else { return Ok(None) };
+    let first = match analysis.breakdown_job() {
+        Some(job) => breakdown::first_posted_since(db, job, now - spikes::HISTORY_MS).await?,
+        None => None,
+    };
+    let takeoff = young(db, account_id, &analysis, now)
+        .await?
+        .map(|y| (y.earlier.len(), y.published_at + spikes::TAKEOFF_MAX_AGE_MS));
+    Ok(Some(Judging { volume_from: first.map(spikes::volume_judged_from), takeoff }))
 }
 
 fn share(part: u64, of: u64) -> f64 {

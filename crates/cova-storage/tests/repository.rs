@@ -983,3 +983,64 @@ async fn a_new_sqlite_database_is_the_owners_alone() {
     assert_eq!(mode(&file), 0o600);
     std::fs::remove_dir_all(&root).expect("cleaned up");
 }
+
+/// A spike alert of `kind` on `tiktok:1` whose window ends at `end`.
+fn spike(account: &str, kind: cova_domain::spikes::Kind, end: i64) -> cova_messages::SpikeAlertEvent {
+    let time = cova_domain::time::rfc3339;
+    cova_messages::SpikeAlertEvent {
+        event_type: cova_messages::SpikeEventType::SpikeAlert,
+        id: cova_storage::repo::new_id(),
+        account_id: account.to_owned(),
+        kind: kind.as_str().to_owned(),
+        r#ref: "tiktok:1".into(),
+        url: "https://www.tiktok.com/@a/video/1".into(),
+        title: None,
+        author: None,
+        window_start: time(end - 3_600_000),
+        window_end: time(end),
+        comments: 60,
+        expected: 12.0,
+        negative_share: 0.0,
+        baseline_negative_share: 0.1,
+        sentiment: cova_messages::SpikeSentiment { positive: 0.5, neutral: 0.5, negative: 0.0 },
+        top_terms: Vec::new(),
+        examples: Vec::new(),
+        sensitivity: "balanced".into(),
+        created_at: time(end),
+        creator: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_checks_of_one_spike_record_one_alert() {
+    use cova_domain::spikes::Kind;
+    use cova_storage::repo::spikes;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    let a = accounts::create(&db, "spike@example.com", true, 0, NOW).await.expect("account");
+    let record = |kind, end| {
+        let (db, event) = (db.clone(), spike(&a.id, kind, end));
+        tokio::spawn(async move { spikes::record(&db, &event, kind, (end - 3_600_000, end), 360, "", end).await })
+    };
+    // Eight checks of the same spike at once (a job's end delivered again, two notifiers).
+    let tasks: Vec<_> = (0..8).map(|_| record(Kind::Volume, NOW)).collect();
+    let mut recorded = 0;
+    for task in tasks {
+        if task.await.expect("join").expect("db").is_some() {
+            recorded += 1;
+        }
+    }
+    assert_eq!(recorded, 1, "one alert per spike");
+    // Within the cooldown (6 hours) the same kind waits; another kind does not; past it, a new
+    // spike is recorded; a take-off is recorded once whatever the time.
+    assert!(record(Kind::Volume, NOW + 5 * 3_600_000).await.expect("join").expect("db").is_none());
+    assert!(record(Kind::Sentiment, NOW + 3_600_000).await.expect("join").expect("db").is_some());
+    let later = record(Kind::Volume, NOW + 6 * 3_600_000).await.expect("join").expect("db").expect("recorded");
+    assert!(record(Kind::Takeoff, NOW).await.expect("join").expect("db").is_some());
+    assert!(record(Kind::Takeoff, NOW + 30 * 86_400_000).await.expect("join").expect("db").is_none());
+    // Numbered in commit order without gaps from the refused ones.
+    let all = spikes::after(&db, &a.id, None, 0, 100).await.expect("list");
+    assert_eq!(all.iter().map(|x| x.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(all[2].id, later.id);
+    t.drop_database().await.expect("drop");
+}

@@ -1192,6 +1192,20 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
       }))))
       .catch((err) => console.warn("the post's spikes could not be read", err));
   }
+  // What the spike checks can judge of a post in the library (a young post waits, and says so).
+  const judging = h("p", { id: "spike-judging", class: "muted", hidden: true });
+  if (ref) {
+    api("GET", `/spike-alerts/settings/${encodeURIComponent(ref)}`)
+      .then((s) => {
+        if (!s.judging) return;
+        judging.textContent = s.enabled ? spikeJudging(s.judging) : "Spike alerts are turned off for this post.";
+        judging.hidden = false;
+      })
+      .catch((err) => {
+        // A post outside the library has no spike checks: nothing to say.
+        if (err.status !== 404) console.warn("the post's spike checks could not be read", err);
+      });
+  }
 
   const el = card("Comments",
     note && (typeof note === "string" ? h("p", { class: "muted", text: note }) : note),
@@ -1205,7 +1219,7 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
       Object.entries(flags).map(([k, [label]]) => checkRow(label, boxes[k]))),
     exportHint && (typeof exportHint === "string" ? h("p", { class: "hint", text: exportHint }) : exportHint),
     h("p", { class: "buttons" }, extra, h("a", { href: hashFor("ai", { ref }), class: "button", text: "AI analysis" })),
-    overTime, count, list, gridWrap, more);
+    overTime, judging, count, list, gridWrap, more);
   redraw();
   return el;
 }
@@ -1924,7 +1938,32 @@ function spikeWords(a) {
   if (a.kind === "sentiment") {
     return `Turned negative: ${fmtPct(a.negative_share)} of the ${plural(a.comments, "comment")} in the hour to ${hour} are negative, against ${fmtPct(a.baseline_negative_share)} usually`;
   }
+  if (a.kind === "takeoff") {
+    return `Taking off: ${plural(a.comments, "comment")} in its first ${ageWords(Date.parse(a.window_end) - Date.parse(a.window_start))}, against about ${fmtNum(Math.round(a.expected))} for the creator's earlier posts at the same age`;
+  }
   return `Drawing comments fast: ${plural(a.comments, "comment")} in the hour to ${hour}, against about ${fmtNum(Math.round(a.expected))} usually`;
+}
+
+// A duration in milliseconds in words: "40 minutes", "3 hours".
+function ageWords(ms) {
+  const minutes = Math.max(0, Math.floor(ms / 60000));
+  return minutes < 120 ? plural(minutes, "minute") : plural(Math.round(minutes / 60), "hour");
+}
+
+const SPIKE_BADGES = { volume: "comment spike", sentiment: "turned negative", takeoff: "taking off" };
+
+// What a post's spike checks can judge now: a post too young to judge says until when.
+function spikeJudging(j) {
+  const at = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const own = j.volume_from == null
+    ? "Spike alerts: no comment yet. Its comments per hour are judged against its own rate once it has had about 7 hours of them."
+    : j.volume === "waiting"
+      ? `Spike alerts: too young to judge against its own rate yet. It needs about 7 hours of comments, so its hours are judged from ${at(j.volume_from)}.`
+      : "Spike alerts: each collection compares this post's latest hour of comments with its own rate and usual sentiment.";
+  const creator = j.takeoff === "waiting"
+    ? ` It will also be compared with the creator's earlier posts at the same age once 3 of them have been collected that long (${j.earlier_posts} so far).`
+    : j.takeoff === "judged" ? ` It is also compared with ${plural(j.earlier_posts, "earlier post")} of the creator at the same age.` : "";
+  return own + creator;
 }
 
 // Spike alerts: what they need at the account's settings, the settings, and the alerts.
@@ -1987,14 +2026,14 @@ function spikeItem(a) {
   const post = a.title ? `“${a.title}”` : a.ref;
   return h("li", { class: `alert-item spike-item spike-${a.kind}`, "data-ref": a.ref },
     h("div", { class: "comment-head" },
-      h("span", { class: "badge", text: a.kind === "sentiment" ? "turned negative" : "comment spike" }),
+      h("span", { class: "badge", text: SPIKE_BADGES[a.kind] ?? "spike" }),
       h("a", { href: hashFor("analyze", { ref: a.ref }), text: post }),
       a.author ? h("small", { class: "muted", text: ` by @${a.author}` }) : "",
       a.creator ? h("small", { class: "muted", text: ` · ${creatorName(a.creator)}, whom you follow` }) : "",
       timeEl(a.created_at)),
     h("p", { class: "spike-figures", text: `${spikeWords(a)}.` }),
     a.top_terms?.length ? h("p", { class: "muted", text: `What they talk about: ${a.top_terms.join(", ")}.` }) : "",
-    h("p", { class: "muted", text: `Sentiment of the hour: ${fmtPct(s.positive)} positive, ${fmtPct(s.neutral)} neutral, ${fmtPct(s.negative)} negative.` }),
+    h("p", { class: "muted", text: `Sentiment ${a.kind === "takeoff" ? "since it was posted" : "of the hour"}: ${fmtPct(s.positive)} positive, ${fmtPct(s.neutral)} neutral, ${fmtPct(s.negative)} negative.` }),
     (a.examples ?? []).map((c) => h("p", { class: "comment-text" },
       h("strong", { text: c.author?.handle ? `@${c.author.handle}` : (c.author?.name ?? "someone") }), ": ", c.text)));
 }

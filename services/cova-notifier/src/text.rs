@@ -88,6 +88,19 @@ fn percent(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
 
+/// The time from `start` to `end` (RFC 3339) in words: "3 hours", "40 minutes".
+fn age_words(start: &str, end: &str) -> String {
+    let parse = cova_domain::time::parse_rfc3339;
+    let minutes = match (parse(start), parse(end)) {
+        (Some(s), Some(e)) => (e - s).max(0) / 60_000,
+        _ => 0,
+    };
+    match minutes {
+        m if m < 120 => format!("{m} minutes"),
+        m => format!("{} hours", (m + 30) / 60),
+    }
+}
+
 /// The Telegram message of a spike alert: what happened, in words and figures.
 pub fn spike_message(alert: &SpikeAlertEvent) -> String {
     let post = match (&alert.title, &alert.author) {
@@ -102,6 +115,13 @@ pub fn spike_message(alert: &SpikeAlertEvent) -> String {
             percent(alert.negative_share),
             alert.comments,
             percent(alert.baseline_negative_share)
+        )
+    } else if alert.kind == "takeoff" {
+        format!(
+            "is taking off: {} comments in its first {}, against about {:.0} for the creator's earlier posts at the same age",
+            alert.comments,
+            age_words(&alert.window_start, &alert.window_end),
+            alert.expected
         )
     } else {
         format!(

@@ -261,6 +261,36 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
     Ok(rows.into_iter().map(row).collect())
 }
 
+/// How many comments of a scrape (replies included) were posted before `at` (unix ms): what a
+/// post had at an age, counted from its comments' own times.
+pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
+    let mut conn = db.conn().await?;
+    let n: i64 = with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, 0);
+        job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.lt(at))
+            .count()
+            .get_result(c)
+            .await
+    })?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// When the first comment of a scrape posted at or after `since` (unix ms) was posted.
+pub async fn first_posted_since(db: &Db, job_id: &str, since: i64) -> Result<Option<i64>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, None);
+        job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.ge(since))
+            .select(diesel::dsl::min(job_comments::posted_at))
+            .first::<Option<i64>>(c)
+            .await
+    })?)
+}
+
 /// The comments of a scrape first seen at `at` (the scrape's new comments), in collection order.
 pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;

@@ -402,6 +402,19 @@ pub struct CreatorPost {
     pub batch_id: Option<String>,
 }
 
+/// One post the creator's runs found.
+pub async fn post(db: &Db, account_id: &str, creator_ref: &str, post_ref: &str) -> Result<Option<CreatorPost>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        creator_posts::table
+            .find((account_id, creator_ref, post_ref))
+            .select(CreatorPost::as_select())
+            .first(c)
+            .await
+            .optional()
+    })?)
+}
+
 /// The creator's posts found so far, newest first, `limit` after the `(published_at, ref)` cursor.
 pub async fn posts(
     db: &Db,

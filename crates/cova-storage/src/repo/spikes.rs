@@ -5,7 +5,7 @@
 use super::outbox::insert_in as outbox_in;
 use crate::schema::{accounts, spike_alerts, spike_settings};
 use crate::{Db, Result, in_transaction, with_conn};
-use cova_domain::spikes::{Kind, Sensitivity, Settings};
+use cova_domain::spikes::{self, Kind, Sensitivity, Settings};
 use cova_messages::{Outgoing, SpikeAlertEvent};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -115,14 +115,16 @@ pub struct Alert {
     pub created_at: i64,
 }
 
-/// Records the alert and queues its `spike.alert` event, in one transaction, unless an alert
-/// of its kind on the post already covers a window ending within `cooldown_ms` of its own
-/// (a concurrent check of the same spike). Returns the alert when it was recorded.
+/// Records the alert and queues its `spike.alert` event, in one transaction, unless it is the
+/// same spike as the last alert of its kind on the post (`cova_domain::spikes::cooling`, asked
+/// again under the account row's lock, so that two concurrent checks of one spike, or a job's
+/// completion delivered twice, record one alert). Returns the alert when it was recorded.
 pub async fn record(
     db: &Db,
     event: &SpikeAlertEvent,
+    kind: Kind,
     (window_start, window_end): (i64, i64),
-    cooldown_ms: i64,
+    cooldown_min: u32,
     trace: &str,
     now: i64,
 ) -> Result<Option<Alert>> {
@@ -136,15 +138,14 @@ pub async fn record(
             .returning(accounts::alert_seq)
             .get_result(c)
             .await?;
-        let covered: i64 = spike_alerts::table
+        let last: Option<i64> = spike_alerts::table
             .filter(spike_alerts::account_id.eq(&event.account_id))
             .filter(spike_alerts::ref_.eq(&event.r#ref))
-            .filter(spike_alerts::kind.eq(&event.kind))
-            .filter(spike_alerts::window_end.gt(window_end - cooldown_ms))
-            .count()
-            .get_result(c)
+            .filter(spike_alerts::kind.eq(kind.as_str()))
+            .select(diesel::dsl::max(spike_alerts::window_end))
+            .first(c)
             .await?;
-        if covered > 0 {
+        if spikes::cooling(kind, last, window_end, cooldown_min) {
             diesel::update(accounts::table.find(&event.account_id))
                 .set(accounts::alert_seq.eq(seq - 1))
                 .execute(c)

@@ -10,6 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
 use cova_domain::spikes::{COOLDOWN_RANGE_MIN, MIN_COMMENTS_RANGE, Sensitivity, Settings};
 use cova_errors::ApiError;
+use cova_runtime::spike_alerts;
 use cova_storage::repo::spikes::{self, ACCOUNT};
 use cova_storage::repo::{analyses as library, creators as followed};
 use serde::Deserialize;
@@ -109,6 +110,64 @@ pub async fn put_settings(req: HttpRequest, state: web::Data<AppState>, payload:
     Ok(meter.json(HttpResponse::Ok(), &shown(&s, None)))
 }
 
+/// What the checks of a post can judge now, in figures and words: a post too young to judge
+/// says so rather than wait silently.
+fn judging(j: &spike_alerts::Judging, now: i64) -> Value {
+    let time = cova_domain::time::rfc3339;
+    let volume_waiting = j.volume_from.is_none_or(|from| from > now);
+    let mut detail = match j.volume_from {
+        None => "No comment yet: its comments per hour are judged against its own rate once it has had about 7 hours of them.".to_owned(),
+        Some(from) if from > now => format!(
+            "Too young to judge against its own rate: it needs about 7 hours of comments, so its hours are judged from {}.",
+            time(from)
+        ),
+        Some(_) => "Each collection judges its latest hour of comments against its own rate and usual sentiment.".to_owned(),
+    };
+    let (takeoff, earlier) = match j.takeoff {
+        None => ("not_applicable", 0),
+        Some((n, until)) => {
+            let needed = cova_domain::spikes::TAKEOFF_MIN_EARLIER;
+            detail.push_str(&if n < needed {
+                format!(
+                    " As the creator's new post it is compared with their earlier posts at the same age once {needed} of them have been collected past its age ({n} so far), until {}.",
+                    time(until)
+                )
+            } else {
+                format!(" As the creator's new post it is compared with {n} of their earlier posts at the same age, until {}.", time(until))
+            });
+            (if n < needed { "waiting" } else { "judged" }, n)
+        }
+    };
+    json!({
+        "volume": if volume_waiting { "waiting" } else { "judged" },
+        "volume_from": j.volume_from.map(time),
+        "takeoff": takeoff,
+        "earlier_posts": earlier,
+        "detail": detail,
+    })
+}
+
+/// The settings that apply to a subject as the API shows them; a post's with what its checks
+/// can judge now.
+async fn shown_for(
+    state: &AppState,
+    account_id: &str,
+    s: &Subject,
+    settings: &Settings,
+    own: bool,
+) -> Result<Value, ApiError> {
+    let mut v = shown(settings, Some(own));
+    if let Subject::Post { r#ref, .. } = s {
+        let now = state.now();
+        let found =
+            spike_alerts::judging(&state.backends.db, account_id, r#ref, now).await.map_err(backend_errors::storage)?;
+        if let Some(j) = found {
+            v["judging"] = judging(&j, now);
+        }
+    }
+    Ok(v)
+}
+
 /// A subject of its own settings: a post in the library or a followed creator.
 enum Subject {
     Post { r#ref: String, creator: Option<String> },
@@ -174,7 +233,8 @@ pub async fn get_subject(req: HttpRequest, state: web::Data<AppState>, path: web
         authorized(&req, &state, Scope::KeywordsWrite, async |_| parse_subject(&path)).await?;
     let s = subject(&state, &principal.account_id, raw).await.map_err(|e| meter.fail(e))?;
     let (settings, own) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
-    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(own))))
+    let v = shown_for(&state, &principal.account_id, &s, &settings, own).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &v))
 }
 
 /// `PUT /spike-alerts/settings/{ref}`: settings of the post's or creator's own, starting from
@@ -196,7 +256,8 @@ pub async fn put_subject(
     spikes::put(&state.backends.db, &principal.account_id, s.key(), &settings, state.now())
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(true))))
+    let v = shown_for(&state, &principal.account_id, &s, &settings, true).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &v))
 }
 
 /// `DELETE /spike-alerts/settings/{ref}`: the post or creator follows the account's (or its
@@ -209,7 +270,8 @@ pub async fn delete_subject(req: HttpRequest, state: web::Data<AppState>, path: 
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
     let (settings, own) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
-    Ok(meter.json(HttpResponse::Ok(), &shown(&settings, Some(own))))
+    let v = shown_for(&state, &principal.account_id, &s, &settings, own).await.map_err(|e| meter.fail(e))?;
+    Ok(meter.json(HttpResponse::Ok(), &v))
 }
 
 #[derive(Debug, Deserialize)]
