@@ -519,3 +519,62 @@ async fn polls_answer_at_once_through_a_refused_and_a_partitioned_database() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with make test-real"]
+async fn a_database_outage_during_a_spike_check_records_nothing_and_the_next_check_records_once() {
+    use cova_sim::Tone;
+    use serde_json::{Value, json};
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
+    let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
+    let port = proxy.addr.port();
+    let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| {
+        through_proxy(c, port);
+        c.database.acquire_timeout_ms = 1_000;
+        c.database.connect_timeout_ms = 1_000;
+    })
+    .await;
+    let hour = 3_600_000_i64;
+    let t0 = clock.now_ms();
+    app.sim.set_clock_ms(t0);
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&token));
+    // A day at twelve comments an hour, then 60 in the last 40 minutes: collected while spike
+    // alerts are off, so that the check below is the first of this spike.
+    client.put_json("/api/v1/spike-alerts/settings", json!({"enabled": false})).await.ok();
+    let id = tiktok_post_id(TikTokScenario::Normal, 0).to_string();
+    let r#ref = format!("tiktok:{id}");
+    let day = t0 + 24 * hour;
+    let mut posted: Vec<(i64, Tone)> =
+        (0..24 * 12).map(|i| ((t0 + i * hour / 12 + 90_000) / 1000, Tone::Usual)).collect();
+    posted.extend((0..60).map(|i| ((day - 40 * 60_000 + i * 40_000) / 1000, Tone::Usual)));
+    app.sim.post_comments(&id, &posted);
+    clock.set(day);
+    app.sim.set_clock_ms(day);
+    let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+    client.wait_job(job["job_id"].as_str().expect("job")).await;
+    app.notifier_caught_up().await;
+    client.put_json("/api/v1/spike-alerts/settings", json!({"enabled": true})).await.ok();
+
+    // The database goes away during the check: an error, nothing recorded.
+    proxy.refuse(true);
+    proxy.cut();
+    let failed = cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, day).await;
+    assert!(failed.is_err(), "{failed:?}");
+    proxy.refuse(false);
+    // The check again (the notifier retries the job's end) records the alert once.
+    let recorded = cova_tests::until("the check after the outage", async || {
+        cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, day).await.ok()
+    })
+    .await;
+    assert_eq!(recorded, 1);
+    let again = cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, day).await.expect("check");
+    assert_eq!(again, 0, "the same spike is one alert");
+    let listed = client.get::<Value>("/api/v1/spike-alerts").await.ok();
+    let items = listed["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{listed}");
+    let in_window = posted.iter().filter(|(t, _)| t * 1000 >= day - hour).count();
+    assert_eq!((&items[0]["kind"], &items[0]["comments"]), (&json!("volume"), &json!(in_window)), "{listed}");
+    app.stop().await;
+}
