@@ -1110,6 +1110,8 @@ async fn a_spike_in_a_browser() {
         r.status == 200 && r.ok()["items"].as_array().is_some_and(|a| a.len() == 1)
     })
     .await;
+    // A cooldown set in minutes through the API, which the page shows in hours.
+    client.put_json("/api/v1/spike-alerts/settings", serde_json::json!({"cooldown_min": 90})).await.ok();
 
     let driver = Driver::start().await;
     log_in(&driver, &base, email).await;
@@ -1118,7 +1120,10 @@ async fn a_spike_in_a_browser() {
     assert!(said.contains("Drawing comments fast") && said.contains("in the hour to"), "{said}");
     assert!(!said.contains("volume") && !said.contains("expected"), "in words: {said}");
     let meaning = driver.text("#spike-meaning").await;
-    assert!(meaning.contains("20 comments") && meaning.contains("3 times"), "{meaning}");
+    assert!(
+        meaning.contains("20 comments") && meaning.contains("3 times") && meaning.contains("90 minutes"),
+        "{meaning}"
+    );
     driver
         .execute("document.querySelector('#spike-form').scrollIntoView({block: 'start'});", serde_json::json!([]))
         .await;
@@ -1130,6 +1135,8 @@ async fn a_spike_in_a_browser() {
     driver.wait_text("#spike-status", "saved", |t| t.contains("saved")).await;
     let meaning = driver.text("#spike-meaning").await;
     assert!(meaning.contains("50 comments") && meaning.contains("5 times"), "{meaning}");
+    let stored = client.get::<serde_json::Value>("/api/v1/spike-alerts/settings").await.ok();
+    assert_eq!(stored["cooldown_min"], 90, "saving another field keeps the cooldown: {stored}");
 
     // The post's chart marks the spike over the columns of its hour.
     driver.click("#spike-alerts .spike-item a").await;

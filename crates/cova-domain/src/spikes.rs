@@ -385,13 +385,18 @@ pub enum Mood {
     },
 }
 
+/// The usual share of negative comments of `negative` among `judged`, with a beta prior of 1
+/// in 10 negative worth 20 comments (a post without history is judged against 10 %).
+pub fn baseline_share(negative: u64, judged: u64) -> f64 {
+    (negative as f64 + 2.0) / (judged as f64 + 20.0)
+}
+
 /// Judges `negative` of `judged` new comments against `base_negative` of `base_judged` before.
 pub fn sentiment(negative: u64, judged: u64, base_negative: u64, base_judged: u64, t: Thresholds) -> Mood {
     if judged < t.min_comments || judged == 0 {
         return Mood::TooFew { judged };
     }
-    // Beta prior: 1 in 10 negative, worth 20 comments.
-    let baseline = (base_negative as f64 + 2.0) / (base_judged as f64 + 20.0);
+    let baseline = baseline_share(base_negative, base_judged);
     let share = negative as f64 / judged as f64;
     let p = binomial_tail(negative, judged, baseline);
     if share >= baseline + t.share_rise && p <= t.p_max {

@@ -15,10 +15,10 @@ use cova_storage::repo::analyses::Analysis;
 use cova_storage::repo::breakdown;
 use cova_storage::repo::{analyses, balances, creators, spikes as store};
 
-/// Comments read per query.
-const CHUNK: i64 = 1_000;
 /// The baseline's comments whose sentiment is judged: the latest ones before the window.
 const BASELINE_JUDGED: usize = 1_000;
+/// The window's comments whose sentiment is judged (the latest; all of them are counted).
+const WINDOW_JUDGED: i64 = 2_000;
 /// Terms and example comments an alert carries.
 const TERMS: usize = 5;
 const EXAMPLES: usize = 3;
@@ -26,7 +26,6 @@ const EXAMPLES: usize = 3;
 /// One comment as the check reads it.
 struct Read {
     id: String,
-    at: i64,
     text: String,
     likes: u64,
     author: AlertAuthor,
@@ -42,22 +41,35 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     if !settings.enabled || !balances::has_pack(db, account_id, now).await? {
         return Ok(0);
     }
-    let comments = read_all(db, job).await?;
-    let times: Vec<i64> = comments.iter().map(|c| c.at).collect();
+    // Counting reads the comments' times alone; only the comments judged are read whole.
+    let times = breakdown::posted_since(db, job, now - spikes::HISTORY_MS).await?;
     let width = i64::from(spikes::BUCKET_MIN) * 60_000;
-    let first = times.iter().filter(|t| **t >= now - spikes::HISTORY_MS).min().copied();
+    let first = times.iter().filter(|t| **t < now).min().copied();
     let buckets = spikes::history_buckets(first, now);
     let counts = spikes::counts(&times, now, spikes::BUCKET_MIN, buckets);
     let window_ms = spikes::WINDOW_BUCKETS as i64 * width;
     let start = now - window_ms;
     let history_start = now - buckets as i64 * width;
-    let window: Vec<&Read> = comments.iter().filter(|c| c.at >= start && c.at < now).collect();
-    let mut before: Vec<&Read> = comments.iter().filter(|c| c.at >= history_start && c.at < start).collect();
-    before.sort_by_key(|c| std::cmp::Reverse(c.at));
-    before.truncate(BASELINE_JUDGED);
+    let window_read = parse(&breakdown::posted_in(db, job, (start, now), WINDOW_JUDGED).await?);
+    let before_read = parse(&breakdown::posted_in(db, job, (history_start, start), BASELINE_JUDGED as i64).await?);
+    let (window, before): (Vec<&Read>, Vec<&Read>) = (window_read.iter().collect(), before_read.iter().collect());
     let offline = Offline::new();
     let negative = |list: &[&Read]| list.iter().filter(|c| offline.label(&c.text).sentiment == Label::Negative).count();
     let young = young(db, account_id, &analysis, now).await?;
+    // A creator's new post with little history of its own is judged against its creator's
+    // usual share: the earlier posts' comments fill its baseline up to `BASELINE_JUDGED`.
+    let mut creators_usual: Vec<Read> = Vec::new();
+    if let Some(y) = &young
+        && before.len() < BASELINE_JUDGED
+        && !y.jobs.is_empty()
+    {
+        let each = ((BASELINE_JUDGED - before.len()) / y.jobs.len()).max(1) as i64;
+        for job in &y.jobs {
+            creators_usual.extend(parse(&breakdown::chunk(db, job, -1, each).await?));
+        }
+    }
+    let usual: Vec<&Read> = creators_usual.iter().collect();
+    // A creator's new post is younger than the two weeks read: these are all its comments.
     let so_far = times.iter().filter(|t| **t < now).count() as u64;
     let last = async |kind| store::last_end(db, account_id, r#ref, kind).await;
     let check = Check {
@@ -65,8 +77,8 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         counts: &counts,
         negative: negative(&window) as u64,
         judged: window.len() as u64,
-        base_negative: negative(&before) as u64,
-        base_judged: before.len() as u64,
+        base_negative: (negative(&before) + negative(&usual)) as u64,
+        base_judged: (before.len() + usual.len()) as u64,
         last_volume: last(Kind::Volume).await?,
         last_sentiment: last(Kind::Sentiment).await?,
         takeoff: young.as_ref().map(|y| Takeoff { count: so_far, earlier: &y.earlier }),
@@ -86,17 +98,18 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         Some(creator) => creators::get(db, account_id, creator).await?.map(|c| c.named()),
         None => None,
     };
-    let baseline_share = (check.base_negative as f64 + 2.0) / (check.base_judged as f64 + 20.0);
+    let baseline_share = spikes::baseline_share(check.base_negative, check.base_judged);
     let trace = cova_telemetry::current_trace_json();
     let mut recorded = 0;
     for spike in raised {
         // A take-off's window is the post's life so far.
-        let (start, comments) = match (spike.kind, &young) {
+        let (start, life) = match (spike.kind, &young) {
             (Kind::Takeoff, Some(y)) => {
-                (y.published_at, comments.iter().filter(|c| c.at >= y.published_at && c.at < now).collect())
+                (y.published_at, parse(&breakdown::posted_in(db, job, (y.published_at, now), WINDOW_JUDGED).await?))
             }
-            _ => (start, window.clone()),
+            _ => (start, Vec::new()),
         };
+        let comments: Vec<&Read> = if life.is_empty() { window.clone() } else { life.iter().collect() };
         let about = About::of(&offline, &comments).await;
         let event = SpikeAlertEvent {
             event_type: SpikeEventType::SpikeAlert,
@@ -176,6 +189,8 @@ impl About {
 struct Young {
     published_at: i64,
     earlier: Vec<u64>,
+    /// The breakdowns of the creator's latest earlier posts, newest first.
+    jobs: Vec<String>,
 }
 
 /// The post as a followed creator's new post (`None` when it is not one, or no longer new).
@@ -186,16 +201,17 @@ async fn young(db: &Db, account_id: &str, analysis: &Analysis, now: i64) -> Resu
         return Ok(None);
     }
     let cursor = Some((post.published_at, post.post_ref.clone()));
-    let mut earlier = Vec::new();
+    let (mut earlier, mut jobs) = (Vec::new(), Vec::new());
     for p in creators::posts(db, account_id, creator, cursor, spikes::TAKEOFF_EARLIER as i64).await? {
         let Some(a) = analyses::get_saved(db, account_id, &p.post_ref).await? else { continue };
         let (Some(job), Some(collected)) = (a.breakdown_job(), a.last_scraped_at) else { continue };
+        jobs.push(job.to_owned());
         // Only a post collected past this age says what it had at this age.
         if let Some(at) = spikes::same_age(p.published_at, collected, post.published_at, now) {
             earlier.push(breakdown::count_before(db, job, at).await?);
         }
     }
-    Ok(Some(Young { published_at: post.published_at, earlier }))
+    Ok(Some(Young { published_at: post.published_at, earlier, jobs }))
 }
 
 /// What the checks of a post in the library can judge at `now`, so that a post too young to
@@ -231,18 +247,13 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// Every comment of the breakdown with its time (unix ms).
-async fn read_all(db: &Db, job: &str) -> Result<Vec<Read>, StorageError> {
-    let mut out = Vec::new();
-    let mut after = -1;
-    loop {
-        let rows = breakdown::chunk(db, job, after, CHUNK).await?;
-        for row in &rows {
-            let Ok(c) = serde_json::from_str::<serde_json::Value>(&row.body) else { continue };
-            let Some(at) = c["created_at"].as_str().and_then(cova_domain::time::parse_rfc3339) else { continue };
-            out.push(Read {
+/// The stored comments as the check reads them.
+fn parse(rows: &[breakdown::Row]) -> Vec<Read> {
+    rows.iter()
+        .filter_map(|row| {
+            let c = serde_json::from_str::<serde_json::Value>(&row.body).ok()?;
+            Some(Read {
                 id: row.comment_id.clone(),
-                at,
                 text: c["text"].as_str().unwrap_or_default().to_owned(),
                 likes: c["likes"].as_u64().unwrap_or(0),
                 author: AlertAuthor {
@@ -250,11 +261,7 @@ async fn read_all(db: &Db, job: &str) -> Result<Vec<Read>, StorageError> {
                     handle: c["author"]["handle"].as_str().map(str::to_owned),
                     name: c["author"]["name"].as_str().map(str::to_owned),
                 },
-            });
-        }
-        match rows.last() {
-            Some(last) if rows.len() as i64 == CHUNK => after = last.position,
-            _ => return Ok(out),
-        }
-    }
+            })
+        })
+        .collect()
 }

@@ -1767,6 +1767,58 @@ fn spike_decisions(report: &mut Report) {
     );
 }
 
+/// The whole spike check of a post after a collection, as the notifier runs it (reading every
+/// comment of the post, counting them per 10 minutes, labelling the window's and up to 1,000 of
+/// the baseline's with the offline analyzer, deciding), on the embedded backends: a post of two
+/// weeks of comments at 6 and at 12 an hour.
+async fn spike_checks(report: &mut Report) {
+    use cova_sim::Tone;
+    const HOUR: i64 = 3_600_000;
+    for per_hour in [6_i64, 12] {
+        let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| {
+            c.limits.api_requests_per_minute = 100_000_000;
+        })
+        .await;
+        let t0 = clock.now_ms();
+        app.sim.set_clock_ms(t0);
+        let (account, token) = app.integrator().await;
+        app.grant(&account, 1_000_000).await;
+        let client = app.client(Some(&token));
+        let n = 14 * 24 * per_hour;
+        // An id outside the simulator's scenarios: a post of no comments but those posted here.
+        let id = (6_900_000_000_000_100_000 + per_hour * 1_000).to_string();
+        let posted: Vec<(i64, Tone)> =
+            (0..n).map(|i| ((t0 + i * HOUR / per_hour + 1_000) / 1000, Tone::Usual)).collect();
+        app.sim.post_comments(&id, &posted);
+        let end = t0 + 14 * 24 * HOUR;
+        clock.set(end);
+        app.sim.set_clock_ms(end);
+        let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
+        let done = client.wait_job(job["job_id"].as_str().expect("job")).await;
+        assert_eq!(done["result"]["comments_total"], n, "the whole fortnight collected");
+        app.notifier_caught_up().await;
+        let r#ref = format!("tiktok:{id}");
+        let rounds = 20;
+        let cpu_before = cpu_time(std::process::id());
+        let started = Instant::now();
+        for _ in 0..rounds {
+            let raised = cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, end).await.expect("check");
+            assert_eq!(raised, 0, "a steady post");
+        }
+        let per = started.elapsed() / rounds;
+        let cpu = cpu_time(std::process::id()).saturating_sub(cpu_before) / rounds;
+        report.add(
+            &format!("spike_check_14_days_{n}_comments"),
+            format!(
+                "{} per check ({rounds} checks of a steady post of {n} comments over two weeks; embedded backends; process CPU {} per check)",
+                ms(per),
+                ms(cpu)
+            ),
+        );
+        app.stop().await;
+    }
+}
+
 /// F1 of one class from (truth, predicted) pairs.
 fn f1<T: PartialEq + Copy>(pairs: &[(T, T)], class: T) -> f64 {
     let tp = pairs.iter().filter(|(t, p)| *t == class && *p == class).count() as f64;
@@ -2023,7 +2075,10 @@ fn main() {
             match only.as_str() {
                 "media" => media_serving(&mut report).await,
                 "workspace" => workspace_table(&mut report).await,
-                "spikes" => spike_decisions(&mut report),
+                "spikes" => {
+                    spike_decisions(&mut report);
+                    spike_checks(&mut report).await;
+                }
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
                 "instagram" => instagram_collection(&mut report).await,
@@ -2082,6 +2137,7 @@ fn main() {
         let texts = post_texts().await;
         keyword_matching(&mut report, &texts);
         spike_decisions(&mut report);
+        spike_checks(&mut report).await;
         analyzer_quality(&mut report, &texts).await;
         delivery_throughput(&mut report).await;
 

@@ -1944,6 +1944,13 @@ function spikeWords(a) {
   return `Drawing comments fast: ${plural(a.comments, "comment")} in the hour to ${hour}, against about ${fmtNum(Math.round(a.expected))} usually`;
 }
 
+// Minutes in words, exactly: "90 minutes", "6 hours", "2 hours 30 minutes".
+function minutesWords(min) {
+  if (min < 120 && min % 60 !== 0) return plural(min, "minute");
+  const hours = Math.floor(min / 60);
+  return min % 60 ? `${plural(hours, "hour")} ${plural(min % 60, "minute")}` : plural(hours, "hour");
+}
+
 // A duration in milliseconds in words: "40 minutes", "3 hours".
 function ageWords(ms) {
   const minutes = Math.max(0, Math.floor(ms / 60000));
@@ -1981,9 +1988,12 @@ function spikesCard(v) {
     min.value = s.min_comments ?? "";
     min.placeholder = String(s.judged.min_comments);
     cooldown.value = String(Math.max(1, Math.round(s.cooldown_min / 60)));
+    // A cooldown set in minutes through the API is kept as it is unless this field changes.
+    cooldown.dataset.shown = cooldown.value;
+    cooldown.dataset.minutes = String(s.cooldown_min);
     const j = s.judged;
     meaning.textContent = s.enabled
-      ? `After each collection of a post in your library, its last hour of comments is compared with its two weeks before. An alert needs at least ${plural(j.min_comments, "comment")} in the hour and either ${j.ratio} times the post's usual number of comments, or a share of negative comments ${fmtPct(j.negative_share_rise)} above its usual share. A spike that goes on is one alert: the next one on the same post waits ${plural(Math.round(s.cooldown_min / 60), "hour")}.`
+      ? `After each collection of a post in your library, its last hour of comments is compared with its two weeks before. An alert needs at least ${plural(j.min_comments, "comment")} in the hour and either ${j.ratio} times the post's usual number of comments, or a share of negative comments ${fmtPct(j.negative_share_rise)} above its usual share. A spike that goes on is one alert: the next one on the same post waits ${minutesWords(s.cooldown_min)}.`
       : "Spike alerts are turned off.";
   };
   const f = form("spike-form", [
@@ -1997,7 +2007,8 @@ function spikesCard(v) {
     const hours = Number(cooldown.value);
     if (minimum != null && !(Number.isInteger(minimum) && minimum >= 5 && minimum <= 10000)) throw new Error("The number of comments must be a whole number from 5 to 10,000.");
     if (!(Number.isInteger(hours) && hours >= 1 && hours <= 168)) throw new Error("The hours before a post can alert again must be a whole number from 1 to 168.");
-    fill(await api("PUT", "/spike-alerts/settings", { enabled: enabled.checked, sensitivity: sensitivity.value, min_comments: minimum, cooldown_min: hours * 60 }));
+    const cooldownMin = cooldown.value === cooldown.dataset.shown ? Number(cooldown.dataset.minutes) : hours * 60;
+    fill(await api("PUT", "/spike-alerts/settings", { enabled: enabled.checked, sensitivity: sensitivity.value, min_comments: minimum, cooldown_min: cooldownMin }));
     status.textContent = "Spike alert settings saved.";
   }));
   const list = h("ul", { id: "spike-alerts", class: "alerts" });

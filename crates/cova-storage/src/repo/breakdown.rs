@@ -269,12 +269,46 @@ pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
         let day = day_or!(c, job_id, 0);
         job_comments::table
             .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.gt(0))
             .filter(job_comments::posted_at.lt(at))
             .count()
             .get_result(c)
             .await
     })?;
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// When each comment of a scrape (replies included) posted at or after `since` (unix ms) was
+/// posted, in no order: what a spike check counts, without reading the comments themselves.
+pub async fn posted_since(db: &Db, job_id: &str, since: i64) -> Result<Vec<i64>> {
+    let mut conn = db.conn().await?;
+    Ok(with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, Vec::new());
+        job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.ge(since.max(1)))
+            .select(job_comments::posted_at)
+            .load(c)
+            .await
+    })?)
+}
+
+/// Up to `limit` comments of a scrape posted in `[from, to)` (unix ms), the latest first.
+pub async fn posted_in(db: &Db, job_id: &str, (from, to): (i64, i64), limit: i64) -> Result<Vec<Row>> {
+    let mut conn = db.conn().await?;
+    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
+        let day = day_or!(c, job_id, Vec::new());
+        job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.ge(from.max(1)))
+            .filter(job_comments::posted_at.lt(to))
+            .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+            .limit(limit)
+            .select(COLUMNS)
+            .load(c)
+            .await
+    })?;
+    Ok(rows.into_iter().map(row).collect())
 }
 
 /// When the first comment of a scrape posted at or after `since` (unix ms) was posted.
@@ -284,7 +318,7 @@ pub async fn first_posted_since(db: &Db, job_id: &str, since: i64) -> Result<Opt
         let day = day_or!(c, job_id, None);
         job_comments::table
             .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.ge(since))
+            .filter(job_comments::posted_at.ge(since.max(1)))
             .select(diesel::dsl::min(job_comments::posted_at))
             .first::<Option<i64>>(c)
             .await
