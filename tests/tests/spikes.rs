@@ -211,8 +211,24 @@ async fn settings_are_checked_and_follow_the_post_or_the_account() {
         .await
         .ok();
     assert_eq!((&strict["sensitivity"], &strict["judged"]["min_comments"]), (&json!("strict"), &json!(50)));
-    // A post outside the library has no settings to set; one in it follows the account's.
+    // A value out of bounds is request input: refused before the rate limit (no request
+    // spent) and before the post is looked up.
     let id = tiktok_post_id(TikTokScenario::Normal, 12);
+    let remaining = |h: &reqwest::header::HeaderMap| {
+        h.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    };
+    let (_, before, _) = client.raw(client.request(reqwest::Method::GET, "/api/v1/spike-alerts/settings")).await;
+    let (status, after, _) = client
+        .raw(
+            client
+                .request(reqwest::Method::PUT, &format!("/api/v1/spike-alerts/settings/tiktok:{id}"))
+                .json(&json!({"cooldown_min": 5})),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 400, "the value before the post's absence");
+    let (_, next, _) = client.raw(client.request(reqwest::Method::GET, "/api/v1/spike-alerts/settings")).await;
+    assert_eq!(remaining(&next).map(|n| n + 1), remaining(&before), "the 400 spent no request: {after:?}");
+    // A post outside the library has no settings to set; one in it follows the account's.
     let (status, _) =
         client.put_json(&format!("/api/v1/spike-alerts/settings/tiktok:{id}"), json!({"enabled": false})).await.err();
     assert_eq!(status.as_u16(), 404);

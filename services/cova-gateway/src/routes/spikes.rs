@@ -55,16 +55,26 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>
 
 const SHAPE: &str = r#"{"enabled": true, "sensitivity": "balanced", "min_comments": null, "cooldown_min": 360}"#;
 
-fn apply(mut s: Settings, body: SettingsBody) -> Result<Settings, ApiError> {
-    if let Some(on) = body.enabled {
-        s.enabled = on;
-    }
-    if let Some(name) = body.sensitivity {
-        s.sensitivity = Sensitivity::parse(&name)
-            .ok_or_else(|| ApiError::validation("`sensitivity` must be sensitive, balanced or strict."))?;
-    }
-    if let Some(min) = body.min_comments {
-        if let Some(m) = min
+/// A checked `PUT` body: the fields to change, each within its bounds.
+struct Change {
+    enabled: Option<bool>,
+    sensitivity: Option<Sensitivity>,
+    min_comments: Option<Option<u64>>,
+    cooldown_min: Option<u32>,
+}
+
+impl SettingsBody {
+    /// Checks the values on their own, with the rest of the request input (before the rate
+    /// limit and the subject's lookup).
+    fn checked(self) -> Result<Change, ApiError> {
+        let sensitivity = match self.sensitivity {
+            Some(name) => Some(
+                Sensitivity::parse(&name)
+                    .ok_or_else(|| ApiError::validation("`sensitivity` must be sensitive, balanced or strict."))?,
+            ),
+            None => None,
+        };
+        if let Some(Some(m)) = self.min_comments
             && !(MIN_COMMENTS_RANGE.0..=MIN_COMMENTS_RANGE.1).contains(&m)
         {
             return Err(ApiError::validation(format!(
@@ -72,18 +82,31 @@ fn apply(mut s: Settings, body: SettingsBody) -> Result<Settings, ApiError> {
                 MIN_COMMENTS_RANGE.0, MIN_COMMENTS_RANGE.1
             )));
         }
-        s.min_comments = min;
-    }
-    if let Some(cooldown) = body.cooldown_min {
-        if !(COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(&cooldown) {
+        if let Some(cooldown) = self.cooldown_min
+            && !(COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(&cooldown)
+        {
             return Err(ApiError::validation(format!(
                 "`cooldown_min` must be between {} and {} minutes.",
                 COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
             )));
         }
-        s.cooldown_min = cooldown;
+        Ok(Change {
+            enabled: self.enabled,
+            sensitivity,
+            min_comments: self.min_comments,
+            cooldown_min: self.cooldown_min,
+        })
     }
-    Ok(s)
+}
+
+/// A change on top of the settings that applied.
+fn apply(s: Settings, c: Change) -> Settings {
+    Settings {
+        enabled: c.enabled.unwrap_or(s.enabled),
+        sensitivity: c.sensitivity.unwrap_or(s.sensitivity),
+        min_comments: c.min_comments.unwrap_or(s.min_comments),
+        cooldown_min: c.cooldown_min.unwrap_or(s.cooldown_min),
+    }
 }
 
 /// `GET /spike-alerts/settings`: the account's settings (the defaults until it sets some).
@@ -98,14 +121,14 @@ pub async fn get_settings(req: HttpRequest, state: web::Data<AppState>) -> HttpR
 
 /// `PUT /spike-alerts/settings`: changes the account's settings.
 pub async fn put_settings(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
-    let (principal, meter, body) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
-        input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)
+    let (principal, meter, change) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
+        input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)?.checked()
     })
     .await?;
     let db = &state.backends.db;
     let fail = |e| meter.fail(backend_errors::storage(e));
     let current = spikes::stored(db, &principal.account_id, ACCOUNT).await.map_err(fail)?.unwrap_or_default();
-    let s = apply(current, body).map_err(|e| meter.fail(e))?;
+    let s = apply(current, change);
     spikes::put(db, &principal.account_id, ACCOUNT, &s, state.now()).await.map_err(fail)?;
     Ok(meter.json(HttpResponse::Ok(), &shown(&s, None)))
 }
@@ -245,14 +268,14 @@ pub async fn put_subject(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> HttpResult {
-    let (principal, meter, (raw, body)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
+    let (principal, meter, (raw, change)) = authorized(&req, &state, Scope::KeywordsWrite, async |_| {
         let raw = parse_subject(&path)?;
-        Ok((raw, input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)?))
+        Ok((raw, input::json::<SettingsBody>(&read_body(&state, payload).await?, SHAPE)?.checked()?))
     })
     .await?;
     let s = subject(&state, &principal.account_id, raw).await.map_err(|e| meter.fail(e))?;
     let (current, _) = applying(&state, &principal.account_id, &s).await.map_err(|e| meter.fail(e))?;
-    let settings = apply(current, body).map_err(|e| meter.fail(e))?;
+    let settings = apply(current, change);
     spikes::put(&state.backends.db, &principal.account_id, s.key(), &settings, state.now())
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
