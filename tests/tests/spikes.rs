@@ -238,6 +238,10 @@ async fn settings_are_checked_and_follow_the_post_or_the_account() {
     let path = format!("/api/v1/spike-alerts/settings/tiktok:{id}");
     let follows = client.get::<Value>(&path).await.ok();
     assert_eq!((&follows["own"], &follows["sensitivity"]), (&json!(false), &json!("strict")));
+    // The simulator's comments on it are years old: nothing recent to judge, and it says so.
+    let judging = &follows["judging"];
+    assert_eq!((&judging["volume"], &judging["volume_from"]), (&json!("waiting"), &Value::Null), "{follows}");
+    assert!(judging["detail"].as_str().is_some_and(|d| d.starts_with("No comment in the last two weeks")), "{follows}");
     let off = client.put_json(&path, json!({"enabled": false})).await.ok();
     assert_eq!((&off["own"], &off["enabled"], &off["cooldown_min"]), (&json!(true), &json!(false), &json!(120)));
     let (_, _, body) = client.raw(client.request(reqwest::Method::DELETE, &path)).await;

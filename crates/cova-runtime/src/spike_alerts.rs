@@ -219,7 +219,7 @@ async fn young(db: &Db, account_id: &str, analysis: &Analysis, now: i64) -> Resu
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judging {
     /// When its volume is first judged (its first comment of the last two weeks and the history
-    /// a judgement needs); `None` before its first comment.
+    /// a judgement needs); `None` while it has no comment from the last two weeks.
     pub volume_from: Option<i64>,
     /// As a followed creator's new post: the earlier posts it is compared with so far, and
     /// until when it is compared.

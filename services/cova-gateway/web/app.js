@@ -1963,7 +1963,7 @@ const SPIKE_BADGES = { volume: "comment spike", sentiment: "turned negative", ta
 function spikeJudging(j) {
   const at = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
   const own = j.volume_from == null
-    ? "Spike alerts: no comment yet. Its comments per hour are judged against its own rate once it has had about 7 hours of them."
+    ? "Spike alerts: no comment in the last two weeks. Its comments per hour are judged against its own rate once it has had about 7 hours of new ones."
     : j.volume === "waiting"
       ? `Spike alerts: too young to judge against its own rate yet. It needs about 7 hours of comments, so its hours are judged from ${at(j.volume_from)}.`
       : "Spike alerts: each collection compares this post's latest hour of comments with its own rate and usual sentiment.";

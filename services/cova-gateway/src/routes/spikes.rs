@@ -139,7 +139,7 @@ fn judging(j: &spike_alerts::Judging, now: i64) -> Value {
     let time = cova_domain::time::rfc3339;
     let volume_waiting = j.volume_from.is_none_or(|from| from > now);
     let mut detail = match j.volume_from {
-        None => "No comment yet: its comments per hour are judged against its own rate once it has had about 7 hours of them.".to_owned(),
+        None => "No comment in the last two weeks: its comments per hour are judged against its own rate once it has had about 7 hours of new ones.".to_owned(),
         Some(from) if from > now => format!(
             "Too young to judge against its own rate: it needs about 7 hours of comments, so its hours are judged from {}.",
             time(from)
