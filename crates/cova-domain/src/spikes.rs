@@ -200,9 +200,14 @@ pub fn history_buckets(first: Option<i64>, now: i64) -> usize {
 /// The first check time at which a post whose first comment came at `first` has history
 /// enough for its volume to be judged ([`MIN_BASELINE_BLOCKS`] blocks before the window).
 pub fn volume_judged_from(first: i64) -> i64 {
-    let buckets = WINDOW_BUCKETS * (MIN_BASELINE_BLOCKS + 1);
-    first + (buckets as i64 - 1) * i64::from(BUCKET_MIN) * 60_000
+    first + VOLUME_HISTORY_MS
 }
+
+/// How long after its first comment a post's volume is first judged: the buckets of
+/// [`MIN_BASELINE_BLOCKS`] blocks and the window, the first comment's bucket being the first
+/// (6 hours 50 minutes).
+pub const VOLUME_HISTORY_MS: i64 =
+    ((WINDOW_BUCKETS * (MIN_BASELINE_BLOCKS + 1)) as i64 - 1) * BUCKET_MIN as i64 * 60_000;
 
 /// Whether an alert of `kind` whose window ends at `window_end` is the same spike as the last
 /// one of its kind on the post (ending at `last_end`): within the cooldown of `cooldown_min`
@@ -574,20 +579,26 @@ mod tests {
         assert_eq!(counts(&times, now, 10, 4), vec![1, 0, 1, 2]);
     }
 
-    fn check(counts: &[u64], last_volume: Option<i64>, now: i64) -> Vec<Decision> {
-        decide(&Check {
+    /// A check of `counts` at `now` with the default settings, no comment judged, no earlier
+    /// alert and no creator to compare with; each test changes what it is about.
+    fn plain(counts: &[u64], now: i64) -> Check<'_> {
+        Check {
             settings: Settings::default(),
             counts,
             negative: 0,
             judged: 0,
             base_negative: 0,
             base_judged: 0,
-            last_volume,
+            last_volume: None,
             last_sentiment: None,
             takeoff: None,
             last_takeoff: None,
             now,
-        })
+        }
+    }
+
+    fn check(counts: &[u64], last_volume: Option<i64>, now: i64) -> Vec<Decision> {
+        decide(&Check { last_volume, ..plain(counts, now) })
     }
 
     #[test]
@@ -607,38 +618,14 @@ mod tests {
         // Past the cooldown, a spike alerts again.
         assert!(matches!(check(&counts, Some(now - 7 * 3_600_000), now)[0], Decision::Raise(_)));
         assert_eq!(check(&counts[n - 20..], None, now)[0], Decision::Waiting { kind: Kind::Volume });
-        let off = Check {
-            settings: Settings { enabled: false, ..Settings::default() },
-            counts: &counts,
-            negative: 0,
-            judged: 0,
-            base_negative: 0,
-            base_judged: 0,
-            last_volume: None,
-            last_sentiment: None,
-            takeoff: None,
-            last_takeoff: None,
-            now,
-        };
+        let off = Check { settings: Settings { enabled: false, ..Settings::default() }, ..plain(&counts, now) };
         assert!(decide(&off).is_empty(), "alerts turned off decide nothing");
     }
 
     #[test]
     fn a_sentiment_dip_is_raised_with_its_shares() {
         let counts = series(12, 3, |_| 2.0);
-        let c = Check {
-            settings: Settings::default(),
-            counts: &counts,
-            negative: 30,
-            judged: 40,
-            base_negative: 20,
-            base_judged: 400,
-            last_volume: None,
-            last_sentiment: None,
-            takeoff: None,
-            last_takeoff: None,
-            now: 0,
-        };
+        let c = Check { negative: 30, judged: 40, base_negative: 20, base_judged: 400, ..plain(&counts, 0) };
         match &decide(&c)[1] {
             Decision::Raise(s) => {
                 assert_eq!(s.kind, Kind::Sentiment);
@@ -738,17 +725,9 @@ mod tests {
         const E: &[u64] = &[12, 9, 15, 11];
         let counts = [0u64; 12];
         let at = |count, earlier: &'static [u64], last_takeoff| Check {
-            settings: Settings::default(),
-            counts: &counts,
-            negative: 0,
-            judged: 0,
-            base_negative: 0,
-            base_judged: 0,
-            last_volume: None,
-            last_sentiment: None,
             takeoff: Some(Takeoff { count, earlier }),
             last_takeoff,
-            now: 0,
+            ..plain(&counts, 0)
         };
         let e = E;
         match &decide(&at(80, e, None))[2] {

@@ -138,13 +138,19 @@ pub async fn put_settings(req: HttpRequest, state: web::Data<AppState>, payload:
 fn judging(j: &spike_alerts::Judging, now: i64) -> Value {
     let time = cova_domain::time::rfc3339;
     let volume_waiting = j.volume_from.is_none_or(|from| from > now);
+    // The history a volume check needs, in whole hours for words (6 h 50 min is "about 7").
+    let hours = (cova_domain::spikes::VOLUME_HISTORY_MS + 1_800_000) / 3_600_000;
     let mut detail = match j.volume_from {
-        None => "No comment in the last two weeks: its comments per hour are judged against its own rate once it has had about 7 hours of new ones.".to_owned(),
+        None => format!(
+            "No comment in the last two weeks: its comments per hour are judged against its own rate once it has had about {hours} hours of new ones."
+        ),
         Some(from) if from > now => format!(
-            "Too young to judge against its own rate: it needs about 7 hours of comments, so its hours are judged from {}.",
+            "Too young to judge against its own rate: it needs about {hours} hours of comments, so its hours are judged from {}.",
             time(from)
         ),
-        Some(_) => "Each collection judges its latest hour of comments against its own rate and usual sentiment.".to_owned(),
+        Some(_) => {
+            "Each collection judges its latest hour of comments against its own rate and usual sentiment.".to_owned()
+        }
     };
     let (takeoff, earlier) = match j.takeoff {
         None => ("not_applicable", 0),
