@@ -138,7 +138,7 @@ impl StackBuilder {
             })?),
         };
         // The pace per platform host and egress route is kept in the cache, for the fleet.
-        let pace: Arc<dyn cova_platforms::PaceStore> = Arc::new(pace::CachePace(backends.cache.clone()));
+        let pace: Arc<dyn cova_platforms::QueueStore> = Arc::new(pace::CacheQueues(backends.cache.clone()));
         let platforms = Platforms::paced(&config.platforms, Some(pace)).context("configuring the platform adapters")?;
         let notify = Arc::new(
             cova_notify::Sender::new(&config.notifier).map_err(|e| anyhow::anyhow!("configuring notifier.*: {e}"))?,

@@ -37,6 +37,18 @@ pub enum Read<'a> {
     Plain { key: &'a str },
 }
 
+/// A value that is replaced only by a writer that read its current version
+/// ([`Cache::load_versioned`], [`Cache::store_versioned`]), with the cache's time when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// 0 when absent.
+    pub version: u64,
+    pub bytes: Option<Vec<u8>>,
+    /// The cache's clock (Redis's `TIME`; this process' in memory), in µs since the epoch: every
+    /// process sharing the value reads one clock.
+    pub now_us: i64,
+}
+
 /// The answer to one [`Read`], in the same place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -198,13 +210,22 @@ impl Cache {
         }
     }
 
-    /// Reserves the next slot of the pace `key` (one request per `interval`, shared by every
-    /// process on this cache, by the cache's clock): answers how long to wait for it.
-    pub async fn next_slot(&self, key: &str, interval: Duration) -> Result<Duration> {
-        let key = self.key(&format!("pace:{key}"));
+    /// The value of `key` with its version, to be replaced by [`Cache::store_versioned`].
+    pub async fn load_versioned(&self, key: &str) -> Result<Versioned> {
+        let key = self.key(key);
         match &self.backend {
-            Backend::Memory(m) => Ok(m.next_slot(&key, interval)),
-            Backend::Redis(r) => self.bounded(r.next_slot(&key, interval)).await,
+            Backend::Memory(m) => Ok(m.load_versioned(&key)),
+            Backend::Redis(r) => self.bounded(r.load_versioned(&key)).await,
+        }
+    }
+
+    /// Stores `bytes` as the next version of `key` only if its version is still `expected`
+    /// (0: absent); false when another writer came first (read again and retry).
+    pub async fn store_versioned(&self, key: &str, expected: u64, bytes: &[u8], ttl: Duration) -> Result<bool> {
+        let key = self.key(key);
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.store_versioned(&key, expected, bytes, ttl)),
+            Backend::Redis(r) => self.bounded(r.store_versioned(&key, expected, bytes, ttl)).await,
         }
     }
 

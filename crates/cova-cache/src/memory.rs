@@ -17,6 +17,11 @@ enum Value {
         next: u64,
         held: Option<Vec<u8>>,
     },
+    /// A value replaced only by a writer that read its current version.
+    Versioned {
+        version: u64,
+        bytes: Vec<u8>,
+    },
 }
 
 struct Entry {
@@ -143,19 +148,28 @@ impl MemoryCache {
         decision
     }
 
-    /// As the Redis store's pace: the wait for the next slot, which moves on by `interval`.
-    pub fn next_slot(&self, key: &str, interval: Duration) -> Duration {
+    /// The value of `key` with its version (0 and nothing when absent) and the time now.
+    pub fn load_versioned(&self, key: &str) -> crate::Versioned {
         let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        match Self::live(&self.lock(), key, Instant::now()) {
+            Some(Value::Versioned { version, bytes }) => crate::Versioned { version, bytes: Some(bytes), now_us },
+            _ => crate::Versioned { version: 0, bytes: None, now_us },
+        }
+    }
+
+    /// Stores `bytes` as the next version of `key` if its version is still `expected`.
+    pub fn store_versioned(&self, key: &str, expected: u64, bytes: &[u8], ttl: Duration) -> bool {
         let now = Instant::now();
-        let interval_us = interval.as_micros().max(1) as i64;
         let mut state = self.lock();
-        let slot = match Self::live(&state, key, now) {
-            Some(Value::Tat(t)) => t.max(now_us),
-            _ => now_us,
+        let current = match Self::live(&state, key, now) {
+            Some(Value::Versioned { version, .. }) => version,
+            _ => 0,
         };
-        let next = slot + interval_us;
-        Self::insert(&mut state, key, Value::Tat(next), Duration::from_micros((next - now_us) as u64), now);
-        Duration::from_micros((slot - now_us) as u64)
+        if current != expected {
+            return false;
+        }
+        Self::insert(&mut state, key, Value::Versioned { version: current + 1, bytes: bytes.to_vec() }, ttl, now);
+        true
     }
 
     pub fn gcra(&self, key: &str, rate: Rate, cost: i64) -> Decision {

@@ -48,18 +48,6 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000))
 return {1, remaining(new_tat), 0, new_tat - now}
 "#;
 
-/// Reserves the next slot of a pace of one request per ARGV[1] µs: returns how long (µs)
-/// this request waits for it, and moves the next slot on by one interval.
-const NEXT_SLOT_LUA: &str = r#"
-local interval = tonumber(ARGV[1])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local slot = tonumber(redis.call('GET', KEYS[1]) or now)
-if slot < now then slot = now end
-redis.call('SET', KEYS[1], slot + interval, 'PX', math.ceil((slot + interval - now) / 1000))
-return slot - now
-"#;
-
 /// Raises a GCRA key's TAT to at least now + ARGV[1] µs (what a gateway counted alone while
 /// the cache was away), never lowers it.
 const RAISE_LUA: &str = r#"
@@ -125,6 +113,24 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 "#;
 
+/// A versioned value is a hash: `n` its version, `v` its bytes. Returns {version, value or
+/// false, the server's time in µs}: every process that shares a value reads one clock.
+const LOAD_VERSIONED_LUA: &str = r#"
+local got = redis.call('HMGET', KEYS[1], 'n', 'v')
+local time = redis.call('TIME')
+return {tonumber(got[1] or '0'), got[2] or false, tonumber(time[1]) * 1000000 + tonumber(time[2])}
+"#;
+
+/// ARGV: expected version, value, ttl_ms. Stores the value as the next version only when the
+/// stored version is still the expected one (0: absent); 1 when stored.
+const STORE_VERSIONED_LUA: &str = r#"
+local version = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+if version ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'n', version + 1, 'v', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"#;
+
 #[derive(Clone)]
 pub(crate) struct RedisCache {
     client: redis::Client,
@@ -133,10 +139,11 @@ pub(crate) struct RedisCache {
     alive: Arc<()>,
     script: Arc<Script>,
     raise_script: Arc<Script>,
-    slot_script: Arc<Script>,
     window_script: Arc<Script>,
     stamp_script: Arc<Script>,
     put_stamped_script: Arc<Script>,
+    load_versioned_script: Arc<Script>,
+    store_versioned_script: Arc<Script>,
 }
 
 thread_local! {
@@ -186,10 +193,11 @@ impl RedisCache {
             alive: Arc::new(()),
             script: Arc::new(Script::new(GCRA_LUA)),
             raise_script: Arc::new(Script::new(RAISE_LUA)),
-            slot_script: Arc::new(Script::new(NEXT_SLOT_LUA)),
             window_script: Arc::new(Script::new(WINDOW_LUA)),
             stamp_script: Arc::new(Script::new(STAMP_LUA)),
             put_stamped_script: Arc::new(Script::new(PUT_STAMPED_LUA)),
+            load_versioned_script: Arc::new(Script::new(LOAD_VERSIONED_LUA)),
+            store_versioned_script: Arc::new(Script::new(STORE_VERSIONED_LUA)),
         })
     }
 
@@ -258,18 +266,6 @@ impl RedisCache {
         Ok(gcra_decision(rate, reply))
     }
 
-    pub async fn next_slot(&self, key: &str, interval: Duration) -> Result<Duration> {
-        let mut conn = self.conn().await?;
-        let wait_us: i64 = self
-            .slot_script
-            .key(key)
-            .arg(interval.as_micros().max(1) as u64)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        Ok(Duration::from_micros(wait_us.max(0) as u64))
-    }
-
     pub async fn raise(&self, key: &str, ahead: Duration) -> Result<()> {
         let mut conn = self.conn().await?;
         let _: i64 = self
@@ -317,6 +313,27 @@ impl RedisCache {
             .key(key)
             .arg(stamp)
             .arg(value)
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(stored == 1)
+    }
+
+    pub async fn load_versioned(&self, key: &str) -> Result<crate::Versioned> {
+        let mut conn = self.conn().await?;
+        let (version, bytes, now_us): (i64, Option<Vec<u8>>, i64) =
+            self.load_versioned_script.key(key).invoke_async(&mut conn).await.map_err(unavailable)?;
+        Ok(crate::Versioned { version: version.max(0) as u64, bytes, now_us })
+    }
+
+    pub async fn store_versioned(&self, key: &str, expected: u64, bytes: &[u8], ttl: Duration) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let stored: i64 = self
+            .store_versioned_script
+            .key(key)
+            .arg(expected)
+            .arg(bytes)
             .arg(ttl_ms(ttl))
             .invoke_async(&mut conn)
             .await

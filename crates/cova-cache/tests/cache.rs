@@ -223,25 +223,33 @@ async fn a_batch_answers_each_read_as_the_single_calls_do() {
     }
 }
 
-/// A shared pace hands out one slot per interval, each exactly once under parallel callers
-/// (as processes of a fleet would ask), and one key's pace is not another's.
+/// A versioned value changes only through writers that read its current version: parallel
+/// read-change-write loops (as processes sharing a platform queue run them) lose no change, and
+/// one key's value is not another's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_pace_hands_out_each_slot_once_under_parallel_requests() {
+async fn a_versioned_value_loses_no_change_under_parallel_writers() {
     let c = cache();
-    let interval = Duration::from_secs(3_600);
+    let ttl = Duration::from_secs(60);
     let mut tasks = Vec::new();
     for _ in 0..20 {
         let c = c.clone();
-        tasks.push(tokio::spawn(async move { c.next_slot("www.tiktok.com|direct", interval).await }));
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let v = c.load_versioned("queue").await.expect("load");
+                let n: u64 = v.bytes.as_deref().and_then(|b| std::str::from_utf8(b).ok()?.parse().ok()).unwrap_or(0);
+                if c.store_versioned("queue", v.version, (n + 1).to_string().as_bytes(), ttl).await.expect("store") {
+                    return;
+                }
+            }
+        }));
     }
-    let mut slots = Vec::new();
     for t in tasks {
-        let wait = t.await.expect("join").expect("next slot");
-        // The wait is k intervals from the first call, less the little time since then.
-        slots.push((wait.as_secs_f64() / interval.as_secs_f64()).round() as u64);
+        t.await.expect("join");
     }
-    slots.sort_unstable();
-    assert_eq!(slots, (0..20).collect::<Vec<u64>>(), "every slot once");
-    let other = c.next_slot("www.tiktok.com|proxy-10.0.0.3:8080", interval).await.expect("next slot");
-    assert!(other < Duration::from_secs(1), "another route has its own pace: {other:?}");
+    let v = c.load_versioned("queue").await.expect("load");
+    assert_eq!((v.version, v.bytes.as_deref()), (20, Some(&b"20"[..])), "every change kept once");
+    assert!(v.now_us > 1_700_000_000_000_000, "the cache's clock in µs: {}", v.now_us);
+    assert!(!c.store_versioned("queue", 19, b"stale", ttl).await.expect("store"), "a stale writer is refused");
+    let other = c.load_versioned("another-queue").await.expect("load");
+    assert_eq!((other.version, other.bytes), (0, None));
 }

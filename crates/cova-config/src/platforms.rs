@@ -177,6 +177,8 @@ pub struct InstagramConfig {
     pub app_id: String,
     /// GraphQL query ids (`doc_id`).
     pub doc_post_logged_out: String,
+    /// The post query of a logged-in session (reads a post the logged-out query gates).
+    pub doc_post_session: String,
     pub doc_comments: String,
     pub doc_replies: String,
     pub doc_profile_reels: String,
@@ -206,6 +208,7 @@ impl Default for InstagramConfig {
             web_base_url: "https://www.instagram.com".into(),
             app_id: "936619743392459".into(),
             doc_post_logged_out: "27130156389949648".into(),
+            doc_post_session: "8845758582119845".into(),
             doc_comments: "6974885689225067".into(),
             doc_replies: "7171917939589632".into(),
             doc_profile_reels: "7845543455542541".into(),
@@ -235,6 +238,7 @@ impl fmt::Debug for InstagramConfig {
             .field("web_base_url", &self.web_base_url)
             .field("app_id", &self.app_id)
             .field("doc_post_logged_out", &self.doc_post_logged_out)
+            .field("doc_post_session", &self.doc_post_session)
             .field("doc_comments", &self.doc_comments)
             .field("doc_replies", &self.doc_replies)
             .field("doc_profile_reels", &self.doc_profile_reels)

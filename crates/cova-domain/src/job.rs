@@ -165,6 +165,9 @@ pub enum Truncation {
     /// The platform showed cova only part of the post's comments (Instagram without a
     /// session shows a visitor a few): all of them were collected, and only they are charged.
     VisitorView,
+    /// The platform stopped handing out pages while it still said there were more (a cursor
+    /// that did not move): every comment it handed out was collected, and only they are charged.
+    PlatformStopped,
 }
 
 impl Truncation {
@@ -174,11 +177,17 @@ impl Truncation {
             Truncation::Balance => "balance",
             Truncation::MaxComments => "max_comments",
             Truncation::VisitorView => "visitor_view",
+            Truncation::PlatformStopped => "platform_stopped",
         }
     }
 
-    pub const ALL: [Truncation; 4] =
-        [Truncation::PostCap, Truncation::Balance, Truncation::MaxComments, Truncation::VisitorView];
+    pub const ALL: [Truncation; 5] = [
+        Truncation::PostCap,
+        Truncation::Balance,
+        Truncation::MaxComments,
+        Truncation::VisitorView,
+        Truncation::PlatformStopped,
+    ];
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == s)

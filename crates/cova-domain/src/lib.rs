@@ -11,6 +11,7 @@ pub mod job;
 pub mod library;
 pub mod limits;
 pub mod money;
+pub mod pace;
 pub mod spikes;
 #[cfg(feature = "diesel")]
 mod sql;

@@ -23,6 +23,9 @@ pub const OUTBOX_BACKLOG: &str = "cova_outbox_backlog";
 pub const PLATFORM_REQUESTS: &str = "cova_platform_requests_total";
 pub const PLATFORM_PARSE_ERRORS: &str = "cova_platform_parse_errors_total";
 pub const PLATFORM_DURATION: &str = "cova_platform_request_duration_seconds";
+pub const PLATFORM_WAIT: &str = "cova_platform_turn_wait_seconds";
+pub const PLATFORM_DROPPED: &str = "cova_platform_requests_dropped_total";
+pub const PLATFORM_PACE_FALLBACK: &str = "cova_platform_pace_fallback_total";
 pub const BALANCE_COMMENTS: &str = "cova_balance_comments_total";
 pub const DELIVERIES: &str = "cova_notifier_deliveries_total";
 pub const DATABASE_REACHABLE: &str = "cova_database_reachable";
@@ -77,6 +80,19 @@ fn describe() {
         "Platform answers of a shape cova does not know, by platform and what was read: a rise means the platform changed."
     );
     describe_histogram!(PLATFORM_DURATION, Unit::Seconds, "Time of one platform request, by host.");
+    describe_histogram!(
+        PLATFORM_WAIT,
+        Unit::Seconds,
+        "Time a platform request waited for its turn in its route's queue, by host and class (interactive, background)."
+    );
+    describe_counter!(
+        PLATFORM_DROPPED,
+        "Platform requests never sent because their asker was answered or went away while they waited, by host."
+    );
+    describe_counter!(
+        PLATFORM_PACE_FALLBACK,
+        "Platform requests paced by this process alone, at its share of the rate, because the shared queue did not answer, by host."
+    );
     describe_counter!(
         BALANCE_COMMENTS,
         "Comments moved on balances: reserved by a job, settled (charged) or released."
@@ -158,6 +174,21 @@ pub fn outbox_backlog(rows: i64) {
 pub fn platform_request(host: &str, outcome: &'static str, elapsed: Duration) {
     counter!(PLATFORM_REQUESTS, "host" => host.to_owned(), "outcome" => outcome).increment(1);
     histogram!(PLATFORM_DURATION, "host" => host.to_owned()).record(elapsed.as_secs_f64());
+}
+
+/// A platform request got its turn after waiting `waited` in its route's queue.
+pub fn platform_turn(host: &str, class: &'static str, waited: Duration) {
+    histogram!(PLATFORM_WAIT, "host" => host.to_owned(), "class" => class).record(waited.as_secs_f64());
+}
+
+/// A platform request left its queue unsent: its asker was answered or went away.
+pub fn platform_request_dropped(host: &str) {
+    counter!(PLATFORM_DROPPED, "host" => host.to_owned()).increment(1);
+}
+
+/// A platform request paced by this process alone while the shared queue did not answer.
+pub fn platform_pace_fallback(host: &str) {
+    counter!(PLATFORM_PACE_FALLBACK, "host" => host.to_owned()).increment(1);
 }
 
 /// A platform answered `what` (a page, a query) in a shape cova does not know.

@@ -38,6 +38,14 @@ pub(crate) trait CommentSource: Send + Sync + 'static {
     /// One page of the replies of `parent_id`, starting at `cursor` (`None` = first page).
     async fn reply_page(&self, parent_id: &str, cursor: Option<String>) -> Result<ReplyPage, PlatformError>;
     fn reported_total(&self) -> Option<u64>;
+    /// The post's comments are off (found out while listing them).
+    fn comments_off(&self) -> bool {
+        false
+    }
+    /// The listing stopped while the platform still said there were more.
+    fn cut_short(&self) -> bool {
+        false
+    }
 }
 
 struct Shared {
@@ -139,12 +147,13 @@ pub(crate) async fn collect(
                         continue;
                     }
                     let (source, shared, tx, permits) = (source.clone(), shared.clone(), tx.clone(), permits.clone());
-                    // In the job's span, so reply requests stay in the job's trace.
+                    // In the job's span and for its asker, so reply requests stay in the job's
+                    // trace and wait their turn as the job's.
                     let replies = async move {
                         let _permit = permits.acquire_owned().await.map_err(|_| sink_gone())?;
                         collect_replies(&*source, &shared, &tx, &job.parent_id).await
                     };
-                    tasks.spawn(tracing::Instrument::in_current_span(replies));
+                    tasks.spawn(crate::demand::carried(tracing::Instrument::in_current_span(replies)));
                 }
                 // Surface reply failures early instead of after the whole top-level chain.
                 while let Some(res) = tasks.try_join_next() {
@@ -171,6 +180,8 @@ pub(crate) async fn collect(
         truncated: shared.truncated.load(Ordering::SeqCst),
         partial: false,
         reported_total: source.reported_total(),
+        comments_off: source.comments_off(),
+        cut_short: source.cut_short(),
     })
 }
 

@@ -22,6 +22,11 @@ pub enum PlatformError {
     /// retry later, never charge the caller.
     #[error("platform unavailable: {0}")]
     Unavailable(String),
+    /// The request was never sent: its asker was answered or went away while it waited for its
+    /// turn (a request that timed out, a client that hung up, a job that stopped). Nothing to
+    /// charge; worth asking again.
+    #[error("request abandoned: {0}")]
+    Abandoned(String),
 }
 
 impl PlatformError {
@@ -32,21 +37,21 @@ impl PlatformError {
             Self::AudienceRestricted(_) => ErrorCode::AudienceRestricted,
             Self::Parse(_) => ErrorCode::ParseError,
             Self::Missing(_) => ErrorCode::NotFound,
-            Self::Unavailable(_) => ErrorCode::Unavailable,
+            Self::Unavailable(_) | Self::Abandoned(_) => ErrorCode::Unavailable,
         }
     }
 
     /// Worth trying again later (the platform was down, blocked us or ran out of quota);
     /// every other failure is final for this post.
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable(_))
+        matches!(self, Self::Unavailable(_) | Self::Abandoned(_))
     }
 
     /// The answer an API caller gets. A transient failure never shows platform internals and
     /// tells the caller when to come back.
     pub fn to_api_error(&self) -> ApiError {
         match self {
-            Self::Unavailable(_) => {
+            Self::Unavailable(_) | Self::Abandoned(_) => {
                 ApiError::new(ErrorCode::Unavailable, "The platform cannot be reached right now; retry later.")
                     .with_retry_after(30)
             }
@@ -61,7 +66,8 @@ impl PlatformError {
             | Self::AudienceRestricted(d)
             | Self::Parse(d)
             | Self::Missing(d)
-            | Self::Unavailable(d) => d,
+            | Self::Unavailable(d)
+            | Self::Abandoned(d) => d,
         }
     }
 }

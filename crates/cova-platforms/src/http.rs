@@ -1,10 +1,10 @@
-//! The HTTP client every adapter goes through: per-host concurrency, a request rate per host
-//! and egress route (each proxy has its own; shared by every process through a [`PaceStore`]
-//! when one is given), timeouts, user agent, cookies, round-robin proxies, an optional signing
-//! service, and retries with jittered exponential backoff.
+//! The HTTP client every adapter goes through: per-host concurrency, a turn in the queue of
+//! each host and egress route (each proxy has its own; one queue for every process sharing a
+//! [`crate::QueueStore`], see `turns`), timeouts, user agent, cookies, round-robin proxies, an
+//! optional signing service, and retries with jittered exponential backoff.
 
 use crate::PlatformError;
-use futures::future::BoxFuture;
+use crate::turns::Turns;
 use rand::Rng;
 use reqwest::header::{COOKIE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use reqwest::{Method, StatusCode};
@@ -29,17 +29,10 @@ pub(crate) struct HttpSettings {
     pub max_retries: u32,
     pub retry_base: Duration,
     pub retry_max: Duration,
-    /// Where the pace of every process is kept; without one (or while it does not answer)
-    /// each process paces itself.
-    pub pace: Option<Arc<dyn PaceStore>>,
-    /// Added to every route's name in pace keys (a logged-in session paces on its own).
+    /// The queues every request waits its turn in.
+    pub turns: Arc<Turns>,
+    /// Added to every route's name in queue keys (a logged-in session has a queue of its own).
     pub route_suffix: String,
-}
-
-/// Keeps the pace of requests to one host through one route for every process: reserves the
-/// next slot of `key` at one request per `interval` and answers how long to wait for it.
-pub trait PaceStore: Send + Sync {
-    fn next_slot<'a>(&'a self, key: &'a str, interval: Duration) -> BoxFuture<'a, Result<Duration, String>>;
 }
 
 /// One outgoing request.
@@ -159,8 +152,6 @@ pub(crate) struct Http {
     signer: Option<reqwest::Client>,
     /// Requests in flight per host.
     gates: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// This process' own next slot per (host, route): the pace when no store is shared.
-    slots: Mutex<HashMap<String, Instant>>,
     cookies: Mutex<BTreeMap<String, String>>,
 }
 
@@ -216,7 +207,6 @@ impl Http {
             next_route: AtomicUsize::new(0),
             signer,
             gates: Mutex::new(HashMap::new()),
-            slots: Mutex::new(HashMap::new()),
             cookies,
         })
     }
@@ -244,15 +234,14 @@ impl Http {
         Duration::from_millis(ms)
     }
 
-    /// Sends once; transport failures, 429 and 5xx come back as `Attempt::Retry`.
+    /// Sends once, in its turn; transport failures, 429 and 5xx come back as `Attempt::Retry`.
     pub async fn send(&self, req: &Request) -> Attempt<Response> {
         let host = req.url.host_str().unwrap_or_default().to_string();
-        let gate = self.gate(&host);
-        let Ok(_permit) = gate.acquire().await else {
-            return Attempt::Fail(PlatformError::Unavailable("HTTP client is shutting down".into()));
-        };
         let route = self.pick_route();
-        self.pace(&host, route).await;
+        let _permit = match self.turn(&host, route).await {
+            Ok(permit) => permit,
+            Err(e) => return Attempt::Fail(e),
+        };
 
         let mut url = req.url.clone();
         let mut headers = HeaderMap::new();
@@ -348,34 +337,15 @@ impl Http {
             .clone()
     }
 
-    /// Spaces requests to one host through one route evenly at the configured rate: the
-    /// platform counts requests per address, so each proxy has a budget of its own, and every
-    /// process sending from the same address shares one (through the pace store).
-    async fn pace(&self, host: &str, route: &Route) {
+    /// Waits for this request's turn in the queue of its host and route, at the configured
+    /// rate: the platform counts requests per address, so each proxy has a queue of its own,
+    /// and every process sending from the same address shares one. Answers the permit of the
+    /// host's concurrency gate to hold while the request is in flight.
+    async fn turn(&self, host: &str, route: &Route) -> Result<tokio::sync::OwnedSemaphorePermit, PlatformError> {
         let rps = self.settings.requests_per_second;
-        if !(rps > 0.0 && rps.is_finite()) {
-            return;
-        }
-        let interval = Duration::from_secs_f64(1.0 / rps);
+        let interval = if rps > 0.0 && rps.is_finite() { Duration::from_secs_f64(1.0 / rps) } else { Duration::ZERO };
         let key = format!("{host}|{}", route.name);
-        let shared = match &self.settings.pace {
-            Some(store) => match store.next_slot(&key, interval).await {
-                Ok(wait) => Some(Instant::now() + wait),
-                Err(e) => {
-                    tracing::debug!(error = %e, "the shared pace did not answer; this process paces itself");
-                    None
-                }
-            },
-            None => None,
-        };
-        let slot = shared.unwrap_or_else(|| {
-            let mut slots = lock(&self.slots);
-            let next = slots.entry(key).or_insert_with(Instant::now);
-            let slot = (*next).max(Instant::now());
-            *next = slot + interval;
-            slot
-        });
-        tokio::time::sleep_until(slot).await;
+        self.settings.turns.turn(&key, host, interval, &self.gate(host)).await
     }
 
     fn pick_route(&self) -> &Route {

@@ -7,6 +7,7 @@
 
 mod collect;
 mod creators;
+mod demand;
 mod error;
 mod http;
 pub mod instagram;
@@ -14,19 +15,21 @@ mod json;
 mod keywords;
 mod model;
 mod tiktok;
+mod turns;
 mod urls;
 mod youtube;
 mod youtube_channels;
 
 pub use cova_config::platforms::{InstagramConfig, PlatformsConfig, TikTokConfig, YouTubeConfig};
 pub use creators::{Creator, CreatorUrl, FoundPost, Listing, creator_ref, parse_creator_url};
+pub use demand::Demand;
 pub use error::PlatformError;
-pub use http::PaceStore;
 pub use keywords::description_keywords;
 pub use model::{
     CollectOutcome, Comment, CommentAuthor, Cover, DescriptionKeywords, Hashtag, Media, Metadata, MetadataAuthor,
     Metrics, Sound, search_text,
 };
+pub use turns::{QueueStore, StoredQueue, UNSEEN_SHARERS};
 pub use urls::{ParsedUrl, Platform, PostRef, ShortHost, ShortLink, parse_url};
 
 use std::sync::Arc;
@@ -149,14 +152,15 @@ impl Platforms {
         Self::paced(cfg, None)
     }
 
-    /// As [`Platforms::new`], with the pace per host and route kept in `pace` for every
-    /// process that shares it.
-    pub fn paced(cfg: &PlatformsConfig, pace: Option<Arc<dyn PaceStore>>) -> Result<Self, PlatformError> {
+    /// As [`Platforms::new`], with the queue of every host and route kept in `queues` for every
+    /// process that shares it: one pace, one order of turns for all of them.
+    pub fn paced(cfg: &PlatformsConfig, queues: Option<Arc<dyn QueueStore>>) -> Result<Self, PlatformError> {
+        let turns = Arc::new(turns::Turns::new(queues));
         Ok(Self {
             inner: Arc::new(Inner {
-                tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw, pace.clone())?),
-                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw, pace.clone())?),
-                instagram: Arc::new(instagram::Instagram::new(&cfg.instagram, cfg.keep_raw, pace)?),
+                tiktok: Arc::new(tiktok::TikTok::new(&cfg.tiktok, cfg.keep_raw, turns.clone())?),
+                youtube: Arc::new(youtube::YouTube::new(&cfg.youtube, cfg.keep_raw, turns.clone())?),
+                instagram: Arc::new(instagram::Instagram::new(&cfg.instagram, cfg.keep_raw, turns)?),
             }),
         })
     }

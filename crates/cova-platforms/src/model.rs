@@ -70,6 +70,10 @@ pub struct Metadata {
     pub duration_s: Option<f64>,
     /// `video` or `photo`.
     pub kind: String,
+    /// The post's author turned its comments off, as its page says (`None`: the platform's
+    /// page does not say; YouTube tells only when its comments are read).
+    #[serde(default)]
+    pub comments_off: Option<bool>,
     pub language: Option<String>,
     pub author: MetadataAuthor,
     pub metrics: Metrics,
@@ -152,6 +156,13 @@ pub struct CollectOutcome {
     /// everything shown was collected, the rest could not be seen.
     #[serde(default)]
     pub partial: bool,
+    /// The post's author turned its comments off: there was nothing to collect.
+    #[serde(default)]
+    pub comments_off: bool,
+    /// The platform stopped handing out pages while it still said there were more (a cursor
+    /// that did not move): what it handed out was collected.
+    #[serde(default)]
+    pub cut_short: bool,
 }
 
 /// Formats unix seconds as RFC 3339 UTC; out-of-range values fall back to the epoch.

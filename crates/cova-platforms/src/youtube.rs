@@ -27,7 +27,7 @@ impl YouTube {
     pub fn new(
         cfg: &YouTubeConfig,
         keep_raw: bool,
-        pace: Option<std::sync::Arc<dyn crate::PaceStore>>,
+        turns: std::sync::Arc<crate::turns::Turns>,
     ) -> Result<Self, PlatformError> {
         let base = Url::parse(&cfg.api_base_url).map_err(|e| {
             PlatformError::Unavailable(format!(
@@ -48,7 +48,7 @@ impl YouTube {
             max_retries: cfg.max_retries,
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
-            pace,
+            turns,
             route_suffix: String::new(),
         })?;
         Ok(Self {
@@ -179,6 +179,8 @@ pub(crate) fn video_metadata(id: &str, item: &Value) -> Metadata {
         created_at: sn.get("publishedAt").and_then(str_of),
         duration_s: item.pointer("/contentDetails/duration").and_then(Value::as_str).and_then(iso8601_duration),
         kind: "video".into(),
+        // videos.list does not say; reading the comments does (`commentsDisabled`).
+        comments_off: None,
         language: sn.get("defaultAudioLanguage").or_else(|| sn.get("defaultLanguage")).and_then(str_of),
         author: MetadataAuthor {
             id: sn.get("channelId").and_then(str_of),
@@ -261,11 +263,21 @@ pub(crate) struct YouTubeComments {
     video_id: String,
     /// `None` before the first page; `Some(None)` once exhausted.
     next: Mutex<Option<Option<String>>>,
+    /// YouTube answered `commentsDisabled`.
+    off: std::sync::atomic::AtomicBool,
+    /// YouTube handed back the page token it was asked with: it offered a next page it never gave.
+    stuck: std::sync::atomic::AtomicBool,
 }
 
 impl YouTubeComments {
     pub fn new(yt: Arc<YouTube>, post: &PostRef) -> Self {
-        Self { yt, video_id: post.id.clone(), next: Mutex::new(None) }
+        Self {
+            yt,
+            video_id: post.id.clone(),
+            next: Mutex::new(None),
+            off: Default::default(),
+            stuck: Default::default(),
+        }
     }
 }
 
@@ -291,14 +303,19 @@ impl CommentSource for YouTubeComments {
         let v = match self.yt.call("commentThreads", &params).await {
             Ok(v) => v,
             Err(e) if is_comments_disabled(&e) => {
-                // A post whose comments are off simply has none to collect.
+                // A post whose comments are off has none to collect, and says so.
+                self.off.store(true, std::sync::atomic::Ordering::Relaxed);
                 *self.next.lock().unwrap_or_else(PoisonError::into_inner) = Some(None);
                 return Ok(None);
             }
             Err(e) => return Err(e),
         };
         let page = thread_page(&v, self.yt.keep_raw);
-        let next = v.get("nextPageToken").and_then(str_of).filter(|t| Some(t) != token.as_ref());
+        let offered = v.get("nextPageToken").and_then(str_of);
+        if offered.is_some() && offered == token {
+            self.stuck.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let next = offered.filter(|t| Some(t) != token.as_ref());
         let done = next.is_none();
         *self.next.lock().unwrap_or_else(PoisonError::into_inner) = Some(next);
         Ok(Some(TopPage { comments: page.0, reply_jobs: page.1, done }))
@@ -329,6 +346,14 @@ impl CommentSource for YouTubeComments {
 
     fn reported_total(&self) -> Option<u64> {
         None
+    }
+
+    fn comments_off(&self) -> bool {
+        self.off.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn cut_short(&self) -> bool {
+        self.stuck.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

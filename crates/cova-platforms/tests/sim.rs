@@ -550,7 +550,9 @@ async fn youtube_metadata_and_errors() {
     let (outcome, flat) =
         collect(&p, &youtube(Y::CommentsDisabled, 10), 100).await.expect("disabled is empty, not an error");
     assert_eq!((outcome.collected, outcome.truncated, flat.len()), (0, false, 0));
-    p.metadata(&youtube(Y::CommentsDisabled, 10)).await.expect("metadata still works");
+    assert!(outcome.comments_off, "said, not an empty success");
+    let meta = p.metadata(&youtube(Y::CommentsDisabled, 10)).await.expect("metadata still works");
+    assert_eq!(meta.comments_off, None, "videos.list does not say");
 
     assert_eq!(p.metadata(&youtube(Y::NotFound, 1)).await.expect_err("missing").code().as_str(), "parse_error");
     assert_eq!(collect(&p, &youtube(Y::NotFound, 1), 10).await.expect_err("missing").code().as_str(), "parse_error");
@@ -599,52 +601,72 @@ async fn client_hygiene_cookies_user_agent_signer() {
     }
 }
 
+/// The span of the requests the simulator received, first to last, in µs.
+fn received_span(sim: &cova_sim::SimHandle, path: &str) -> (usize, i64) {
+    let times: Vec<i64> = sim.requests().iter().filter(|r| r.path.starts_with(path)).map(|r| r.received_us).collect();
+    let span = times.iter().max().copied().unwrap_or(0) - times.iter().min().copied().unwrap_or(0);
+    (times.len(), span)
+}
+
 #[tokio::test]
 async fn request_rate_is_limited_per_host() {
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
     let mut cfg = config(&sim);
     cfg.tiktok.requests_per_second = 40.0;
     let p = Platforms::new(&cfg).expect("config");
-    let started = Instant::now();
     for _ in 0..9 {
         p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
     }
-    // Nine requests at 40/s need at least eight intervals of 25 ms.
-    assert!(started.elapsed() >= Duration::from_millis(195), "{:?}", started.elapsed());
+    // As the platform saw them: nine requests at 40/s span at least eight intervals of 25 ms
+    // (less a little for the delivery of the first).
+    let (n, span) = received_span(&sim, "/@");
+    assert_eq!(n, 9);
+    assert!(span >= 190_000, "{span} µs");
 }
 
-/// The pace kept in a cache shared by two processes' adapters (as `cova-app` wires it).
-struct SharedPace(cova_cache::Cache);
+/// The queues kept in a cache shared by two processes' adapters (as `cova-app` wires it).
+struct SharedQueues(cova_cache::Cache);
 
-impl cova_platforms::PaceStore for SharedPace {
-    fn next_slot<'a>(
+impl cova_platforms::QueueStore for SharedQueues {
+    fn load<'a>(&'a self, key: &'a str) -> futures::future::BoxFuture<'a, Result<cova_platforms::StoredQueue, String>> {
+        Box::pin(async move {
+            let v = self.0.load_versioned(key).await.map_err(|e| e.to_string())?;
+            Ok(cova_platforms::StoredQueue { version: v.version, bytes: v.bytes, now_us: v.now_us })
+        })
+    }
+
+    fn store<'a>(
         &'a self,
         key: &'a str,
-        interval: Duration,
-    ) -> futures::future::BoxFuture<'a, Result<Duration, String>> {
-        Box::pin(async move { self.0.next_slot(key, interval).await.map_err(|e| e.to_string()) })
+        expected: u64,
+        bytes: &'a [u8],
+    ) -> futures::future::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.0.store_versioned(key, expected, bytes, Duration::from_secs(60)).await.map_err(|e| e.to_string())
+        })
     }
 }
 
 #[tokio::test]
-async fn processes_that_share_a_pace_keep_one_rate_per_host_between_them() {
+async fn processes_that_share_a_queue_keep_one_rate_per_host_between_them() {
     let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
     let mut cfg = config(&sim);
     cfg.tiktok.requests_per_second = 20.0;
     let cache = cova_cache::Cache::in_memory("pace");
-    let store: std::sync::Arc<dyn cova_platforms::PaceStore> = std::sync::Arc::new(SharedPace(cache));
+    let store: std::sync::Arc<dyn cova_platforms::QueueStore> = std::sync::Arc::new(SharedQueues(cache));
     let one = Platforms::paced(&cfg, Some(store.clone())).expect("config");
     let two = Platforms::paced(&cfg, Some(store)).expect("config");
-    let started = Instant::now();
     let each = |p: Platforms| async move {
         for _ in 0..5 {
             p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
         }
     };
     tokio::join!(each(one), each(two));
-    // Ten requests at 20/s between both need nine intervals of 50 ms (alone, each would
-    // need only four).
-    assert!(started.elapsed() >= Duration::from_millis(445), "{:?}", started.elapsed());
+    // Ten requests at 20/s between both span at least nine intervals of 50 ms as the platform
+    // saw them (alone, each would need only four).
+    let (n, span) = received_span(&sim, "/@");
+    assert_eq!(n, 10);
+    assert!(span >= 440_000, "{span} µs");
 }
 
 struct FailingSink {
@@ -696,6 +718,43 @@ async fn proxies_rotate_and_a_failing_proxy_rests() {
     }
     // Only the first attempt went to the dead proxy; it then rested and every request succeeded first time.
     assert_eq!(sim.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn a_tiktok_post_whose_comments_are_off_says_so_on_its_page() {
+    let (_sim, p) = setup(SimConfig::default()).await;
+    let meta = p.metadata(&tiktok(S::CommentsOff, 12)).await.expect("the post");
+    assert_eq!((meta.comments_off, meta.metrics.comments), (Some(true), Some(12)));
+    assert_eq!(p.metadata(&tiktok(S::Normal, 12)).await.expect("the post").comments_off, Some(false));
+}
+
+#[tokio::test]
+async fn a_request_answered_before_its_turn_never_reaches_the_platform() {
+    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator starts");
+    let mut cfg = config(&sim);
+    cfg.tiktok.requests_per_second = 2.0;
+    let p = Platforms::new(&cfg).expect("config");
+    // The first request takes the route's turn; the next ones would wait half a second each.
+    p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
+    let answered = tokio_util::sync::CancellationToken::new();
+    let asker = cova_platforms::Demand::interactive("acct").answered_by(answered.clone());
+    let waiting = tokio::spawn(asker.scope({
+        let p = p.clone();
+        async move {
+            for n in 2..6 {
+                p.metadata(&tiktok(S::Normal, n)).await?;
+            }
+            Ok::<(), PlatformError>(())
+        }
+    }));
+    answered.cancel();
+    let outcome = waiting.await.expect("task");
+    assert!(matches!(outcome, Err(PlatformError::Abandoned(_))), "{outcome:?}");
+    // Another asker's request is not held up by what the answered one left behind.
+    p.metadata(&tiktok(S::Normal, 9)).await.expect("metadata");
+    let pages: Vec<String> =
+        sim.requests().iter().filter(|r| r.path.starts_with("/@")).map(|r| r.path.clone()).collect();
+    assert_eq!(pages.len(), 2, "only the first and the last were sent: {pages:?}");
 }
 
 mod instagram {
@@ -763,18 +822,26 @@ mod instagram {
         assert!(sim.requests().iter().any(|q| q.path.contains("/api/v1/media/")));
     }
 
-    /// Records the pace keys asked for; every slot is free at once.
+    /// Records the queue keys asked for; keeps no queue (every turn is free at once).
     #[derive(Default)]
     struct Keys(std::sync::Mutex<Vec<String>>);
 
-    impl cova_platforms::PaceStore for Keys {
-        fn next_slot<'a>(
+    impl cova_platforms::QueueStore for Keys {
+        fn load<'a>(
             &'a self,
             key: &'a str,
-            _interval: std::time::Duration,
-        ) -> futures::future::BoxFuture<'a, Result<std::time::Duration, String>> {
+        ) -> futures::future::BoxFuture<'a, Result<cova_platforms::StoredQueue, String>> {
             self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(key.to_owned());
-            Box::pin(async { Ok(std::time::Duration::ZERO) })
+            Box::pin(async { Ok(cova_platforms::StoredQueue { version: 0, bytes: None, now_us: 0 }) })
+        }
+
+        fn store<'a>(
+            &'a self,
+            _key: &'a str,
+            _expected: u64,
+            _bytes: &'a [u8],
+        ) -> futures::future::BoxFuture<'a, Result<bool, String>> {
+            Box::pin(async { Ok(true) })
         }
     }
 
@@ -823,6 +890,73 @@ mod instagram {
         p.metadata(&post(I::RateLimitedFirst2, 10)).await.expect("read after the wait");
         let (none, flat) = collect(&p, &post(I::CommentsOff, 10), 100).await.expect("no comments");
         assert!(flat.is_empty() && !none.partial && !none.truncated);
+        assert!(none.comments_off, "said, not an empty success");
+        let meta = p.metadata(&post(I::CommentsOff, 10)).await.expect("the post");
+        assert_eq!((meta.comments_off, meta.metrics.comments), (Some(true), Some(10)));
+        assert_eq!(p.metadata(&post(I::Normal, 10)).await.expect("the post").comments_off, Some(false));
+    }
+
+    #[tokio::test]
+    async fn a_session_follows_both_paging_directions_and_calls_a_stuck_cursor_cut_short() {
+        let (sim, p) = setup(&[cova_sim::instagram::SESSION]).await;
+        // The first page starts a third of the way down: older pages by max_id, the ones
+        // before it by min_id.
+        let r = post(I::Headload, 400);
+        let truth = sim.expected_instagram_post(&r.id).expect("a simulated post");
+        let (outcome, flat) = collect(&p, &r, 5_000).await.expect("the comments");
+        super::assert_stream_shape(&flat);
+        let mut want: Vec<&str> = truth
+            .comments
+            .iter()
+            .flat_map(|c| std::iter::once(c.id.as_str()).chain(c.replies.iter().map(|r| r.id.as_str())))
+            .collect();
+        let mut got: Vec<&str> = flat.iter().map(|c| c.id.as_str()).collect();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want, "every comment once, from both directions");
+        assert!(!outcome.cut_short && !outcome.truncated && !outcome.partial, "{outcome:?}");
+        let asked: Vec<String> = sim
+            .requests()
+            .iter()
+            .filter(|q| q.path.ends_with("/comments/") && q.path.contains(&truth_pk(&r)))
+            .map(|q| {
+                if q.param("max_id").is_some() {
+                    "max"
+                } else if q.param("min_id").is_some() {
+                    "min"
+                } else {
+                    "first"
+                }
+                .to_owned()
+            })
+            .collect();
+        assert!(asked.iter().any(|a| a == "max") && asked.iter().any(|a| a == "min"), "{asked:?}");
+
+        // A cursor that comes back as it was asked, more still said: cut short, never silent.
+        let stuck = post(I::StuckCursor, 300);
+        let (outcome, flat) = collect(&p, &stuck, 5_000).await.expect("what was handed out");
+        assert!(outcome.cut_short && !outcome.truncated, "{outcome:?}");
+        let tops = flat.iter().filter(|c| c.parent_id.is_none()).count();
+        assert!(tops > 40 && (outcome.collected as usize) < 300, "{tops} top-level, {} in all", outcome.collected);
+    }
+
+    fn truth_pk(r: &PostRef) -> String {
+        cova_platforms::instagram::shortcode::to_pk(&r.id).expect("a code").to_string()
+    }
+
+    #[tokio::test]
+    async fn a_post_gated_for_visitors_is_read_with_a_session() {
+        let gated = post(I::Private, 40);
+        let (_sim, visitor) = setup(&[]).await;
+        let err = visitor.metadata(&gated).await.expect_err("gated without a session");
+        assert_eq!(err.code().as_str(), "audience_restricted");
+        let (sim, p) = setup(&[cova_sim::instagram::SESSION]).await;
+        let truth = sim.expected_instagram_post(&gated.id).expect("a simulated post");
+        let meta = p.metadata(&gated).await.expect("read through the session's post query");
+        assert_eq!(meta.metrics.comments, Some(40));
+        let (outcome, flat) = collect(&p, &gated, 5_000).await.expect("its comments");
+        assert_eq!((flat.len(), outcome.partial), (truth.total_comments(), false));
+        assert!(sim.requests().iter().any(|q| q.body_bytes > 0 && q.path.ends_with("/graphql/query")));
     }
 
     #[tokio::test]

@@ -23,6 +23,9 @@ pub const VISITOR_LIMIT: usize = 15;
 /// Comments per GraphQL page at most.
 pub const PAGE: u64 = 12;
 pub const DOC_POST_LOGGED_OUT: &str = "27130156389949648";
+pub const DOC_POST_SESSION: &str = "8845758582119845";
+/// Comments per REST page of a session.
+pub const REST_PAGE: usize = 20;
 pub const DOC_COMMENTS: &str = "6974885689225067";
 pub const DOC_REPLIES: &str = "7171917939589632";
 pub const DOC_PROFILE_REELS: &str = "7845543455542541";
@@ -126,6 +129,9 @@ fn graphql(state: &State, r: &Req) -> HttpResponse {
         }
         return crate::creators::instagram_reels(state, &vars);
     }
+    if field("doc_id") == Some(DOC_POST_SESSION) {
+        return session_post(state, r, &vars);
+    }
     let Some(pk) = vars["media_id"].as_str().and_then(|p| p.parse::<u64>().ok()) else {
         return fail(400, "media_id is missing");
     };
@@ -212,7 +218,32 @@ fn media(post: &SimPost, pk: u64) -> Value {
     })
 }
 
-/// The REST pages of a logged-in session: comments by `min_id`, replies by `max_id`.
+/// The post query of a logged-in session (by shortcode): the post in the shortcode-media shape,
+/// gated ones included; `xdt_shortcode_media: null` without a session.
+fn session_post(state: &State, r: &Req, vars: &Value) -> HttpResponse {
+    let Some(pk) = vars["shortcode"].as_str().and_then(pk_of) else {
+        return fail(400, "shortcode is missing");
+    };
+    if let Some(wall) = walls(state, r, pk, true) {
+        return wall;
+    }
+    let (scenario, _) = decode_instagram_pk(pk);
+    if session(r) != Some(SESSION) || scenario == InstagramScenario::Deleted {
+        return HttpResponse::Ok().json(json!({"data": {"xdt_shortcode_media": null}}));
+    }
+    HttpResponse::Ok().json(json!({"data": {"xdt_shortcode_media": media(&state.instagram_post(pk), pk)}}))
+}
+
+/// Where a session's first comment page starts: the top, or a third of the way down
+/// (`Headload`), the comments before it coming by `min_id`.
+fn first_page_at(scenario: InstagramScenario, tops: usize) -> usize {
+    if scenario == InstagramScenario::Headload { tops / 3 } else { 0 }
+}
+
+/// The REST pages of a logged-in session. Comments: the first page (no cursor), then older ones
+/// by `max_id` (`has_more_comments`, `next_max_id`) and the ones before the first page by
+/// `min_id` (`has_more_headload_comments`, `next_min_id`); pages repeat a comment of the page
+/// before. Replies by `max_id`.
 fn rest_comments(state: &State, r: &Req, pk: &str, parent: Option<&str>) -> HttpResponse {
     let Ok(pk) = pk.parse::<u64>() else { return fail(404, "Not Found") };
     if let Some(wall) = walls(state, r, pk, false) {
@@ -222,14 +253,38 @@ fn rest_comments(state: &State, r: &Req, pk: &str, parent: Option<&str>) -> Http
         return fail(403, "login_required");
     }
     let post = state.instagram_post(pk);
+    let (scenario, _) = decode_instagram_pk(pk);
     match parent {
         None => {
             let tops: Vec<&SimComment> = post.comments.iter().collect();
-            let (page, next) = slice(&tops, r.param("min_id"), 20);
+            let offset = |cursor: Option<&str>, prefix: char| {
+                cursor.and_then(|c| c.strip_prefix(prefix)).and_then(|o| o.parse::<usize>().ok())
+            };
+            // The range of this page, with a comment of the page before repeated.
+            let (from, to) = match (offset(r.param("max_id"), 'o'), offset(r.param("min_id"), 'n')) {
+                (Some(at), _) => (at.saturating_sub(1), at + REST_PAGE),
+                (None, Some(before)) => (before.saturating_sub(REST_PAGE), before + 1),
+                (None, None) => {
+                    let first = first_page_at(scenario, tops.len());
+                    (first, first + REST_PAGE)
+                }
+            };
+            let (from, to) = (from.min(tops.len()), to.min(tops.len()));
+            let mut older = (to < tops.len()).then(|| format!("o{to}"));
+            if scenario == InstagramScenario::StuckCursor
+                && let Some(asked) = r.param("max_id")
+                && offset(Some(asked), 'o').is_some_and(|at| at >= 2 * REST_PAGE)
+            {
+                // The cursor asked comes back as the next one, more still said to be there.
+                older = Some(asked.to_owned());
+            }
+            // The headload direction only from the first page and its own pages.
+            let newer = (r.param("max_id").is_none() && from > 0).then(|| format!("n{from}"));
             HttpResponse::Ok().json(json!({
-                "comments": page.iter().map(|c| node(c, None)).collect::<Vec<_>>(),
+                "comments": tops[from..to].iter().map(|c| node(c, None)).collect::<Vec<_>>(),
                 "comment_count": post.metadata.comments,
-                "has_more_headload_comments": next.is_some(), "next_min_id": next, "status": "ok",
+                "has_more_comments": older.is_some(), "next_max_id": older,
+                "has_more_headload_comments": newer.is_some(), "next_min_id": newer, "status": "ok",
             }))
         }
         Some(parent) => {

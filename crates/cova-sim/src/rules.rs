@@ -38,10 +38,13 @@ pub enum TikTokScenario {
     /// Comment images point where cova must never go: a host off the CDN allow-list, a CDN
     /// redirect to loopback, `file://`, a cloud metadata address.
     HostileMedia = 22,
+    /// The author turned the comments off: `itemCommentStatus: 3` on the post page (which still
+    /// counts its comments), and the comment list answers none.
+    CommentsOff = 23,
 }
 
 impl TikTokScenario {
-    pub const ALL: [TikTokScenario; 23] = [
+    pub const ALL: [TikTokScenario; 24] = [
         Self::Normal,
         Self::PrivatePost,
         Self::PrivateAccount,
@@ -65,6 +68,7 @@ impl TikTokScenario {
         Self::ChallengeRepeats,
         Self::CaptchaOnce,
         Self::HostileMedia,
+        Self::CommentsOff,
     ];
 
     pub fn code(self) -> u64 {
@@ -121,7 +125,8 @@ pub const INSTAGRAM_PK_BASE: u64 = 3_000_000_000_000_000_000;
 #[serde(rename_all = "snake_case")]
 pub enum InstagramScenario {
     Normal = 0,
-    /// The logged-out query answers the media as gated (`if_not_gated_logged_out: null`).
+    /// Gated for visitors (age-restricted): the logged-out query answers
+    /// `if_not_gated_logged_out: null`; a session's post query and comment pages show it.
     Private = 1,
     /// The post page is 404 and the media null.
     Deleted = 2,
@@ -135,10 +140,16 @@ pub enum InstagramScenario {
     RateLimitedFirst2 = 6,
     /// The post query answers a shape cova does not know.
     UnknownShape = 7,
+    /// A session's first comment page starts a third of the way down the list: the comments
+    /// before it come by `min_id` (`has_more_headload_comments`), those after by `max_id`.
+    Headload = 8,
+    /// A session's `max_id` pages stop moving after the second: the cursor asked comes back
+    /// with `has_more_comments` still true.
+    StuckCursor = 9,
 }
 
 impl InstagramScenario {
-    pub const ALL: [InstagramScenario; 8] = [
+    pub const ALL: [InstagramScenario; 10] = [
         Self::Normal,
         Self::Private,
         Self::Deleted,
@@ -147,6 +158,8 @@ impl InstagramScenario {
         Self::Checkpoint,
         Self::RateLimitedFirst2,
         Self::UnknownShape,
+        Self::Headload,
+        Self::StuckCursor,
     ];
 }
 

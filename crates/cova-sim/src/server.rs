@@ -24,6 +24,9 @@ pub struct RecordedRequest {
     /// Size of the request body.
     #[serde(default)]
     pub body_bytes: usize,
+    /// When the simulator received it, in µs since the epoch: the pace as the platform sees it.
+    #[serde(default)]
+    pub received_us: i64,
 }
 
 impl RecordedRequest {
@@ -227,6 +230,9 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
         query: r.query.clone(),
         headers: r.headers.clone(),
         body_bytes: r.body.len(),
+        received_us: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
     });
     // Checkout comes before the collector, which would take any POST under /v1/.
     if let Some(answer) = crate::payments::handle(&state, &r).await {

@@ -290,6 +290,7 @@ pub(crate) fn item_struct(post: &SimPost) -> Value {
             {"type": 1, "hashtagName": t3.0, "hashtagId": t3.1, "start": 0, "end": 0}
         ],
         "privateItem": false, "secret": false, "forFriend": false, "isContentClassified": false, "isAd": false,
+        "itemCommentStatus": if decode_tiktok_id(post.id.parse().unwrap_or(0)).0 == TikTokScenario::CommentsOff { 3 } else { 0 },
         "duetEnabled": true, "stitchEnabled": true, "locationCreated": "US"
     });
     let Some(o) = item.as_object_mut() else {

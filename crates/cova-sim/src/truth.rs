@@ -414,7 +414,11 @@ impl Gen<'_> {
         // A TikTok id carries its creation time in the upper 32 bits.
         let create_time = (id >> 32) as i64;
         let photo = scenario == TikTokScenario::Photo;
-        let mut comments = self.comments("tiktok", &sid, n, create_time);
+        let mut comments = if scenario == TikTokScenario::CommentsOff {
+            Vec::new()
+        } else {
+            self.comments("tiktok", &sid, n, create_time)
+        };
         if scenario == TikTokScenario::HostileMedia {
             self.hostile_images(&mut comments);
         }

@@ -409,6 +409,8 @@ mod tests {
                 waiting_since: Some(5),
                 max_comments: Some(100),
                 free_allowance: true,
+                session_id: None,
+                comments_off: false,
             },
             current: false,
             ai: None,

@@ -91,6 +91,7 @@ diesel::table! {
         waiting_since -> Nullable<BigInt>,
         max_comments -> Nullable<BigInt>,
         free_allowance -> Bool,
+        comments_off -> Bool,
     }
 }
 

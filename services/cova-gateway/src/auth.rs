@@ -131,12 +131,16 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
 /// malformed, unknown or revoked credential, 403 `csrf_failed` for an unsafe cookie request
 /// without its CSRF proof.
 pub async fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Principal, ApiError> {
-    if !req.headers().contains_key(AUTHORIZATION)
+    let principal = if !req.headers().contains_key(AUTHORIZATION)
         && let Some(cookie) = crate::session::cookie_value(req, state)
     {
-        return crate::session::authenticate(req, state, &cookie).await;
-    }
-    authenticate_token(req, state).await
+        crate::session::authenticate(req, state, &cookie).await?
+    } else {
+        authenticate_token(req, state).await?
+    };
+    // The request's platform requests are this account's: they wait their turn as its.
+    cova_platforms::Demand::current().identify(&principal.account_id);
+    Ok(principal)
 }
 
 async fn authenticate_token(req: &HttpRequest, state: &AppState) -> Result<Principal, ApiError> {

@@ -12,6 +12,7 @@ use actix_web::{Error, web};
 use cova_errors::{ApiError, ErrorCode};
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 pub const REQUEST_ID: &str = "x-request-id";
 
@@ -117,8 +118,13 @@ pub async fn request_context(
     let observe = |status: u16| cova_metrics::http_request(&route, method.as_str(), status, started.elapsed());
     let span = tracing::info_span!("request", request.id = %request_id, http.method = %method, http.path = %path);
     // The handler runs as its own task: when the time bound (or a client hang-up) abandons the
-    // request, the work underneath still finishes instead of being dropped mid-transaction.
-    let task = actix_web::rt::spawn(tracing::Instrument::instrument(next.call(req), span));
+    // request, the work underneath still finishes instead of being dropped mid-transaction. Its
+    // platform requests are the request's (named by authentication): those not sent yet when
+    // it is answered or the client hangs up (this future dropped) never are.
+    let answered = CancellationToken::new();
+    let _hung_up = answered.clone().drop_guard();
+    let demand = cova_platforms::Demand::interactive("").answered_by(answered.clone());
+    let task = actix_web::rt::spawn(demand.scope(tracing::Instrument::instrument(next.call(req), span)));
     // The answers the handler never gave (time bound, panic) still carry the request id.
     let with_id = |mut e: ApiError| {
         e.headers.push((REQUEST_ID, request_id.clone()));
@@ -137,6 +143,7 @@ pub async fn request_context(
             return Err(with_id(ApiError::internal()));
         }
         Err(_) => {
+            answered.cancel();
             tracing::warn!(request.id = %request_id, http.method = %method, http.path = %path, duration_ms = started.elapsed().as_secs_f64() * 1000.0, "request exceeded http.request_timeout_ms");
             observe(503);
             return Err(with_id(ApiError::unavailable()));

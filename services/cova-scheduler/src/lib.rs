@@ -62,7 +62,17 @@ impl Pass for Creators {
         loop {
             let due = creators::claim_due(db, now, limit).await.map_err(|e| e.to_string())?;
             let scheduled = cova_creators::Occasion::Scheduled;
-            let runs = due.iter().map(|row| cova_creators::run(db, &self.platforms, row, scheduled, "{}", now));
+            // Nobody waits for a scheduled listing: its requests go after people's.
+            let runs = due.iter().map(|row| {
+                cova_platforms::Demand::background(&row.account_id).scope(cova_creators::run(
+                    db,
+                    &self.platforms,
+                    row,
+                    scheduled,
+                    "{}",
+                    now,
+                ))
+            });
             for (row, result) in due.iter().zip(futures::future::join_all(runs).await) {
                 match result {
                     Ok(run) => {

@@ -13,7 +13,7 @@ use cova_errors::ErrorCode;
 use cova_media::{Prefetcher, catalog};
 use cova_messages::AnalyzeCommand;
 use cova_metrics::JobKind as JobMetric;
-use cova_platforms::{Comment, CommentSink, PlatformError, Platforms, PostRef};
+use cova_platforms::{Comment, CommentSink, Demand, PlatformError, Platforms, PostRef};
 use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings, flow};
 use cova_storage::repo::jobs::{self, Job, Scraped, SizeOutcome, StoredComment};
 use std::sync::Arc;
@@ -65,7 +65,15 @@ impl JobRunner for Scraper {
     }
 
     async fn run(&self, claimed: &Claimed) -> Result<Collected, JobError> {
-        self.collect(&claimed.job, &claimed.owner, claimed.hold, claimed.previous).await
+        let job = &claimed.job;
+        // A job a person started (with a token or in the workspace) has its first pages before
+        // background work; a watch run or a creator's post is background throughout.
+        let demand = if job.token_id.is_some() || job.session_id.is_some() {
+            Demand::first_interactive(&job.account_id, INTERACTIVE_REQUESTS)
+        } else {
+            Demand::background(&job.account_id)
+        };
+        demand.scope(self.collect(job, &claimed.owner, claimed.hold, claimed.previous)).await
     }
 
     async fn complete(
@@ -118,6 +126,18 @@ impl Scraper {
         match catalog::attach_metadata(&self.backends.db, &job.account_id, &job.r#ref, &mut shown, self.now()).await {
             Ok(pending) => prefetcher.push(pending),
             Err(e) => tracing::warn!(error = %e, "listing the post's images failed; they are left out"),
+        }
+        if metadata.comments_off == Some(true) {
+            // Its page says the comments are off: nothing to hold for, and no request is spent on
+            // a list that is empty.
+            prefetcher.finish(self.prefetch.1).await;
+            let scraped = Scraped {
+                truncated: None,
+                metadata: Some(shown.to_string()),
+                search: metadata.search_text(),
+                comments_off: true,
+            };
+            return Ok(Collected { scraped, comments: 0, pages: 0 });
         }
         let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
         // The hold is sized to the post by the money rules: to what may be charged (the whole
@@ -173,14 +193,18 @@ impl Scraper {
                 prefetcher.finish(self.prefetch.1).await;
                 let scraped = Scraped {
                     // Stopped at the limit with more to collect: the limit says why. Otherwise
-                    // a platform that showed only part of the post says so.
+                    // a platform that showed only part of the post, or stopped handing out
+                    // pages it said it had, says so: never a silent `complete`.
                     truncated: if outcome.truncated {
                         Some(collect.stops_for)
+                    } else if outcome.partial {
+                        Some(cova_domain::Truncation::VisitorView)
                     } else {
-                        outcome.partial.then_some(cova_domain::Truncation::VisitorView)
+                        outcome.cut_short.then_some(cova_domain::Truncation::PlatformStopped)
                     },
                     metadata: Some(shown.to_string()),
                     search: metadata.search_text(),
+                    comments_off: outcome.comments_off,
                 };
                 Ok(Collected { scraped, comments: u64::from(outcome.collected), pages })
             }
@@ -195,6 +219,10 @@ impl Scraper {
         }
     }
 }
+
+/// A person's job: its first requests (the post, its first pages of comments) go before
+/// background work.
+const INTERACTIVE_REQUESTS: u32 = 3;
 
 /// Why a job ends `quota_exceeded` once its post's size is known.
 const QUOTA_DETAIL: &str =

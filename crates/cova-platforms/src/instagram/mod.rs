@@ -16,8 +16,9 @@ pub mod urls;
 use crate::creators::{Creator, FoundPost, Listing, Walk};
 use crate::keywords::description_keywords;
 use crate::model::{CollectOutcome, Comment, Cover, Hashtag, Metadata, MetadataAuthor, Metrics, rfc3339_from_unix};
+use crate::turns::Turns;
 use crate::urls::{Platform, PostRef};
-use crate::{CommentSink, PaceStore, PlatformError};
+use crate::{CommentSink, PlatformError};
 use cova_config::platforms::InstagramConfig;
 use parse::Post;
 use reader::{Reader, SESSION_CHECKPOINT, Settings};
@@ -61,18 +62,18 @@ fn is_checkpoint(e: &PlatformError) -> bool {
 }
 
 impl Instagram {
-    pub fn new(cfg: &InstagramConfig, keep_raw: bool, pace: Option<Arc<dyn PaceStore>>) -> Result<Self, PlatformError> {
+    pub fn new(cfg: &InstagramConfig, keep_raw: bool, turns: Arc<Turns>) -> Result<Self, PlatformError> {
         let base = Url::parse(cfg.web_base_url.trim_end_matches('/')).map_err(|e| {
             PlatformError::Unavailable(format!("platforms config: instagram web_base_url is not a URL: {e}"))
         })?;
-        let settings = Settings { base, cfg: Arc::new(cfg.clone()), pace, keep_raw };
+        let settings = Settings { base, cfg: Arc::new(cfg.clone()), turns, keep_raw };
         let routes: Vec<Option<String>> =
             if cfg.proxies.is_empty() { vec![None] } else { cfg.proxies.iter().cloned().map(Some).collect() };
         let mut lanes = Vec::with_capacity(routes.len());
         for (i, proxy) in routes.into_iter().enumerate() {
             let session = match cfg.sessions.get(i).map(|s| s.expose_secret().trim().to_owned()) {
                 Some(id) if !id.is_empty() => Some(Session {
-                    // The pace key names the session by position, never by its value.
+                    // The queue key names the session by position, never by its value.
                     reader: Reader::new(settings.clone(), proxy.clone(), Some((format!("+session-{}", i + 1), id)))?,
                     resting_until: Mutex::new(None),
                 }),
@@ -120,7 +121,23 @@ impl Instagram {
         {
             return Ok(post.clone());
         }
-        let post = lane.visitor.post(code).await?;
+        let post = match lane.visitor.post(code).await {
+            // Gated for a visitor (age-restricted, logged-in viewers only): a session in good
+            // standing may be shown it.
+            Err(PlatformError::AudienceRestricted(detail)) => match self.session(lane) {
+                None => return Err(PlatformError::AudienceRestricted(detail)),
+                Some(session) => match session.reader.session_post(code).await {
+                    Ok(Some(post)) => post,
+                    Ok(None) => return Err(PlatformError::AudienceRestricted(detail)),
+                    Err(e) if is_checkpoint(&e) => {
+                        self.set_aside(session);
+                        return Err(PlatformError::AudienceRestricted(detail));
+                    }
+                    Err(e) => return Err(e),
+                },
+            },
+            other => other?,
+        };
         let mut recent = lock(&self.recent);
         recent.retain(|_, (at, _)| at.elapsed() < POST_REUSE);
         recent.insert(code.to_owned(), (Instant::now(), post.clone()));
@@ -163,11 +180,14 @@ impl Instagram {
         };
         let collected = u32::try_from(once.seen.len()).unwrap_or(u32::MAX);
         let shown_all = read.comments.is_none_or(|n| u64::from(collected) >= n);
+        let capped = got.capped || once.capped;
         Ok(CollectOutcome {
             collected,
-            truncated: got.capped || once.capped,
+            truncated: capped,
             reported_total: read.comments,
-            partial: !logged_in && !got.capped && !read.comments_disabled && !shown_all,
+            partial: !logged_in && !capped && !read.comments_disabled && !shown_all,
+            comments_off: read.comments_disabled,
+            cut_short: got.cut_short && !capped,
         })
     }
 
@@ -287,6 +307,7 @@ fn metadata_of(post: &PostRef, p: &Post) -> Metadata {
         created_at: p.taken_at.map(rfc3339_from_unix),
         duration_s: None,
         kind: if p.is_video { "video" } else { "photo" }.into(),
+        comments_off: Some(p.comments_disabled),
         language: None,
         author: MetadataAuthor {
             id: Some(p.owner.id.clone()),

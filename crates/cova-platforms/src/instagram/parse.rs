@@ -101,6 +101,17 @@ pub fn logged_out_post(answer: &Value) -> Result<Option<Post>, PlatformError> {
     }
 }
 
+/// The session's post query's answer: the post, or `None` when Instagram does not show it to
+/// the session either (`xdt_shortcode_media` null: the session is logged out, or the post is
+/// not shown to it).
+pub fn logged_in_post(answer: &Value) -> Result<Option<Post>, PlatformError> {
+    let data = answer.get("data").ok_or_else(|| unknown("the post"))?;
+    match data.get("xdt_shortcode_media") {
+        Some(Value::Null) | None => Ok(None),
+        Some(m) => post(m).map(Some),
+    }
+}
+
 /// A post in the shortcode-media shape.
 pub fn post(m: &Value) -> Result<Post, PlatformError> {
     let pk = m.get("id").and_then(str_of).ok_or_else(|| unknown("the post"))?;
@@ -184,22 +195,39 @@ pub fn connection(answer: &Value, parent: Option<&str>, keep_raw: bool) -> Resul
     Ok(Page { comments, next })
 }
 
-/// A page of the REST comments (`comments`, `next_min_id`) or replies (`child_comments`,
-/// `next_max_child_cursor`) with a session.
-pub fn rest_page(answer: &Value, parent: Option<&str>, keep_raw: bool) -> Result<Page, PlatformError> {
-    let (list, more, cursor) = match parent {
-        None => (
-            "comments",
-            answer.get("has_more_headload_comments").or_else(|| answer.get("has_more_comments")),
-            "next_min_id",
-        ),
-        Some(_) => ("child_comments", answer.get("has_more_tail_child_comments"), "next_max_child_cursor"),
-    };
-    let items = answer.get(list).and_then(Value::as_array).ok_or_else(|| unknown("the comments"))?;
-    let comments = items.iter().map(|n| comment(n, parent, keep_raw)).collect::<Result<Vec<_>, _>>()?;
-    let more = more.and_then(bool_of).unwrap_or(false);
-    let next = answer.get(cursor).and_then(str_of).filter(|c| more && !c.is_empty());
-    Ok(Page { comments, next })
+/// A cursor of a REST answer, while its flag says there is more.
+fn rest_cursor(answer: &Value, flag: &str, cursor: &str) -> Option<String> {
+    let more = answer.get(flag).and_then(bool_of).unwrap_or(false);
+    answer.get(cursor).and_then(str_of).filter(|c| more && !c.is_empty())
+}
+
+/// A page of a post's REST comments with a session, and where each of its two paging
+/// directions goes on: `older` (`max_id=<next_max_id>` while `has_more_comments`, the usual
+/// case after a post's first page) and `newer` (`min_id=<next_min_id>` while
+/// `has_more_headload_comments`). One flag false does not end the other direction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestComments {
+    pub comments: Vec<Comment>,
+    pub older: Option<String>,
+    pub newer: Option<String>,
+}
+
+pub fn rest_comments(answer: &Value, keep_raw: bool) -> Result<RestComments, PlatformError> {
+    let items = answer.get("comments").and_then(Value::as_array).ok_or_else(|| unknown("the comments"))?;
+    let comments = items.iter().map(|n| comment(n, None, keep_raw)).collect::<Result<Vec<_>, _>>()?;
+    Ok(RestComments {
+        comments,
+        older: rest_cursor(answer, "has_more_comments", "next_max_id"),
+        newer: rest_cursor(answer, "has_more_headload_comments", "next_min_id"),
+    })
+}
+
+/// A page of a comment's REST replies (`child_comments`, `next_max_child_cursor`) with a
+/// session.
+pub fn rest_replies(answer: &Value, parent: &str, keep_raw: bool) -> Result<Page, PlatformError> {
+    let items = answer.get("child_comments").and_then(Value::as_array).ok_or_else(|| unknown("the comments"))?;
+    let comments = items.iter().map(|n| comment(n, Some(parent), keep_raw)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page { comments, next: rest_cursor(answer, "has_more_tail_child_comments", "next_max_child_cursor") })
 }
 
 /// A profile as `web_profile_info` has it.
@@ -323,8 +351,24 @@ mod tests {
         assert_eq!((page.comments[0].parent_id.as_deref(), page.next.as_deref()), (Some("1"), None));
         assert_eq!(page.comments[0].raw.as_ref().and_then(|r| r.get("pk")), Some(&json!("3")), "kept when asked");
         assert!(connection(&json!({"data": {}}), None, false).is_err());
-        let rest = json!({"comments": [node("1", "x", 0)], "has_more_headload_comments": true, "next_min_id": "{\"cached\":1}"});
-        assert_eq!(rest_page(&rest, None, false).expect("a page").next.as_deref(), Some("{\"cached\":1}"));
+    }
+
+    #[test]
+    fn a_sessions_comment_pages_go_on_in_both_directions() {
+        let first = json!({"comments": [node("1", "x", 0)], "has_more_comments": true, "next_max_id": "older-1",
+                           "has_more_headload_comments": true, "next_min_id": "{\"cached\":1}"});
+        let page = rest_comments(&first, false).expect("a page");
+        assert_eq!((page.older.as_deref(), page.newer.as_deref()), (Some("older-1"), Some("{\"cached\":1}")));
+        // One flag false does not end the other direction; a cursor without its flag is not one.
+        let older_only = json!({"comments": [], "has_more_comments": true, "next_max_id": "older-2",
+                                "has_more_headload_comments": false, "next_min_id": "ignored"});
+        let page = rest_comments(&older_only, false).expect("a page");
+        assert_eq!((page.older.as_deref(), page.newer), (Some("older-2"), None));
+        assert!(rest_comments(&json!({"child_comments": []}), false).is_err());
+        let replies = json!({"child_comments": [node("9", "r", 0)], "has_more_tail_child_comments": true,
+                             "next_max_child_cursor": "c2"});
+        let page = rest_replies(&replies, "1", false).expect("a page");
+        assert_eq!((page.comments[0].parent_id.as_deref(), page.next.as_deref()), (Some("1"), Some("c2")));
     }
 
     #[test]

@@ -6,10 +6,11 @@
 
 use super::parse::{self, Page, Post, Wall};
 use super::shortcode;
+use crate::CommentSink;
 use crate::PlatformError;
 use crate::http::{Attempt, Http, HttpSettings, Request};
 use crate::model::Comment;
-use crate::{CommentSink, PaceStore};
+use crate::turns::Turns;
 use cova_config::platforms::InstagramConfig;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ pub(crate) struct Settings {
     /// `web_base_url`, parsed.
     pub base: Url,
     pub cfg: Arc<InstagramConfig>,
-    pub pace: Option<Arc<dyn PaceStore>>,
+    pub turns: Arc<Turns>,
     pub keep_raw: bool,
 }
 
@@ -36,6 +37,17 @@ pub(crate) struct Read {
     pub collected: u32,
     /// `max` stopped the reading while more comments were shown.
     pub capped: bool,
+    /// Instagram handed back the cursor it was asked with while saying there was more.
+    pub cut_short: bool,
+}
+
+/// A paging direction of a session's comment pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// `max_id`: older comments (also a visitor's only direction, `after`).
+    Older,
+    /// `min_id`: the comments the first page was preceded by.
+    Newer,
 }
 
 pub(crate) struct Reader {
@@ -79,7 +91,7 @@ impl Reader {
             max_retries: cfg.max_retries,
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
-            pace: settings.pace.clone(),
+            turns: settings.turns.clone(),
             route_suffix,
         })?;
         Ok(Self { http, settings, logged_in, lsd: Mutex::new(None) })
@@ -272,10 +284,22 @@ impl Reader {
         })
     }
 
-    /// Every comment this reader is shown (a session's REST pages, or a visitor's GraphQL
-    /// connections), at most `max` counting replies, each once (Instagram repeats comments
-    /// across pages), handed to `sink` a top-level page at a time with the replies after
-    /// their parent.
+    /// A post the visitor's query gates, read with this reader's session (the session's post
+    /// query); `None` when Instagram does not show it to the session either.
+    pub async fn session_post(&self, code: &str) -> Result<Option<Post>, PlatformError> {
+        let deleted = || PlatformError::Parse("the Instagram post was deleted, or the link is wrong".into());
+        self.open_page(&Self::post_path(code), &deleted).await?;
+        let referer = self.url(&Self::post_path(code)).to_string();
+        let answer = self
+            .query("the post", &self.settings.cfg.doc_post_session, serde_json::json!({"shortcode": code}), &referer)
+            .await?;
+        parse::logged_in_post(&answer).inspect_err(|_| cova_metrics::platform_parse_error("instagram", "post"))
+    }
+
+    /// Every comment this reader is shown (a session's REST pages in both of their paging
+    /// directions, or a visitor's GraphQL connections), at most `max` counting replies, each
+    /// once (Instagram repeats comments across pages), handed to `sink` a top-level page at a
+    /// time with the replies after their parent.
     pub async fn comments(
         &self,
         post: &Post,
@@ -288,27 +312,33 @@ impl Reader {
             return Ok(read.read);
         }
         let referer = self.url(&Self::post_path(&post.shortcode)).to_string();
-        let mut after: Option<String> = None;
+        // Where each direction goes on; the first page says, then older pages first.
+        let (mut older, mut newer): (Option<String>, Option<String>) = (None, None);
+        let mut asked: Option<(Direction, String)> = None;
         loop {
-            let Page { comments, next } = if self.logged_in {
+            let (comments, next_older, next_newer) = if self.logged_in {
                 let mut url = self.url(&format!("/api/v1/media/{}/comments/", post.pk));
                 url.query_pairs_mut()
                     .append_pair("can_support_threading", "true")
                     .append_pair("permalink_enabled", "false");
-                if let Some(a) = &after {
-                    url.query_pairs_mut().append_pair("min_id", a);
+                if let Some((direction, cursor)) = &asked {
+                    let name = if *direction == Direction::Older { "max_id" } else { "min_id" };
+                    url.query_pairs_mut().append_pair(name, cursor);
                 }
                 let answer = self.rest("the comments", url, &referer).await?;
-                parse::rest_page(&answer, None, self.settings.keep_raw)
+                parse::rest_comments(&answer, self.settings.keep_raw)
+                    .map(|p| (p.comments, p.older, p.newer))
+                    .inspect_err(|_| cova_metrics::platform_parse_error("instagram", "comments"))?
             } else {
+                let after = asked.as_ref().map(|(_, cursor)| cursor.clone());
                 let vars =
                     serde_json::json!({"media_id": post.pk, "first": 50, "after": after, "sort_order": "popular"});
                 let answer = self.query("the comments", &self.settings.cfg.doc_comments, vars, &referer).await?;
                 parse::connection(&answer, None, self.settings.keep_raw)
-            }
-            .inspect_err(|_| cova_metrics::platform_parse_error("instagram", "comments"))?;
+                    .map(|p| (p.comments, p.next, None))
+                    .inspect_err(|_| cova_metrics::platform_parse_error("instagram", "comments"))?
+            };
             let mut batch = Vec::new();
-            let more_here = next.as_ref().is_some_and(|n| Some(n) != after.as_ref());
             for top in comments {
                 if !read.seen.insert(top.id.clone()) {
                     continue;
@@ -330,15 +360,35 @@ impl Reader {
             if read.read.capped {
                 return Ok(read.read);
             }
-            match next {
-                Some(n) if more_here => {
-                    if read.full() {
-                        read.read.capped = true;
-                        return Ok(read.read);
-                    }
-                    after = Some(n);
+            // A page of one direction says only where that direction goes on.
+            match &asked {
+                None => (older, newer) = (next_older, next_newer),
+                Some((Direction::Older, _)) => older = next_older,
+                Some((Direction::Newer, _)) => newer = next_newer,
+            }
+            // A cursor handed back as it was asked, while more is said to be there: Instagram
+            // stopped that direction short.
+            if let Some((direction, cursor)) = &asked {
+                let again = match direction {
+                    Direction::Older => &mut older,
+                    Direction::Newer => &mut newer,
+                };
+                if again.as_ref() == Some(cursor) {
+                    *again = None;
+                    read.read.cut_short = true;
                 }
-                _ => return Ok(read.read),
+            }
+            asked = match (older.take(), newer.take()) {
+                (Some(cursor), rest) => {
+                    newer = rest;
+                    Some((Direction::Older, cursor))
+                }
+                (None, Some(cursor)) => Some((Direction::Newer, cursor)),
+                (None, None) => return Ok(read.read),
+            };
+            if read.full() {
+                read.read.capped = true;
+                return Ok(read.read);
             }
         }
     }
@@ -359,7 +409,7 @@ impl Reader {
                     url.query_pairs_mut().append_pair("max_id", a);
                 }
                 let answer = self.rest("the replies", url, referer).await?;
-                parse::rest_page(&answer, Some(parent), self.settings.keep_raw)
+                parse::rest_replies(&answer, parent, self.settings.keep_raw)
             } else {
                 let vars =
                     serde_json::json!({"media_id": post.pk, "parent_comment_id": parent, "first": 50, "after": after});

@@ -157,7 +157,9 @@ impl Chains {
 fn start(inner: &Arc<Inner>, s: &mut State, start: u64) {
     let mut chain = Chain::new(start);
     let walking = inner.clone();
-    chain.task = Some(tokio::spawn(tracing::Instrument::in_current_span(async move { walk(walking, start).await })));
+    chain.task = Some(tokio::spawn(crate::demand::carried(tracing::Instrument::in_current_span(async move {
+        walk(walking, start).await
+    }))));
     let at = s.chains.partition_point(|c| c.start < start);
     s.chains.insert(at, chain);
 }

@@ -61,7 +61,7 @@ impl TikTok {
     pub fn new(
         cfg: &TikTokConfig,
         keep_raw: bool,
-        pace: Option<std::sync::Arc<dyn crate::PaceStore>>,
+        turns: std::sync::Arc<crate::turns::Turns>,
     ) -> Result<Self, PlatformError> {
         let web_base = parse_base("tiktok.web_base_url", &cfg.web_base_url)?;
         let short_base =
@@ -80,7 +80,7 @@ impl TikTok {
             max_retries: cfg.max_retries,
             retry_base: Duration::from_millis(cfg.retry_base_ms),
             retry_max: Duration::from_millis(cfg.retry_max_ms),
-            pace,
+            turns,
             route_suffix: String::new(),
         })?;
         let device_id = format!("7{:018}", rand::random::<u64>() % 1_000_000_000_000_000_000);

@@ -223,6 +223,8 @@ pub(crate) fn metadata(
         created_at: item.get("createTime").and_then(i64_of).map(rfc3339_from_unix),
         duration_s: video.and_then(|v| v.get("duration")).and_then(f64_of).filter(|d| *d > 0.0),
         kind: kind.into(),
+        // Anything but 0 keeps the comments from viewers (the author turned them off).
+        comments_off: item.get("itemCommentStatus").and_then(i64_of).map(|status| status != 0),
         language: item.get("textLanguage").and_then(str_of).filter(|l| l != "un"),
         author,
         metrics,
@@ -251,6 +253,7 @@ pub(crate) fn metadata_from_oembed(id: &str, o: &Value) -> Metadata {
         created_at: id.parse::<u64>().ok().map(|n| rfc3339_from_unix((n >> 32) as i64)),
         duration_s: None,
         kind: "video".into(),
+        comments_off: None,
         language: None,
         author: MetadataAuthor { handle, name: o.get("author_name").and_then(str_of), ..Default::default() },
         metrics: Metrics::default(),

@@ -181,6 +181,7 @@ pub async fn get_job(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
         "analysis_id": job.r#ref,
         "truncated": job.truncated,
         "truncated_reason": job.truncated_reason,
+        "comments_off": job.comments_off,
         "comments_total": job.comments_collected,
         "comments_new": job.comments_new,
         "released": !current,

@@ -314,6 +314,7 @@ pub fn view(batch: &Batch) -> BatchView<'_> {
                 r#ref: item.r#ref.as_deref(),
                 state: item.state.as_str(),
                 truncated_reason: item.job.as_ref().filter(|j| j.truncated).and_then(|j| j.truncated_reason.as_deref()),
+                comments_off: item.job.as_ref().is_some_and(|j| j.comments_off),
                 url: &item.url,
             })
             .collect(),
@@ -340,9 +341,11 @@ struct ItemView<'a> {
     position: i32,
     r#ref: Option<&'a str>,
     state: &'static str,
-    /// Why its post was cut short (`balance`, `max_comments`, `post_cap`) once its job completed
-    /// with fewer comments than the post has.
+    /// Why its post was cut short (`balance`, `max_comments`, `post_cap`, `visitor_view`,
+    /// `platform_stopped`) once its job completed with fewer comments than the post has.
     truncated_reason: Option<&'a str>,
+    /// Its job completed with nothing to collect: the post's author turned its comments off.
+    comments_off: bool,
     url: &'a str,
 }
 

@@ -184,6 +184,7 @@ fn analyze_item(job: &Job, current: bool, metadata: Option<&str>) -> Value {
     json!(Item {
         batch_id: job.batch_id.as_deref(),
         comments_new: job.comments_new,
+        comments_off: job.comments_off,
         job: views::job(job, None),
         links,
         post: post_of(metadata),
@@ -202,6 +203,8 @@ struct Page {
 struct Item<'a> {
     batch_id: Option<&'a str>,
     comments_new: Option<i64>,
+    /// The post's author turned its comments off.
+    comments_off: bool,
     #[serde(flatten)]
     job: views::JobView<'a>,
     /// While the result lives (14 days after its scrape, or until a newer scrape replaces it).

@@ -64,6 +64,8 @@ async fn anonymous(req: HttpRequest, state: web::Data<AppState>, payload: web::P
         )
         .into());
     }
+    // A visitor's platform requests wait their turn as its address's.
+    cova_platforms::Demand::current().identify(&format!("ip:{ip}"));
     let limit = Limit { key: format!("meta-anon:{ip}"), limiter: Limiter::Window(METADATA_ANONYMOUS) };
     let mut meter = Meter::default();
     let parsed =

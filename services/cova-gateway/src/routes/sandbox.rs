@@ -137,6 +137,8 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
         waiting_since: None,
         max_comments: None,
         free_allowance: false,
+        session_id: None,
+        comments_off: false,
     };
     let mut body = json!(views::job(&job, None));
     let mut comments = serde_json::to_value(&fx.comments).map_err(|_| ApiError::internal())?;
@@ -155,6 +157,7 @@ pub async fn analyze(req: HttpRequest, state: web::Data<AppState>, payload: web:
                 "analysis_id": r#ref,
                 "truncated": false,
                 "truncated_reason": null,
+                "comments_off": false,
                 "comments_total": total,
                 "comments_new": total,
                 "comments": comments,

@@ -362,6 +362,8 @@ pub struct Scraped {
     pub metadata: Option<String>,
     /// Lower-cased title and author, for searching the library.
     pub search: String,
+    /// The post's author turned its comments off.
+    pub comments_off: bool,
 }
 
 /// Completes the job once, in one transaction: the collected comments become the account's
@@ -458,6 +460,7 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
                 jobs::comments_new.eq(new_count),
                 jobs::truncated.eq(truncation.is_some()),
                 jobs::truncated_reason.eq(truncation.map(|t| t.as_str())),
+                jobs::comments_off.eq(scraped.comments_off),
             ))
             .execute(c)
             .await?;

@@ -62,6 +62,10 @@ pub struct Job {
     pub max_comments: Option<i64>,
     /// A session's new analysis: it may spend the free allowance, before the packs.
     pub free_allowance: bool,
+    /// The browser session that created it (`None` for jobs of a token or the scheduler).
+    pub session_id: Option<String>,
+    /// The post's author turned its comments off: it completed with none to collect.
+    pub comments_off: bool,
 }
 
 /// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.
