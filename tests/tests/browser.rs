@@ -147,6 +147,16 @@ async fn the_workspace_in_a_browser() {
     // could abort the request before it is sent).
     driver.wait_text("#save-status", "saved", |t| t.starts_with("Saved")).await;
 
+    // A post whose comments are off says so in words, not as an empty success.
+    let off = tiktok_post_id(TikTokScenario::CommentsOff, 12);
+    driver.goto(&format!("{base}/#/analyze")).await;
+    driver.fill("#analyze-url", &format!("https://www.tiktok.com/@someone/video/{off}")).await;
+    driver.click("#analyze-submit").await;
+    let said = driver.wait_text("#result-note", "the comments-off result", |t| !t.is_empty()).await;
+    assert!(said.contains("turned its comments off") && said.contains("nothing was charged"), "{said}");
+    let progress = driver.text("#analyze-count").await;
+    assert!(!progress.contains("of the post's"), "no count of comments that cannot be read: {progress}");
+
     // AI on the collected comments: quote, consent, run, and the charts of the result.
     driver.goto(&format!("{base}/#/ai?ref=tiktok:{id}")).await;
     driver.click("#ai-quote").await;
@@ -649,8 +659,12 @@ async fn a_list_is_previewed_and_says_where_the_balance_cut_it() {
     driver.fill("#analyze-max", "").await;
 
     driver.click("#preview-submit").await;
-    let summary = driver.wait_text("#list-preview-summary", "the preview", |t| !t.is_empty()).await;
-    assert!(summary.contains("3 posts, 30 comments counted") && summary.contains("You have 25"), "{summary}");
+    // Answered at once, the counts arrive while the page asks again.
+    let counting = driver.wait_text("#list-preview-summary", "the counting", |t| !t.is_empty()).await;
+    assert!(counting.contains("Counting 3 more posts"), "{counting}");
+    let summary =
+        driver.wait_text("#list-preview-summary", "the counts", |t| t.contains("3 posts, 30 comments counted")).await;
+    assert!(summary.contains("You have 25") && !summary.contains("Counting"), "{summary}");
     assert!(summary.contains("enough for 2 posts of 3 whole"), "{summary}");
     assert_eq!(driver.count("#list-preview-table tbody tr.covered").await, 2);
     assert_eq!(driver.count("#list-preview-table .not-covered").await, 1);

@@ -19,6 +19,7 @@ mod media;
 mod money;
 mod notifications;
 mod openapi;
+mod pace;
 mod races;
 mod runtime;
 mod sandbox;

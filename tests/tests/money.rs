@@ -6,7 +6,7 @@
 //! URLs are checked one by one like `POST /analyze`'s.
 
 use cova_sim::SimConfig;
-use cova_tests::{Client, eventually, spawn_app, spawn_app_with_sim, until};
+use cova_tests::{Client, eventually, spawn_app, spawn_app_with_sim, tiktok_url, until};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -163,6 +163,15 @@ async fn max_comments_caps_a_job_a_list_and_the_rescrapes_that_follow() {
     app.stop().await;
 }
 
+/// The same preview asked until every count it started has arrived.
+async fn counted_preview(client: &Client, body: Value) -> Value {
+    until("the list's counts", async || {
+        let preview = client.post_json("/api/v1/analyze/batch/preview", body.clone()).await.ok();
+        (preview["counting"] == 0).then_some(preview)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_preview_counts_each_post_the_total_and_what_the_balance_covers_whole() {
     let app = spawn_app().await;
@@ -172,10 +181,19 @@ async fn a_list_preview_counts_each_post_the_total_and_what_the_balance_covers_w
     let mut urls: Vec<String> = (0..10).map(|k| post_of(265, k)).collect();
     urls.push(post_of(265, 3));
     urls.push("not a url".into());
+    // Answered at once with what is known: nothing yet, every post being counted.
     let (status, headers, body) =
         client.raw(client.request(Method::POST, "/api/v1/analyze/batch/preview").json(&json!({ "urls": urls }))).await;
     assert_eq!(status, StatusCode::OK);
-    let preview: Value = serde_json::from_slice(&body).expect("JSON");
+    let first: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!((&first["posts"], &first["counting"]), (&json!(10), &json!(10)), "{first}");
+    assert_eq!((&first["items"][0]["counting"], &first["items"][0]["comments"]), (&json!(true), &Value::Null));
+    // The general limit's headers, not a lookup window's.
+    let limit: u64 = headers["x-ratelimit-limit"].to_str().ok().and_then(|v| v.parse().ok()).expect("limit");
+    assert!(limit > 10, "the general limit, not the metadata window: {limit}");
+
+    // The same preview again, once the counts have arrived.
+    let preview = counted_preview(&client, json!({ "urls": urls })).await;
     assert_eq!(preview["posts"], 10, "{preview}");
     assert_eq!((&preview["counted"], &preview["total_comments"]), (&json!(10), &json!(2_650)));
     assert_eq!((&preview["available"], &preview["covered_whole"]), (&json!(1_984), &json!(7)), "{preview}");
@@ -184,20 +202,58 @@ async fn a_list_preview_counts_each_post_the_total_and_what_the_balance_covers_w
     assert_eq!(items[7]["covered"], false, "the eighth post is not covered whole");
     assert_eq!((&items[10]["same_as"], &items[10]["charge_at_most"]), (&json!(3), &json!(0)), "named twice, paid once");
     assert_eq!(items[11]["error"]["code"], "validation_error");
-    // The general limit's headers; the metadata window was spent once per uncached post.
-    let limit: u64 = headers["x-ratelimit-limit"].to_str().ok().and_then(|v| v.parse().ok()).expect("limit");
-    assert!(limit > 10, "the general limit, not the metadata window: {limit}");
     let usage = client.usage().await.ok();
-    assert_eq!(usage.metadata.remaining, 0, "ten lookups spent");
+    assert_eq!(usage.metadata.remaining, 10, "previews leave the metadata limit untouched");
     assert_eq!(usage.comments.used, 0, "a preview charges nothing");
 
-    // With the lookups spent, a post not yet counted says why; cached ones are free.
-    let more = vec![post_of(265, 0), post_of(7, 11)];
-    let preview =
-        client.post_json("/api/v1/analyze/batch/preview", json!({"urls": more, "max_comments": 100})).await.ok();
+    // A count known from a preview is free afterwards, and caps apply to it at once.
+    let preview = client
+        .post_json("/api/v1/analyze/batch/preview", json!({"urls": [post_of(265, 0)], "max_comments": 100}))
+        .await
+        .ok();
     assert_eq!((&preview["items"][0]["comments"], &preview["items"][0]["charge_at_most"]), (&json!(265), &json!(100)));
-    assert_eq!(preview["items"][1]["error"]["code"], "rate_limited", "{preview}");
-    assert!(preview["items"][1]["comments"].is_null());
+    assert_eq!(preview["counting"], 0);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn previews_have_their_own_budget_and_failed_lookups_are_free_but_bounded() {
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100).await;
+    let client = app.client(Some(&token));
+    // Two lists of 100 posts an hour are counted (200 preview lookups); the next post is not.
+    for list in 0..2 {
+        let urls: Vec<String> = (0..100).map(|k| post_of(12, 100 * list + k)).collect();
+        let preview = counted_preview(&client, json!({ "urls": urls })).await;
+        assert_eq!((&preview["counted"], &preview["total_comments"]), (&json!(100), &json!(1_200)), "{preview}");
+    }
+    let preview = client.post_json("/api/v1/analyze/batch/preview", json!({"urls": [post_of(12, 999)]})).await.ok();
+    let item = &preview["items"][0];
+    assert_eq!((&item["error"]["code"], &item["counting"]), (&json!("rate_limited"), &json!(false)), "{preview}");
+    assert!(item["error"]["detail"].as_str().is_some_and(|d| d.contains("200 an hour")), "{item}");
+    // The metadata limit is the specification's own, untouched by previews.
+    let meta = client.post_json("/api/v1/metadata", json!({"url": post_of(12, 999)})).await.ok();
+    assert_eq!(meta["metrics"]["comments"], 12);
+
+    // Posts that do not exist: each lookup fails, is free, and counts; past 30, refused.
+    let (_, other) = app.integrator().await;
+    let client = app.client(Some(&other));
+    let missing = |k: u64| tiktok_url(cova_sim::tiktok_post_id(cova_sim::TikTokScenario::NotFound, k));
+    let urls: Vec<String> = (0..40).map(missing).collect();
+    let preview = counted_preview(&client, json!({ "urls": urls })).await;
+    let failed =
+        preview["items"].as_array().expect("items").iter().filter(|i| i["error"]["code"] == "parse_error").count();
+    let refused =
+        preview["items"].as_array().expect("items").iter().filter(|i| i["error"]["code"] == "rate_limited").count();
+    // Each lookup looks at the failures before it asks; an account has at most two lookups
+    // under way per platform, so at most two more than the bound reach the platform.
+    assert!((30..=32).contains(&failed) && failed + refused == 40, "{failed} failed, {refused} refused: {preview}");
+    let usage = client.usage().await.ok();
+    assert_eq!(usage.metadata.remaining, 10, "failures are free");
+    let (status, err) = client.post_json("/api/v1/metadata", json!({"url": missing(99)})).await.err();
+    assert_eq!((status, err.code.as_str()), (StatusCode::TOO_MANY_REQUESTS, "rate_limited"), "{}", err.detail);
+    assert!(err.detail.contains("30 lookups of this account failed"), "{}", err.detail);
     app.stop().await;
 }
 

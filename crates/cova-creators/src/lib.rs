@@ -9,8 +9,8 @@
 //!
 //! A listing costs nothing from the comment balance; only collecting does.
 
-use cova_domain::library;
 use cova_domain::limits::{MAX_BATCH_URLS, WATCH_INTERVAL_DEFAULT_MIN};
+use cova_domain::{library, money};
 use cova_platforms::{Creator, FoundPost, Listing, PlatformError, Platforms};
 use cova_storage::repo::balances;
 use cova_storage::repo::batches::{self, NewBatch, NewItem};
@@ -60,9 +60,11 @@ pub fn profile(row: &CreatorRow) -> Option<Creator> {
 pub struct Run {
     /// The refs of the posts it found, newest first.
     pub found: Vec<String>,
-    /// The batch collecting them, when collection is on (the caller starts its URLs:
-    /// `cova_runtime::flow::start_waiting`).
+    /// The list collecting them, when collection is on (its URLs started as the money rules
+    /// let them: `cova_runtime::flow::advance`).
     pub batch_id: Option<String>,
+    /// How many of its URLs started at once.
+    pub started: usize,
     /// Why the platform could not be listed; the creator shows it until the next run.
     pub error: Option<PlatformError>,
 }
@@ -98,7 +100,9 @@ pub async fn run(
         |found, batch_id, error| RunEnd { found, batch_id, error, next_run, interval_min: WATCH_INTERVAL_DEFAULT_MIN };
     // Following needs a pack each month, as post watches do: a scheduled run without one is
     // skipped with the reason (a run asked for now is not following).
-    if occasion == Occasion::Scheduled && !balances::has_pack(db, &row.account_id, now).await? {
+    if occasion == Occasion::Scheduled
+        && !money::pack_bought(balances::current(db, &row.account_id, now).await?.granted)
+    {
         let error =
             "Following creators needs a comment pack this month; this run was skipped and the next one tries again.";
         creators::end_run(db, row, end(&[], None, Some(error)), trace, now).await?;
@@ -161,7 +165,11 @@ pub async fn run(
     if !recorded.is_empty() {
         tracing::info!(creator.r#ref = %row.r#ref, found = recorded.len(), "new posts of a creator found");
     }
-    Ok(Run { found: recorded, batch_id, error: None })
+    let started = match &batch_id {
+        Some(_) => cova_runtime::flow::advance(db, &row.account_id, trace, now).await?,
+        None => 0,
+    };
+    Ok(Run { found: recorded, batch_id, started, error: None })
 }
 
 fn found(post: &FoundPost) -> Found {

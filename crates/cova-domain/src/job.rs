@@ -194,6 +194,11 @@ impl Truncation {
     }
 }
 
+/// Whether a list has ended: none of its URLs waits and none of the jobs they started runs.
+pub fn list_ended(items: &[BatchItemState], statuses: &[JobStatus]) -> bool {
+    !items.contains(&BatchItemState::Waiting) && !statuses.iter().any(|s| s.is_running())
+}
+
 /// What a batch's URL has come to (`GET /analyze/batch/{id}`): waiting for a slot, its job
 /// running or ended, refused (an invalid URL, the balance ran out) or cancelled before it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,6 @@ mod sql;
 pub mod text;
 pub mod time;
 
-pub use job::{BatchItemState, Dedup, JobKind, JobStatus, Truncation};
+pub use job::{BatchItemState, Dedup, JobKind, JobStatus, Truncation, list_ended};
 pub use library::AnalysisStatus;
 pub use time::{Clock, ManualClock};

@@ -41,6 +41,28 @@ pub const SANDBOX_PER_HOUR: Window = Window::new(30, Duration::from_secs(HOUR));
 /// A metadata answer is reused this long per post.
 pub const METADATA_CACHE: Duration = Duration::from_secs(5 * MINUTE);
 
+/// List previews' lookups per account, apart from the metadata limit: a list of 100 posts
+/// counted twice an hour. Sized from the platforms' pace: at Instagram's default (0.45 requests
+/// a second, two requests a post) one route reads about 800 posts an hour, so one account's
+/// previews take at most a quarter of it, and each turn is shared fairly with the accounts
+/// waiting (`pace`).
+pub const PREVIEW_LOOKUPS: Window = Window::new(200, Duration::from_secs(HOUR));
+/// Failed lookups (a post that cannot be read, a short or share link that leads nowhere) are
+/// free, but an account (or a visitor's address) has at most this many in any hour; past it,
+/// lookups are refused with 429 `rate_limited` until the oldest failure is an hour old.
+pub const FAILED_LOOKUPS: Window = Window::new(30, Duration::from_secs(HOUR));
+/// A post's comment count, read by any lookup, preview or collection, answers list previews
+/// this long.
+pub const KNOWN_COUNT: Duration = Duration::from_secs(HOUR);
+/// A failed lookup answers again (without asking the platform) this long.
+pub const FAILED_LOOKUP_KEPT: Duration = Duration::from_secs(10 * MINUTE);
+/// The longest a request waits for a short or share link to be followed; past it, it answers
+/// with what is known and the link is followed on, for the next request.
+pub const LINK_WAIT: Duration = Duration::from_secs(5);
+/// A list preview answers within this, whatever its length: the counts not known yet are read
+/// after the answer.
+pub const PREVIEW_ANSWER: Duration = Duration::from_secs(2);
+
 /// Comments collected per post at most (top-level and replies count one each).
 pub const MAX_COMMENTS_PER_POST: i64 = 5_000;
 /// URLs in one `POST /analyze/batch`.
@@ -119,6 +141,16 @@ pub fn in_words(d: Duration) -> String {
     }
 }
 
+/// A window as a message to a person says it: `200 an hour`, `10 every 2 hours`.
+pub fn window_in_words(w: Window) -> String {
+    let period = in_words(w.period);
+    if period.starts_with("a ") || period.starts_with("an ") {
+        format!("{} {period}", w.limit)
+    } else {
+        format!("{} every {period}", w.limit)
+    }
+}
+
 /// Milliseconds of a duration, for the storage layer's unix-millisecond columns.
 pub const fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
@@ -142,22 +174,6 @@ pub mod hold {
             None => MAX_COMMENTS_PER_POST,
         }
     }
-
-    /// What re-scraping a post needs, when its analysis already holds `previous` comments:
-    /// only new comments are charged, so the hold covers the reported growth plus room.
-    pub fn needed_for_rescrape(reported: Option<i64>, previous: i64) -> i64 {
-        match reported {
-            Some(n) => needed(Some((n - previous).max(0))),
-            None => MAX_COMMENTS_PER_POST,
-        }
-    }
-
-    /// What a new job holds: [`needed`] when the size is already known (cached metadata),
-    /// else [`OPENING`]; never more than is available.
-    pub fn opening(reported: Option<i64>, available: i64) -> i64 {
-        let wanted = if reported.is_some() { needed(reported) } else { OPENING };
-        wanted.min(available).max(0)
-    }
 }
 
 #[cfg(test)]
@@ -170,12 +186,6 @@ mod tests {
         assert_eq!(hold::needed(Some(1_000)), 1_100);
         assert_eq!(hold::needed(Some(4_990)), 5_000);
         assert_eq!(hold::needed(None), 5_000);
-        assert_eq!(hold::opening(None, 5_000), 1);
-        assert_eq!(hold::opening(Some(12), 5_000), 62);
-        assert_eq!(hold::opening(Some(12), 30), 30);
-        assert_eq!(hold::opening(None, 0), 0);
-        assert_eq!(hold::needed_for_rescrape(Some(1_000), 990), 60);
-        assert_eq!(hold::needed_for_rescrape(Some(900), 990), 50);
     }
 
     #[test]

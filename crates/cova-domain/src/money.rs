@@ -90,11 +90,33 @@ impl Hold {
     }
 }
 
+/// True when a pack was granted this month (`granted` comments): what the paid features
+/// (refresh, watch, AI, keywords and spike alerts, following creators) require.
+pub const fn pack_bought(granted: i64) -> bool {
+    granted > 0
+}
+
+/// What a caller may spend, as its quota headers and a list preview show it: the month's packs
+/// and, for a workspace session (`free_allowance`), what is left of the free allowance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Granted this month (and the free allowance left, when it may be spent).
+    pub limit: i64,
+    /// Still available now.
+    pub available: i64,
+}
+
+/// The [`Quota`] of a balance of `granted` with `available` left, and `free_left` of the free
+/// allowance, spendable only when `free_allowance`.
+pub fn quota(granted: i64, available: i64, free_left: i64, free_allowance: bool) -> Quota {
+    let free = if free_allowance { free_left.max(0) } else { 0 };
+    Quota { limit: granted + free, available: available.max(0) + free }
+}
+
 impl Account {
-    /// True when a pack was granted this month: what the paid features (refresh, watch, AI,
-    /// keywords, following creators) require.
+    /// True when a pack was granted this month (see [`pack_bought`]).
     pub const fn has_pack(&self) -> bool {
-        self.granted > 0
+        pack_bought(self.granted)
     }
 
     /// Running jobs of `kind`.
@@ -104,7 +126,7 @@ impl Account {
 
     /// What a job may draw on: the month's packs, and the free allowance when it may spend it.
     pub fn spendable(&self, free_allowance: bool) -> i64 {
-        self.available.max(0) + if free_allowance { self.free_left.max(0) } else { 0 }
+        quota(self.granted, self.available, self.free_left, free_allowance).available
     }
 
     /// Comments that may still come back to the balance: what the running jobs other than

@@ -33,6 +33,17 @@ pub const MAX_POLL_US: i64 = 2_000_000;
 /// A process that used a queue within this time counts towards the share each process takes
 /// of the pace when the shared queue cannot be reached.
 pub const MEMBER_TTL_US: i64 = 600_000_000;
+/// An asker whose lookups failed this often within the failed-lookups window
+/// ([`crate::limits::FAILED_LOOKUPS`]) waits behind people: its further lookups are background
+/// (a flood of links that lead nowhere then delays nobody's job, and is still never starved).
+pub const DEMOTE_AFTER_FAILURES: u32 = 3;
+
+/// The class of a lookup (a list's count, a link followed after its request was answered) by
+/// an asker whose lookups failed `failures` times lately.
+pub const fn lookup_class(failures: u32) -> Class {
+    if failures >= DEMOTE_AFTER_FAILURES { Class::Background } else { Class::Interactive }
+}
+
 /// What is remembered of an account that was served and waits no more (its place in the round
 /// order), for this long.
 const SERVED_TTL_US: i64 = 3_600_000_000;
@@ -430,6 +441,13 @@ mod tests {
         assert_eq!(q.take(a, 0, I), Turn::Go);
         assert_eq!(q.take(c, 10, I), Turn::Wait { at: 2 * I });
         assert_eq!(q.take(b, 10, I), Turn::Wait { at: I });
+    }
+
+    #[test]
+    fn an_asker_whose_lookups_keep_failing_waits_behind_people() {
+        assert_eq!(lookup_class(0), Class::Interactive);
+        assert_eq!(lookup_class(DEMOTE_AFTER_FAILURES - 1), Class::Interactive);
+        assert_eq!(lookup_class(DEMOTE_AFTER_FAILURES), Class::Background);
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub mod event_queues {
         &["job.complete", "job.failed", "batch.complete", "keyword.alert", "creator.post_found", "spike.alert"],
     );
     /// The flow's (`cova_runtime::flow`): job ends of either kind, which let the account's
-    /// waiting jobs and batch URLs go on.
-    pub const FLOW: (&str, &[&str]) = ("flow.events", &["job.complete", "job.failed"]);
+    /// waiting jobs and list URLs go on, and a list's job sized (the URL after it may start).
+    pub const FLOW: (&str, &[&str]) = ("flow.events", &["job.complete", "job.failed", "job.sized"]);
     pub const ALL: &[(&str, &[&str])] = &[NOTIFIER, FLOW];
 }
 
@@ -122,6 +122,9 @@ pub enum JobEventType {
     Complete,
     #[serde(rename = "job.failed")]
     Failed,
+    /// A list's job holds what its post needs (the flow's alone: never sent to customers).
+    #[serde(rename = "job.sized")]
+    Sized,
 }
 
 impl JobEventType {
@@ -129,6 +132,7 @@ impl JobEventType {
         match self {
             JobEventType::Complete => "job.complete",
             JobEventType::Failed => "job.failed",
+            JobEventType::Sized => "job.sized",
         }
     }
 }

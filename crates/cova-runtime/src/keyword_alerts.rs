@@ -4,6 +4,7 @@
 //! comments that collection found first. A comment alerts once per keyword, whatever path
 //! matched it first.
 
+use cova_domain::money;
 use cova_domain::text::Matcher;
 use cova_messages::{AlertAuthor, AlertComment};
 use cova_storage::Db;
@@ -29,7 +30,7 @@ pub enum Comments {
 /// library, an account without keywords or without a pack this month (a paid feature).
 pub async fn raise(db: &Db, account_id: &str, r#ref: &str, which: Comments, now: i64) -> Result<usize, StorageError> {
     let list = keywords::list(db, account_id).await?;
-    if list.is_empty() || !balances::has_pack(db, account_id, now).await? {
+    if list.is_empty() || !money::pack_bought(balances::current(db, account_id, now).await?.granted) {
         return Ok(0);
     }
     let Some(analysis) = analyses::get_saved(db, account_id, r#ref).await? else { return Ok(0) };

@@ -7,6 +7,7 @@ pub mod flow;
 pub mod job;
 mod journal;
 pub mod keyword_alerts;
+pub mod known_counts;
 pub mod outbox;
 pub mod periodic;
 pub mod spike_alerts;

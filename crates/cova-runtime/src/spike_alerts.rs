@@ -7,6 +7,7 @@
 //! announced as a `spike.alert` event; a spike that goes on is one alert (the cooldown).
 
 use cova_analyzers::{Analyzer, Comment as Analyzed, Label, Offline};
+use cova_domain::money;
 use cova_domain::spikes::{self, Check, Decision, Kind, Spike, Takeoff};
 use cova_messages::{AlertAuthor, AlertComment, SpikeAlertEvent, SpikeEventType, SpikeSentiment};
 use cova_storage::Db;
@@ -38,7 +39,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     let Some(analysis) = analyses::get_saved(db, account_id, r#ref).await? else { return Ok(0) };
     let Some(job) = analysis.breakdown_job() else { return Ok(0) };
     let settings = store::effective(db, account_id, r#ref, analysis.creator_ref.as_deref()).await?;
-    if !settings.enabled || !balances::has_pack(db, account_id, now).await? {
+    if !settings.enabled || !money::pack_bought(balances::current(db, account_id, now).await?.granted) {
         return Ok(0);
     }
     // Counting reads the comments' times alone; only the comments judged are read whole.

@@ -11,6 +11,7 @@ mod health;
 pub mod pool;
 pub mod repo;
 pub mod schema;
+mod tx;
 
 pub use changes::{Change, Changes};
 pub use error::StorageError;
@@ -18,5 +19,6 @@ pub use pool::{Db, DbConn, ReadConn};
 pub use repo::accounts::Account;
 pub use repo::balances::{Balance, Reservation};
 pub use repo::tokens::{NewToken, TokenRecord};
+pub use tx::{Read, Transaction, Tx};
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -136,8 +136,24 @@ impl std::ops::DerefMut for PgConn {
 impl PgConn {
     /// Closes the connection instead of giving it back to the pool (it holds session state).
     pub fn close(mut self) {
+        self.detach();
+    }
+
+    /// Takes the connection out of the pool, to be closed when dropped.
+    fn detach(&mut self) {
         if let Some(obj) = self.obj.take() {
             drop(Object::take(obj));
+        }
+    }
+}
+
+impl DbConn {
+    /// Closes the connection instead of giving it back to the pool (a transaction left open
+    /// is then rolled back by the database).
+    pub(crate) fn discard(self) {
+        match self {
+            DbConn::Pg(c) => c.close(),
+            DbConn::Sqlite(c) => drop(Object::take(c)),
         }
     }
 }

@@ -12,6 +12,8 @@ use std::process::Child;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "suite/pace.rs"]
+mod pace;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -2082,6 +2084,7 @@ fn main() {
                 "export" => export_speed(&mut report).await,
                 "collect" => collection_speed(&mut report).await,
                 "instagram" => instagram_collection(&mut report).await,
+                "pace" => pace::run(&mut report, &real).await,
                 "delivery" => {
                     delivery_throughput(&mut report).await;
                     if real.reachable() {
@@ -2118,7 +2121,7 @@ fn main() {
                     }
                 }
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes` and `instagram`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes`, `instagram` and `pace`"
                 ),
             }
         });
@@ -2157,6 +2160,7 @@ fn main() {
         }
         collection_speed(&mut report).await;
         instagram_collection(&mut report).await;
+        pace::run(&mut report, &real).await;
     });
     write_results(&report);
 }

@@ -6,6 +6,7 @@ mod backend_errors;
 mod error;
 mod http_server;
 mod input;
+mod later;
 mod lookup;
 mod metering;
 mod middleware;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub payments: cova_billing::Payments,
     tokens: auth::TokenCache,
     inflight: lookup::InFlight,
+    /// Lookups that go on after their request was answered (list previews' counts, links).
+    pub(crate) later: later::Later,
     /// Limits counted in this process alone while the shared cache does not answer.
     pub(crate) fallback: metering::Fallback,
 }
@@ -66,7 +69,9 @@ impl AppState {
         let tokens = auth::TokenCache::new(Duration::from_millis(config.auth.token_cache_ms));
         // Validated at load; an entry that does not parse cannot reach here.
         let trusted_proxies = config.http.trusted_proxies.iter().filter_map(|ip| ip.parse().ok()).collect();
+        let later = later::Later::new(platforms.clone(), backends.cache.clone(), backends.clock.clone());
         Ok(Arc::new(Self {
+            later,
             fallback: metering::Fallback::new(config.limits.gateways),
             config,
             backends,

@@ -1,16 +1,21 @@
 //! Reading a post on behalf of a request, shared by every endpoint that does it.
 //!
 //! - Short links are resolved only after the caller's limit has been checked (a refused
-//!   caller never makes cova contact the platform), and their targets are remembered a day.
+//!   caller never makes cova contact the platform), and their targets are remembered a day. A
+//!   request waits at most [`LINK_WAIT`] for one; past it, it answers that the link is still
+//!   being followed, and the link is followed on for the next request (see [`crate::later`]).
+//! - A lookup that fails is free but counts towards the asker's failed lookups
+//!   ([`FAILED_LOOKUPS`]); past them, lookups are refused with 429 until an hour has passed.
 //! - Metadata is fetched once per post for every request that wants it at the same time, in
 //!   this process or another replica: the first request takes a lock in the cache, spends the
 //!   limit and fetches; the others wait for its answer, which they get free (`cached: true`).
 //!   A success is kept 5 minutes; a failure a few seconds, so that concurrent callers share it.
 
+use crate::later::{self, Known};
 use crate::metering::{Limit, Meter};
 use crate::{AppState, backend_errors};
 use cova_cache::Op;
-use cova_domain::limits::METADATA_CACHE;
+use cova_domain::limits::{FAILED_LOOKUPS, LINK_WAIT, METADATA_CACHE};
 use cova_errors::{ApiError, ErrorCode};
 use cova_platforms::{ParsedUrl, PostRef};
 use serde_json::{Value, json};
@@ -18,8 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// How long a short link's target is remembered.
-const SHORT_LINK_CACHE: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long a failed lookup answers for the post (long enough for concurrent callers).
 const FAILURE_CACHE: Duration = Duration::from_secs(5);
 /// A fetching request holds the lock at most this long (a crashed holder frees it then).
@@ -32,32 +35,72 @@ pub fn metadata_key(r#ref: &str) -> String {
     format!("metadata:{ref}")
 }
 
-/// The post a parsed URL names; a short link is resolved over HTTP only when `limit` still
-/// has room (checked, not spent) or its target is already known.
+/// The post a parsed URL names for `asker`; a short link is followed over HTTP only when
+/// `limit` still has room (checked, not spent) and the asker's failed lookups allow, or its
+/// target is already known. Waits at most [`LINK_WAIT`] for it.
 pub async fn resolve(
     state: &AppState,
     parsed: ParsedUrl,
     meter: &mut Meter,
     limit: Option<&Limit>,
+    asker: &str,
 ) -> Result<PostRef, ApiError> {
     let link = match parsed {
         ParsedUrl::Post(post) => return Ok(post),
         ParsedUrl::ShortLink(link) => link,
     };
-    let cache = &state.backends.cache;
-    let key = format!("shortlink:{}", link.public_url());
-    let known = cache.get(&key).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
-    if let Some(post) = known.and_then(|b| String::from_utf8(b).ok()).and_then(|r| r.parse::<PostRef>().ok()) {
-        return Ok(post);
+    match state.later.link(&link).await.map_err(|e| meter.fail(backend_errors::cache(e)))? {
+        Known::Yes(post) => return Ok(post),
+        Known::Failed(e) => return Err(meter.fail(e)),
+        Known::Unknown => {}
     }
     if let Some(limit) = limit {
         meter.check(state, limit).await?;
     }
-    let post = state.platforms.resolve_short_link(&link).await.map_err(|e| meter.fail(e.to_api_error()))?;
-    if let Err(e) = cache.set(&key, post.to_string().as_bytes(), SHORT_LINK_CACHE).await {
-        tracing::warn!(error = %e, "remembering a short link failed");
+    failures_allow(state, meter, asker).await?;
+    match state.later.follow(asker, &link).await.map_err(|e| meter.fail(backend_errors::cache(e)))? {
+        Known::Yes(post) => Ok(post),
+        Known::Failed(e) => Err(meter.fail(e)),
+        Known::Unknown => Err(meter.fail(still_following())),
     }
-    Ok(post)
+}
+
+/// A link not followed to its end within [`LINK_WAIT`]: it is followed on.
+pub fn still_following() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!(
+            "The link is still being followed to its post (it took more than {} seconds): send the request again \
+             in a few seconds, the post will be known then.",
+            LINK_WAIT.as_secs()
+        ),
+    )
+    .with_retry_after(LINK_WAIT.as_secs())
+}
+
+/// Refuses with 429 `rate_limited` while the asker's failed lookups are spent.
+pub async fn failures_allow(state: &AppState, meter: &mut Meter, asker: &str) -> Result<(), ApiError> {
+    let limit = Limit::failures(asker);
+    let decision = limit.apply(state, Op::Peek).await.map_err(|e| meter.fail(backend_errors::cache(e)))?;
+    if decision.remaining > 0 {
+        return Ok(());
+    }
+    Err(meter.fail(too_many_failures(&decision)))
+}
+
+/// Why lookups are refused once [`FAILED_LOOKUPS`] are spent.
+pub fn too_many_failures(decision: &cova_cache::Decision) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "{} lookups of this account failed within {} (posts that cannot be read, links that lead nowhere); \
+             lookups are refused until the oldest of them is {} old: check the links, then try again.",
+            FAILED_LOOKUPS.limit,
+            cova_domain::limits::in_words(FAILED_LOOKUPS.period),
+            cova_domain::limits::in_words(FAILED_LOOKUPS.period)
+        ),
+    )
+    .with_retry_after(decision.retry_after_secs())
 }
 
 /// The post's metadata as the API shows it to `account_id`, with `cached` set and `media`
@@ -157,6 +200,8 @@ async fn fetch(
     failed: &str,
 ) -> Result<Value, ApiError> {
     let cache = &state.backends.cache;
+    let asker = cova_platforms::Demand::current().account().to_owned();
+    failures_allow(state, meter, &asker).await?;
     meter.spend(state, limit, member).await?;
     match state.platforms.metadata(post).await {
         Ok(metadata) => {
@@ -167,12 +212,22 @@ async fn fetch(
                     tracing::warn!(error = %e, "caching metadata failed");
                 }
             }
+            let comments = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
+            let count = cova_runtime::known_counts::Count {
+                comments,
+                comments_off: metadata.comments_off,
+                read_at: state.now(),
+            };
+            cova_runtime::known_counts::remember(cache, &post.to_string(), count).await;
             set_cached(&mut body, false);
             Ok(body)
         }
         Err(e) => {
-            // A failed lookup is free.
+            // A failed lookup is free, and counted towards the asker's failed lookups.
             meter.refund(state, limit, member).await;
+            if !matches!(e, cova_platforms::PlatformError::Abandoned(_)) {
+                later::count_failure(cache, &asker).await;
+            }
             let error = e.to_api_error();
             let stored = json!({"code": error.code.as_str(), "detail": error.detail});
             if let Err(e) = cache.set(failed, stored.to_string().as_bytes(), FAILURE_CACHE).await {

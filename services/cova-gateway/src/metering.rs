@@ -11,7 +11,7 @@ use crate::auth::Principal;
 use crate::{AppState, backend_errors};
 use actix_web::HttpResponse;
 use cova_cache::{Decision, Op, Rate, Read, Reply, Window};
-use cova_domain::limits;
+use cova_domain::{limits, money};
 use cova_errors::{ApiError, ErrorCode};
 use cova_storage::Balance;
 use cova_storage::repo::accounts::Usage;
@@ -51,6 +51,16 @@ impl Limit {
     /// Metadata lookups: 10 per rolling 2 hours per account (tokens and the session share it).
     pub fn metadata(account_id: &str) -> Self {
         Self { key: format!("meta:{account_id}"), limiter: Limiter::Window(limits::METADATA) }
+    }
+
+    /// Failed lookups of an asker (an account, or a visitor's address): free, but bounded.
+    pub fn failures(asker: &str) -> Self {
+        Self { key: crate::later::failures_key(asker), limiter: Limiter::Window(limits::FAILED_LOOKUPS) }
+    }
+
+    /// List previews' lookups of an account, apart from the metadata limit.
+    pub fn previews(account_id: &str) -> Self {
+        Self { key: crate::later::previews_key(account_id), limiter: Limiter::Window(limits::PREVIEW_LOOKUPS) }
     }
 
     /// A read of this limit in a cache batch: spending one unit, or only looking.
@@ -238,11 +248,13 @@ pub async fn cache_batch(state: &AppState, reads: &[Read<'_>]) -> Vec<Reply> {
     }
 }
 
-/// What the caller may spend: the month's balance, plus the free allowance for a session.
+/// What the caller may spend (`cova_domain::money::quota`): the month's balance, plus the free
+/// allowance for a session.
 pub fn spendable(principal: &Principal, usage: &Usage) -> Balance {
-    let free = if principal.session_id().is_some() { usage.account.free_comments_left.max(0) } else { 0 };
     let balance = &usage.balance;
-    Balance { granted: balance.granted + free, available: balance.available + free, ..balance.clone() }
+    let free_left = usage.account.free_comments_left;
+    let quota = money::quota(balance.granted, balance.available, free_left, principal.session_id().is_some());
+    Balance { granted: quota.limit, available: quota.available, ..balance.clone() }
 }
 
 /// The general per-account request rate.
@@ -368,9 +380,10 @@ impl Meter {
     /// Refuses with 402 `payment_required` (saying `detail`) unless the account bought a comment
     /// pack this month: what the paid features (watches, followed creators, keywords) need.
     pub async fn require_pack(&self, state: &AppState, account_id: &str, detail: &str) -> Result<(), ApiError> {
-        let paid = cova_storage::repo::balances::has_pack(&state.backends.db, account_id, state.now())
+        let balance = cova_storage::repo::balances::current(&state.backends.db, account_id, state.now())
             .await
             .map_err(|e| self.fail(backend_errors::storage(e)))?;
+        let paid = money::pack_bought(balance.granted);
         if paid { Ok(()) } else { Err(self.fail(ApiError::new(cova_errors::ErrorCode::PaymentRequired, detail))) }
     }
 

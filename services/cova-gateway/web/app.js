@@ -136,8 +136,11 @@ const STATE_WORDS = {
   ready: "ready", expired: "expired", metadata_only: "details only", pending: "pending", paid: "paid",
   review: "under review", delivered: "delivered", given_up: "given up", post_cap: "the 5,000-comment limit per post",
   balance: "your comment balance", max_comments: "your limit of comments per post",
-  visitor_view: "what Instagram shows a visitor",
+  visitor_view: "what Instagram shows a visitor", platform_stopped: "where the platform stopped",
 };
+
+// What a post's author did, as the page says it.
+const COMMENTS_OFF = "The post's author turned its comments off: there was nothing to collect, and nothing was charged.";
 const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
 
 // AI tasks and delivered events, as a list of them says them.
@@ -760,38 +763,64 @@ async function preview(v, btn, urls, cap, box) {
 }
 
 // A list's cost before it starts: each post's size, the total, and how many posts the balance
-// covers whole.
+// covers whole. The counts cova does not know yet arrive while the page asks again.
 async function previewList(v, btn, urls, cap, box) {
   if (urls.length > LIMITS.batch_urls) {
     showError(v, { detail: `A list holds at most ${fmtNum(LIMITS.batch_urls)} post URLs; this one has ${fmtNum(urls.length)}. Split it.` });
     return;
   }
-  const p = await busy(v, btn, () => api("POST", "/analyze/batch/preview", withCap({ urls }, cap)));
-  if (!p) return;
+  const ask = () => api("POST", "/analyze/batch/preview", withCap({ urls }, cap));
+  let p = await busy(v, btn, ask);
+  let shown = null;
+  while (p) {
+    const drawn = listPreviewCard(p);
+    if (shown) shown.replaceWith(drawn); else box.append(drawn);
+    shown = drawn;
+    // Asked again while some posts are being counted and the page still shows this list.
+    if (!p.counting || !drawn.isConnected) return;
+    await new Promise((done) => setTimeout(done, PREVIEW_POLL_MS));
+    if (!drawn.isConnected) return;
+    p = await ask().catch((err) => {
+      showError(v, err);
+      return null;
+    });
+  }
+}
+
+// How often a list preview asks again while posts are being counted.
+const PREVIEW_POLL_MS = 2000;
+
+function listPreviewCard(p) {
   const t = table("list-preview-table", ["Post", "Comments", "Costs at most", "Your balance"], "What each post of the list costs");
   for (const item of p.items) {
     const why = item.same_as != null
       ? `the same post as line ${fmtNum(item.same_as + 1)}: collected once`
+      : item.comments_off ? "its author turned the comments off: nothing to collect"
       : item.error ? plainWords(item.error.detail) : null;
+    const count = item.counting ? h("span", { class: "muted counting", text: "counting…" })
+      : item.comments == null ? h("span", { class: "muted", text: "not counted" }) : fmtNum(item.comments);
     t.tbody.append(row(t.headers, [
       h("div", {}, h("span", { class: "batch-url", text: truncate(item.url, 70) }), item.ref && h("br"), item.ref && h("code", { class: "ref", text: item.ref })),
-      item.comments == null ? h("span", { class: "muted", text: "not counted" }) : fmtNum(item.comments),
+      count,
       item.charge_at_most == null ? "—" : plural(item.charge_at_most, "comment"),
       h("div", {}, item.covered ? h("span", { class: "covered", text: "covered" })
         : item.charge_at_most > 0 ? h("span", { class: "not-covered", text: "not covered whole" }) : "—",
       why && h("small", { class: "muted preview-why", text: ` ${why}` })),
     ], { "data-position": item.position, class: item.covered ? "covered" : null }));
   }
-  const uncounted = p.posts - p.counted;
+  const uncounted = p.posts - p.counted - p.counting;
   const enough = p.covered_whole >= p.counted;
   const summary = h("p", { id: "list-preview-summary", class: enough ? "notice" : "notice warning" },
     `${plural(p.posts, "post")}, ${plural(p.total_comments, "comment")} counted` +
     (p.max_comments ? `, at most ${fmtNum(p.charge_at_most)} collected with your limit of ${fmtNum(p.max_comments)} per post` : "") +
     `. You have ${fmtNum(p.available)}: ` +
     (enough ? `enough for every counted post.` : `enough for ${plural(p.covered_whole, "post")} of ${fmtNum(p.counted)} whole, in list order; the others are cut where your balance ends, or not started.`) +
+    (p.counting > 0 ? ` Counting ${plural(p.counting, "more post")}: the counts appear here as they arrive.` : "") +
     (uncounted > 0 ? ` ${plural(uncounted, "post")} could not be counted (see below).` : ""),
     !enough ? h("a", { href: "#/billing", text: " Buy a comment pack" }) : null);
-  box.append(card("What the list costs", summary, h("div", { class: "table-wrap" }, t.el)));
+  const c = card("What the list costs", summary, h("div", { class: "table-wrap" }, t.el));
+  c.id = "list-preview";
+  return c;
 }
 
 function costLine(md, c, max) {
@@ -851,6 +880,8 @@ function drawProgress(ui, job) {
   }
   ui.count.textContent = job.status === "failed"
     ? "The collection did not finish, and nothing was charged. The reason is above."
+    : job.result?.comments_off
+    ? COMMENTS_OFF
     : waiting
     ? `This post has about ${plural(expected ?? 0, "comment")}, more than your balance has left while your other collections run. It starts as soon as they finish and give back what they did not use; if the balance is still short then, it collects what is left.`
     : expected == null || job.status === "complete"
@@ -907,6 +938,7 @@ function truncationWords(r) {
   if (r.truncated_reason === "post_cap") return ` — stopped at ${inWords("post_cap")}: the post has more`;
   if (r.truncated_reason === "max_comments") return ` — stopped at ${inWords("max_comments")}: the post has more`;
   if (r.truncated_reason === "visitor_view") return " — Instagram shows a visitor only part of this post's comments: these are all it showed, and only they were charged";
+  if (r.truncated_reason === "platform_stopped") return " — the platform stopped handing out this post's comments before its last one: these are all it gave, and only they were charged. Refreshing the post later may bring the rest";
   return ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
 }
 
@@ -919,7 +951,8 @@ function cutWords(item) {
     case "max_comments": return `stopped at your limit per post${of}`;
     case "post_cap": return `stopped at the 5,000-comment limit per post${of}`;
     case "visitor_view": return `only the part of its comments Instagram shows a visitor${of}`;
-    default: return null;
+    case "platform_stopped": return `the platform stopped handing out its comments early${of}; refresh it later for the rest`;
+    default: return item.comments_off ? "its author turned the comments off: nothing to collect, nothing charged" : null;
   }
 }
 
@@ -947,10 +980,12 @@ function renderJobResult(v, job, results, entry) {
     extra.push(save, saveStatus);
   }
   const hint = h("p", { class: "hint", id: "save-hint", text: "AI analysis and watching need the post in your library: save it first." });
-  const note = h("p", { class: "muted", id: "result-note" },
-    `${plural(r.comments_total, "comment")} collected`,
-    r.comments_new != null ? `, ${fmtNum(r.comments_new)} new (charged)` : "",
-    h("span", { id: "truncation", text: truncationWords(r) }), ".");
+  const note = r.comments_off
+    ? h("p", { class: "muted", id: "result-note", text: COMMENTS_OFF })
+    : h("p", { class: "muted", id: "result-note" },
+      `${plural(r.comments_total, "comment")} collected`,
+      r.comments_new != null ? `, ${fmtNum(r.comments_new)} new (charged)` : "",
+      h("span", { id: "truncation", text: truncationWords(r) }), ".");
   results.append(commentsPanel(r.analysis_id, r.comments, {
     note, extra, jobId: job.job_id, exportHint: entry?.saved_at ? null : hint,
   }));

@@ -75,14 +75,7 @@ impl Pass for Creators {
             });
             for (row, result) in due.iter().zip(futures::future::join_all(runs).await) {
                 match result {
-                    Ok(run) => {
-                        listed += 1;
-                        if run.batch_id.is_some()
-                            && let Err(e) = cova_runtime::flow::start_waiting(db, &row.account_id, "{}", now).await
-                        {
-                            tracing::warn!(error = %e, "starting a creator's posts failed; the next tick will");
-                        }
-                    }
+                    Ok(_) => listed += 1,
                     // The claim expires and a later pass tries again.
                     Err(e) => {
                         tracing::warn!(creator.r#ref = %row.r#ref, error = %e, "recording a creator's run failed")
@@ -211,9 +204,9 @@ impl Scheduler {
         // Batch URLs waiting for a slot, and jobs waiting for the balance, go on when a job of
         // their account ends (`cova_runtime::flow`); should that have failed, they go on here.
         for account_id in cova_storage::repo::batches::accounts_waiting(db, batch).await? {
-            tick.started += cova_runtime::flow::start_waiting(db, &account_id, "{}", now).await?;
+            tick.started += cova_runtime::flow::advance(db, &account_id, "{}", now).await?;
         }
-        cova_storage::repo::batches::settle_open(db, now, batch).await?;
+        cova_runtime::flow::end_open_lists(db, now, batch).await?;
         tick.woken = cova_storage::repo::jobs::wake_stale(db, ms(WAITING_RECHECK), batch, now).await?;
         if tick.started + tick.woken > 0 {
             self.outbox.notify_one();

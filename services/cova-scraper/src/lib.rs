@@ -14,7 +14,7 @@ use cova_media::{Prefetcher, catalog};
 use cova_messages::AnalyzeCommand;
 use cova_metrics::JobKind as JobMetric;
 use cova_platforms::{Comment, CommentSink, Demand, PlatformError, Platforms, PostRef};
-use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings, flow};
+use cova_runtime::{Backends, Claimed, JobError, JobRunner, JobSettings, known_counts};
 use cova_storage::repo::jobs::{self, Job, Scraped, SizeOutcome, StoredComment};
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +140,10 @@ impl Scraper {
             return Ok(Collected { scraped, comments: 0, pages: 0 });
         }
         let reported = metadata.metrics.comments.and_then(|n| i64::try_from(n).ok());
+        // What the post says of its count answers list previews for a while.
+        let count =
+            known_counts::Count { comments: reported, comments_off: metadata.comments_off, read_at: self.now() };
+        known_counts::remember(&self.backends.cache, &job.r#ref, count).await;
         // The hold is sized to the post by the money rules: to what may be charged (the whole
         // post on a first scrape, its growth on a re-scrape, at most the customer's cap), or the
         // job waits while comments held by the account's other jobs may come back.
@@ -166,10 +170,7 @@ impl Scraper {
         };
         tracing::debug!(held, hold = collect.hold.amount, limit = collect.limit, "hold sized");
         if job.batch_id.is_some() {
-            // Its size is known: the URL after it in its batch may start (see the money rules).
-            if let Err(e) = flow::start_waiting(&self.backends.db, &job.account_id, "{}", self.now()).await {
-                tracing::warn!(error = %e, "starting the next URL of the batch failed; a job's end or the scheduler will");
-            }
+            // Its `job.sized` event lets the flow start the URL after it.
             self.outbox.notify_one();
         }
         let limit = collect.limit;

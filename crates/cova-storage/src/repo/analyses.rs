@@ -412,49 +412,47 @@ pub(crate) struct Scrape<'a> {
 
 /// Inside a transaction: makes the scrape the account's analysis of its post (created when
 /// `absent`): `ready`, its breakdown the scrape's comments, living 14 days from `now`.
-macro_rules! record_scrape_in {
-    ($c:ident, $absent:expr, $scrape:expr, $now:expr) => {{
-        use $crate::schema::analyses;
-        let scrape: &$crate::repo::analyses::Scrape<'_> = $scrape;
-        let job = scrape.job;
-        if $absent {
-            let platform = job.r#ref.split(':').next().unwrap_or_default();
-            diesel::insert_into(analyses::table)
-                .values((
-                    analyses::id.eq($crate::repo::new_id()),
-                    analyses::account_id.eq(&job.account_id),
-                    analyses::ref_.eq(&job.r#ref),
-                    analyses::url.eq(&job.url),
-                    analyses::platform.eq(platform),
-                    analyses::status.eq(cova_domain::AnalysisStatus::Ready),
-                    analyses::created_at.eq($now),
-                ))
-                .execute($c)
-                .await?;
-        }
-        diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
-            .set((
-                analyses::url.eq(&job.url),
-                analyses::status.eq(cova_domain::AnalysisStatus::Ready),
-                analyses::saved_at.eq(scrape.saved_at),
-                analyses::last_scraped_at.eq($now),
-                analyses::expires_at.eq(cova_domain::library::expires_at($now)),
-                analyses::last_job_id.eq(&job.id),
-                analyses::comments_day.eq(scrape.comments_day),
-                analyses::comment_count.eq(scrape.comments),
-                analyses::top_level_count.eq(scrape.top_level),
-                analyses::new_count.eq(scrape.new),
-                // A re-scrape takes this cap unless asked otherwise.
-                analyses::max_comments.eq(job.max_comments),
-            ))
-            .execute($c)
-            .await?;
-        if let Some((metadata, search)) = scrape.metadata {
+pub(crate) async fn record_scrape_in(
+    tx: &mut crate::Tx<'_>,
+    absent: bool,
+    scrape: &Scrape<'_>,
+    now: i64,
+) -> Result<()> {
+    let job = scrape.job;
+    if absent {
+        let platform = job.r#ref.split(':').next().unwrap_or_default();
+        tx.execute(diesel::insert_into(analyses::table).values((
+            analyses::id.eq(crate::repo::new_id()),
+            analyses::account_id.eq(&job.account_id),
+            analyses::ref_.eq(&job.r#ref),
+            analyses::url.eq(&job.url),
+            analyses::platform.eq(platform),
+            analyses::status.eq(cova_domain::AnalysisStatus::Ready),
+            analyses::created_at.eq(now),
+        )))
+        .await?;
+    }
+    tx.execute(diesel::update(analyses::table.find((&job.account_id, &job.r#ref))).set((
+        analyses::url.eq(&job.url),
+        analyses::status.eq(cova_domain::AnalysisStatus::Ready),
+        analyses::saved_at.eq(scrape.saved_at),
+        analyses::last_scraped_at.eq(now),
+        analyses::expires_at.eq(cova_domain::library::expires_at(now)),
+        analyses::last_job_id.eq(&job.id),
+        analyses::comments_day.eq(scrape.comments_day),
+        analyses::comment_count.eq(scrape.comments),
+        analyses::top_level_count.eq(scrape.top_level),
+        analyses::new_count.eq(scrape.new),
+        // A re-scrape takes this cap unless asked otherwise.
+        analyses::max_comments.eq(job.max_comments),
+    )))
+    .await?;
+    if let Some((metadata, search)) = scrape.metadata {
+        tx.execute(
             diesel::update(analyses::table.find((&job.account_id, &job.r#ref)))
-                .set((analyses::metadata.eq(metadata), analyses::search.eq(search)))
-                .execute($c)
-                .await?;
-        }
-    }};
+                .set((analyses::metadata.eq(metadata), analyses::search.eq(search))),
+        )
+        .await?;
+    }
+    Ok(())
 }
-pub(crate) use record_scrape_in;

@@ -16,6 +16,38 @@ pub const MAX_ATTEMPTS: i32 = 10;
 /// How long a claim keeps other relays off a batch (a relay that dies mid-batch frees it then).
 pub const CLAIM_MS: i64 = 30_000;
 
+/// Queues one message (its destination and routing key come from the message), in the caller's
+/// transaction.
+pub async fn queue(tx: &mut crate::Tx<'_>, message: &cova_messages::Outgoing, headers: &str, now: i64) -> Result<()> {
+    tx.execute(diesel::insert_into(outbox::table).values(NewMessage::of(message, headers, now))).await?;
+    Ok(())
+}
+
+/// One queued message: one row of an insert, alone or among many.
+#[derive(Insertable)]
+#[diesel(table_name = outbox)]
+pub(crate) struct NewMessage<'a> {
+    id: String,
+    destination: &'a str,
+    routing_key: &'a str,
+    payload: &'a str,
+    headers: &'a str,
+    created_at: i64,
+}
+
+impl<'a> NewMessage<'a> {
+    pub(crate) fn of(message: &'a cova_messages::Outgoing, headers: &'a str, now: i64) -> Self {
+        Self {
+            id: crate::repo::new_id(),
+            destination: message.destination.as_str(),
+            routing_key: message.routing_key,
+            payload: &message.payload,
+            headers,
+            created_at: now,
+        }
+    }
+}
+
 /// Inside a transaction: queues one message (its destination and routing key come from the
 /// message). Evaluates to `()`; errors propagate with `?`.
 macro_rules! insert_in {

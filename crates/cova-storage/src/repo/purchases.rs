@@ -2,9 +2,9 @@
 //! by the provider's webhook: the payment mark and the grant share one transaction, and the
 //! mark is conditional, so a pack is granted once per checkout however often the event comes.
 
-use super::balances::{Balance, balance_of, grant_in};
+use super::balances::{Balance, balance_of};
 use crate::schema::purchases;
-use crate::{Change, Db, Result, in_transaction, with_conn};
+use crate::{Change, Db, Result, with_conn};
 use cova_domain::time::month_of;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -97,38 +97,50 @@ pub fn mismatch(purchase: &Purchase, payment: Payment<'_>) -> Option<String> {
 /// `payment` matches the checkout; otherwise records the mismatch and grants nothing.
 pub async fn pay(db: &Db, checkout_id: &str, event_id: &str, payment: Payment<'_>, now: i64) -> Result<Paid> {
     let month = month_of(now);
-    let mut conn = db.conn().await?;
-    let paid = in_transaction!(&mut conn, |c| {
-        let purchase = purchases::table.find(checkout_id).select(Purchase::as_select()).first(c).await.optional()?;
-        let Some(purchase) = purchase else { return Ok(Paid::Unknown) };
-        if purchase.paid_at.is_some() {
-            return Ok(Paid::AlreadyPaid);
-        }
-        if let Some(reason) = mismatch(&purchase, payment) {
-            diesel::update(purchases::table.find(checkout_id))
-                .filter(purchases::paid_at.is_null())
-                .set((purchases::mismatch.eq(&reason), purchases::mismatch_event_id.eq(event_id)))
-                .execute(c)
-                .await?;
-            return Ok(Paid::Mismatch { account_id: purchase.account_id, reason });
-        }
-        let marked = diesel::update(purchases::table.find(checkout_id))
-            .filter(purchases::paid_at.is_null())
-            .set((purchases::paid_at.eq(now), purchases::event_id.eq(event_id)))
-            .execute(c)
-            .await?;
-        if marked == 0 {
-            return Ok(Paid::AlreadyPaid);
-        }
-        let note = format!("pack {} (checkout {checkout_id})", purchase.pack);
-        let row = grant_in!(c, &purchase.account_id, &month, purchase.comments, &note, now)?;
-        Ok(Paid::Granted { account_id: purchase.account_id, balance: balance_of(month.clone(), now, Some(row)) })
-    })?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let paid = pay_in(&mut t.tx(), checkout_id, event_id, payment, &month, now).await?;
+    t.commit().await?;
     if let Paid::Granted { account_id, .. } = &paid {
         db.changed(&[Change::Account(account_id)]).await;
     }
     Ok(paid)
+}
+
+async fn pay_in(
+    tx: &mut crate::Tx<'_>,
+    checkout_id: &str,
+    event_id: &str,
+    payment: Payment<'_>,
+    month: &str,
+    now: i64,
+) -> Result<Paid> {
+    let purchase = tx.first_as::<Purchase, _>(purchases::table.find(checkout_id)).await.optional()?;
+    let Some(purchase) = purchase else { return Ok(Paid::Unknown) };
+    if purchase.paid_at.is_some() {
+        return Ok(Paid::AlreadyPaid);
+    }
+    if let Some(reason) = mismatch(&purchase, payment) {
+        tx.execute(
+            diesel::update(purchases::table.find(checkout_id))
+                .filter(purchases::paid_at.is_null())
+                .set((purchases::mismatch.eq(&reason), purchases::mismatch_event_id.eq(event_id))),
+        )
+        .await?;
+        return Ok(Paid::Mismatch { account_id: purchase.account_id, reason });
+    }
+    let marked = tx
+        .execute(
+            diesel::update(purchases::table.find(checkout_id))
+                .filter(purchases::paid_at.is_null())
+                .set((purchases::paid_at.eq(now), purchases::event_id.eq(event_id))),
+        )
+        .await?;
+    if marked == 0 {
+        return Ok(Paid::AlreadyPaid);
+    }
+    let note = format!("pack {} (checkout {checkout_id})", purchase.pack);
+    let row = crate::repo::balances::grant_in(tx, &purchase.account_id, month, purchase.comments, &note, now).await?;
+    Ok(Paid::Granted { account_id: purchase.account_id, balance: balance_of(month.to_owned(), now, Some(row)) })
 }
 
 /// The account's purchases, newest first.

@@ -2,17 +2,18 @@
 //! replica each), then starts their runs and reschedules them many at a time, in one
 //! transaction per group ([`start_runs`]).
 
-use crate::pool::SqliteConn;
-use crate::repo::jobs::new::{NewJob, job_values};
+use crate::repo::balances::NewHold;
+use crate::repo::jobs::new::NewJob;
+use crate::repo::outbox::NewMessage;
 use crate::schema::{accounts, analyses, balances, jobs, outbox, reservations};
-use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
+use crate::{Change, Db, Result, StorageError, Tx, with_conn};
 use cova_domain::JobKind;
 use cova_domain::JobStatus;
 use cova_domain::money::{self, Admission, AnalyzeRequest, Stage};
 use cova_domain::time::month_of;
 use cova_messages::{AnalyzeCommand, Outgoing};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use std::collections::{HashMap, HashSet};
 
 /// How long a claim keeps other scheduler replicas off a watch.
@@ -117,106 +118,121 @@ pub struct NextRun {
     pub error: Option<String>,
 }
 
-/// The body of [`start_runs`]' transaction, with `$insert` the database's way to insert many
-/// rows ([`crate::insert_rows!`] or [`crate::insert_rows_each!`]).
-macro_rules! start_runs_in {
-    ($c:ident, $insert:ident, $watches:expr, $accounts:expr, $month:expr, $trace:expr, $now:expr, $next:expr) => {{
-        let (c, watches, accounts, month, trace_headers, now, next) =
-            ($c, $watches, $accounts, $month, $trace, $now, $next);
-        c.lock_accounts(accounts).await?;
-        let mut snapshots = crate::repo::balances::accounts_in!(c, accounts, &month)?;
-        let mut in_flight: HashSet<(String, String)> = jobs::table
-            .filter(jobs::account_id.eq_any(accounts))
-            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .select((jobs::account_id, jobs::ref_))
-            .load::<(String, String)>(c)
-            .await?
-            .into_iter()
-            .collect();
-
-        let mut outcomes = Vec::with_capacity(watches.len());
-        let mut started: Vec<(&DueWatch, String, i64)> = Vec::new();
-        for watch in watches {
-            let key = (watch.account_id.clone(), watch.r#ref.clone());
-            if in_flight.contains(&key) {
-                outcomes.push(RunStart::Joined);
-                continue;
+/// Inserts `rows` into `table` in the caller's transaction: in one statement on PostgreSQL,
+/// where each statement is a round trip; one row at a time on SQLite, where a statement is a
+/// function call (and diesel-async has no multi-row insert).
+macro_rules! insert_all {
+    ($tx:expr, $table:expr, $rows:expr) => {
+        match $tx {
+            Tx::Pg(c) => {
+                diesel::insert_into($table).values($rows).execute(&mut **c).await?;
             }
-            let Some(account) = snapshots.get_mut(&watch.account_id) else {
-                outcomes.push(RunStart::QuotaExceeded);
-                continue;
-            };
-            let request =
-                AnalyzeRequest { refresh: true, max_comments: watch.max_comments, ..AnalyzeRequest::default() };
-            outcomes.push(match money::admit_analyze(account, &request) {
-                Admission::Admit(hold) => {
-                    let job_id = crate::repo::new_id();
-                    account.admit(&job_id, JobKind::Analyze, None, hold, Stage::Opening);
-                    in_flight.insert(key);
-                    started.push((watch, job_id.clone(), hold.amount));
-                    RunStart::Started { job_id }
+            Tx::Sqlite(c) => {
+                for row in $rows {
+                    diesel::insert_into($table).values(row).execute(&mut **c).await?;
                 }
-                Admission::PaymentRequired => RunStart::PaymentRequired,
-                Admission::QuotaExceeded => RunStart::QuotaExceeded,
-                Admission::ConcurrencyLimit => RunStart::ConcurrencyLimit,
-            });
+            }
         }
+    };
+}
 
-        let mut held: HashMap<&str, i64> = HashMap::new();
-        for (watch, _, amount) in &started {
-            *held.entry(watch.account_id.as_str()).or_default() += amount;
-        }
-        let held: Vec<(String, i64)> = held.into_iter().map(|(a, n)| (a.to_owned(), n)).collect();
-        c.hold(month, &held).await?;
-        if !started.is_empty() {
-            let rows: Vec<_> = started
-                .iter()
-                .map(|(w, job_id, amount)| {
-                    crate::repo::balances::held_values!(
-                        w.account_id.as_str(),
-                        job_id.as_str(),
-                        &month,
-                        *amount,
-                        0_i64,
-                        now
-                    )
-                })
-                .collect();
-            crate::$insert!(c, reservations::table, rows);
-            let new_jobs: Vec<NewJob<'_>> = started
-                .iter()
-                .map(|(w, job_id, _)| NewJob {
-                    id: job_id,
-                    account_id: &w.account_id,
-                    token_id: None,
-                    session_id: None,
-                    kind: JobKind::Analyze,
-                    r#ref: &w.r#ref,
-                    url: &w.url,
-                    comments_expected: None,
-                    batch_id: None,
-                    hold_stage: Stage::Opening,
-                    max_comments: w.max_comments,
-                    free_allowance: false,
-                })
-                .collect();
-            let rows: Vec<_> = new_jobs.iter().map(|new| job_values!(new, now)).collect();
-            crate::$insert!(c, jobs::table, rows);
-            let commands: Vec<Outgoing> = started
-                .iter()
-                .map(|(_, job_id, _)| Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }))
-                .collect();
-            let rows: Vec<_> =
-                commands.iter().map(|m| crate::repo::outbox::outbox_values!(m, trace_headers, now)).collect();
-            crate::$insert!(c, outbox::table, rows);
-        }
+/// The body of [`start_runs`]' transaction: the outcomes, and what was held per account.
+async fn start_runs_in(
+    tx: &mut Tx<'_>,
+    watches: &[DueWatch],
+    accounts: &[&str],
+    month: &str,
+    trace_headers: &str,
+    now: i64,
+    next: &(impl Fn(&DueWatch, &RunStart) -> NextRun + Sync),
+) -> Result<(Vec<RunStart>, Vec<(String, i64)>)> {
+    lock_accounts(tx, accounts).await?;
+    let mut snapshots = crate::repo::balances::accounts_in(tx, accounts, month).await?;
+    let mut in_flight: HashSet<(String, String)> = tx
+        .load::<(String, String), _>(
+            jobs::table
+                .filter(jobs::account_id.eq_any(accounts))
+                .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+                .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+                .select((jobs::account_id, jobs::ref_)),
+        )
+        .await?
+        .into_iter()
+        .collect();
 
-        let schedule: Vec<(&DueWatch, NextRun)> =
-            watches.iter().zip(&outcomes).map(|(watch, outcome)| (watch, next(watch, outcome))).collect();
-        c.reschedule(&schedule).await?;
-        Ok((outcomes, held))
-    }};
+    let mut outcomes = Vec::with_capacity(watches.len());
+    let mut started: Vec<(&DueWatch, String, i64)> = Vec::new();
+    for watch in watches {
+        let key = (watch.account_id.clone(), watch.r#ref.clone());
+        if in_flight.contains(&key) {
+            outcomes.push(RunStart::Joined);
+            continue;
+        }
+        let Some(account) = snapshots.get_mut(&watch.account_id) else {
+            outcomes.push(RunStart::QuotaExceeded);
+            continue;
+        };
+        let request = AnalyzeRequest { refresh: true, max_comments: watch.max_comments, ..AnalyzeRequest::default() };
+        outcomes.push(match money::admit_analyze(account, &request) {
+            Admission::Admit(hold) => {
+                let job_id = crate::repo::new_id();
+                account.admit(&job_id, JobKind::Analyze, None, hold, Stage::Opening);
+                in_flight.insert(key);
+                started.push((watch, job_id.clone(), hold.amount));
+                RunStart::Started { job_id }
+            }
+            Admission::PaymentRequired => RunStart::PaymentRequired,
+            Admission::QuotaExceeded => RunStart::QuotaExceeded,
+            Admission::ConcurrencyLimit => RunStart::ConcurrencyLimit,
+        });
+    }
+
+    let mut held: HashMap<&str, i64> = HashMap::new();
+    for (watch, _, amount) in &started {
+        *held.entry(watch.account_id.as_str()).or_default() += amount;
+    }
+    let held: Vec<(String, i64)> = held.into_iter().map(|(a, n)| (a.to_owned(), n)).collect();
+    hold(tx, month, &held).await?;
+    if !started.is_empty() {
+        let holds: Vec<NewHold<'_>> = started
+            .iter()
+            .map(|(w, job_id, amount)| {
+                let hold = money::Hold { amount: *amount, free: 0 };
+                NewHold::of(w.account_id.as_str(), job_id.as_str(), month, hold, now)
+            })
+            .collect();
+        insert_all!(tx, reservations::table, &holds);
+        let new_jobs: Vec<NewJob<'_>> = started
+            .iter()
+            .map(|(w, job_id, _)| NewJob {
+                id: job_id,
+                account_id: &w.account_id,
+                token_id: None,
+                session_id: None,
+                kind: JobKind::Analyze,
+                r#ref: &w.r#ref,
+                url: &w.url,
+                comments_expected: None,
+                batch_id: None,
+                hold_stage: Stage::Opening,
+                max_comments: w.max_comments,
+                free_allowance: false,
+            })
+            .collect();
+        let rows: Vec<_> = new_jobs.iter().map(|new| new.row(now)).collect();
+        insert_all!(tx, jobs::table, &rows);
+        let commands: Vec<Outgoing> = started
+            .iter()
+            .map(|(_, job_id, _)| Outgoing::command(&AnalyzeCommand { job_id: job_id.clone() }))
+            .collect();
+        let rows: Vec<NewMessage<'_>> = commands.iter().map(|m| NewMessage::of(m, trace_headers, now)).collect();
+        insert_all!(tx, outbox::table, &rows);
+    }
+
+    let schedule: Vec<(&DueWatch, NextRun)> =
+        watches.iter().zip(&outcomes).map(|(watch, outcome)| (watch, next(watch, outcome))).collect();
+    reschedule(tx, &schedule).await?;
+    Ok((outcomes, held))
 }
 
 /// Starts the runs of claimed due watches and reschedules each by `next`, all in one
@@ -240,12 +256,9 @@ pub async fn start_runs(
     let mut accounts: Vec<&str> = watches.iter().map(|w| w.account_id.as_str()).collect();
     accounts.sort_unstable();
     accounts.dedup();
-    let mut conn = db.conn().await?;
-    let (outcomes, held) = in_transaction!(&mut conn,
-        pg: |c| start_runs_in!(c, insert_rows, watches, &accounts, &month, trace_headers, now, &next),
-        sqlite: |c| start_runs_in!(c, insert_rows_each, watches, &accounts, &month, trace_headers, now, &next)
-    )?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let (outcomes, held) = start_runs_in(&mut t.tx(), watches, &accounts, &month, trace_headers, now, &next).await?;
+    t.commit().await?;
     let mut changes: Vec<Change<'_>> = held.iter().map(|(account, _)| Change::Account(account)).collect();
     for outcome in &outcomes {
         if let RunStart::Started { job_id } = outcome {
@@ -259,127 +272,118 @@ pub async fn start_runs(
     Ok(outcomes)
 }
 
-/// The writes of [`start_runs`] whose best form differs by database: set-based statements on
-/// PostgreSQL, where each statement is a round trip; one row at a time on SQLite, where a
-/// statement is a function call.
-trait GroupWrites {
-    /// Takes the accounts' row locks inside the transaction, so that each account's job
-    /// requests and watch runs are serialised (see [`super::jobs::create_analyze`]).
-    async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()>;
-    /// Holds `amount` more on each account's balance of `month` (checked under the lock).
-    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()>;
-    /// Sets each watch's next run and releases its claim, unless the claim ended meanwhile (a
-    /// change of the watch wins).
-    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()>;
-}
-
 /// A balance that changed under the account lock: never expected; the group is rolled back.
 fn hold_refused() -> StorageError {
     StorageError::Conflict("a balance changed under the account lock".into())
 }
 
-impl GroupWrites for AsyncPgConnection {
-    async fn lock_accounts(&mut self, ids: &[&str]) -> Result<()> {
+/// Takes the accounts' row locks inside the transaction, so that each account's job requests
+/// and watch runs are serialised (see [`super::jobs::create_analyze`]); SQLite's
+/// `BEGIN IMMEDIATE` has already serialised every writer.
+async fn lock_accounts(tx: &mut Tx<'_>, ids: &[&str]) -> Result<()> {
+    if let Tx::Pg(c) = tx {
         // In id order: two groups that share accounts wait for each other, never in a cycle.
         accounts::table
             .filter(accounts::id.eq_any(ids))
             .order(accounts::id)
             .select(accounts::id)
             .for_update()
-            .load::<String>(self)
+            .load::<String>(&mut **c)
             .await?;
-        Ok(())
     }
-
-    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()> {
-        use diesel::sql_types::{Array, BigInt, Text};
-        if held.is_empty() {
-            return Ok(());
-        }
-        let (accounts, amounts): (Vec<&str>, Vec<i64>) = held.iter().map(|(a, n)| (a.as_str(), *n)).unzip();
-        let updated = diesel::sql_query(
-            "UPDATE balances AS b SET reserved = b.reserved + v.amount \
-             FROM unnest($1::text[], $2::bigint[]) AS v(account_id, amount) \
-             WHERE b.account_id = v.account_id AND b.month = $3 \
-               AND b.granted - b.reserved - b.spent >= v.amount",
-        )
-        .bind::<Array<Text>, _>(accounts)
-        .bind::<Array<BigInt>, _>(amounts)
-        .bind::<Text, _>(month)
-        .execute(self)
-        .await?;
-        if updated != held.len() {
-            return Err(hold_refused());
-        }
-        Ok(())
-    }
-
-    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()> {
-        use diesel::sql_types::{Array, BigInt, Nullable, Text};
-        let ids: Vec<&str> = schedule.iter().map(|(w, _)| w.id.as_str()).collect();
-        let claims: Vec<i64> = schedule.iter().map(|(w, _)| w.claimed_until).collect();
-        let next: Vec<i64> = schedule.iter().map(|(_, n)| n.at).collect();
-        let errors: Vec<Option<&str>> = schedule.iter().map(|(_, n)| n.error.as_deref()).collect();
-        let ran: Vec<Option<i64>> = schedule.iter().map(|(_, n)| n.ran_at).collect();
-        diesel::sql_query(
-            "UPDATE analyses AS a SET watch_next_run_at = v.next_at, watch_last_error = v.error, \
-               watch_claimed_until = 0, watch_last_run_at = COALESCE(v.ran_at, a.watch_last_run_at) \
-             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
-               AS v(id, claimed_until, next_at, error, ran_at) \
-             WHERE a.id = v.id AND a.watch_enabled AND a.watch_claimed_until = v.claimed_until",
-        )
-        .bind::<Array<Text>, _>(ids)
-        .bind::<Array<BigInt>, _>(claims)
-        .bind::<Array<BigInt>, _>(next)
-        .bind::<Array<Nullable<Text>>, _>(errors)
-        .bind::<Array<Nullable<BigInt>>, _>(ran)
-        .execute(self)
-        .await?;
-        Ok(())
-    }
+    Ok(())
 }
 
-impl GroupWrites for SqliteConn {
-    /// SQLite's `BEGIN IMMEDIATE` has already serialised every writer.
-    async fn lock_accounts(&mut self, _ids: &[&str]) -> Result<()> {
-        Ok(())
-    }
-
-    async fn hold(&mut self, month: &str, held: &[(String, i64)]) -> Result<()> {
-        for (account, amount) in held {
-            let reserved = diesel::update(balances::table.find((account, month)))
-                .filter((balances::granted - balances::reserved - balances::spent).ge(*amount))
-                .set(balances::reserved.eq(balances::reserved + *amount))
-                .execute(self)
-                .await?;
-            if reserved != 1 {
+/// Holds `amount` more on each account's balance of `month` (checked under the lock): in one
+/// statement on PostgreSQL, one row at a time on SQLite.
+async fn hold(tx: &mut Tx<'_>, month: &str, held: &[(String, i64)]) -> Result<()> {
+    use diesel::sql_types::{Array, BigInt, Text};
+    match tx {
+        Tx::Pg(c) => {
+            if held.is_empty() {
+                return Ok(());
+            }
+            let (accounts, amounts): (Vec<&str>, Vec<i64>) = held.iter().map(|(a, n)| (a.as_str(), *n)).unzip();
+            let updated = diesel::sql_query(
+                "UPDATE balances AS b SET reserved = b.reserved + v.amount \
+                 FROM unnest($1::text[], $2::bigint[]) AS v(account_id, amount) \
+                 WHERE b.account_id = v.account_id AND b.month = $3 \
+                   AND b.granted - b.reserved - b.spent >= v.amount",
+            )
+            .bind::<Array<Text>, _>(accounts)
+            .bind::<Array<BigInt>, _>(amounts)
+            .bind::<Text, _>(month)
+            .execute(&mut **c)
+            .await?;
+            if updated != held.len() {
                 return Err(hold_refused());
             }
         }
-        Ok(())
-    }
-
-    async fn reschedule(&mut self, schedule: &[(&DueWatch, NextRun)]) -> Result<()> {
-        for (watch, next) in schedule {
-            let this_claim = analyses::id
-                .eq(&watch.id)
-                .and(analyses::watch_enabled.eq(true))
-                .and(analyses::watch_claimed_until.eq(watch.claimed_until));
-            let rescheduled = (
-                analyses::watch_next_run_at.eq(next.at),
-                analyses::watch_last_error.eq(next.error.as_deref()),
-                analyses::watch_claimed_until.eq(0),
-            );
-            match next.ran_at {
-                Some(at) => {
-                    diesel::update(analyses::table.filter(this_claim))
-                        .set((rescheduled, analyses::watch_last_run_at.eq(at)))
-                        .execute(self)
-                        .await?
+        Tx::Sqlite(c) => {
+            for (account, amount) in held {
+                let reserved = diesel::update(balances::table.find((account, month)))
+                    .filter((balances::granted - balances::reserved - balances::spent).ge(*amount))
+                    .set(balances::reserved.eq(balances::reserved + *amount))
+                    .execute(&mut **c)
+                    .await?;
+                if reserved != 1 {
+                    return Err(hold_refused());
                 }
-                None => diesel::update(analyses::table.filter(this_claim)).set(rescheduled).execute(self).await?,
-            };
+            }
         }
-        Ok(())
     }
+    Ok(())
+}
+
+/// Sets each watch's next run and releases its claim, unless the claim ended meanwhile (a
+/// change of the watch wins): in one statement on PostgreSQL, one row at a time on SQLite.
+async fn reschedule(tx: &mut Tx<'_>, schedule: &[(&DueWatch, NextRun)]) -> Result<()> {
+    match tx {
+        Tx::Pg(c) => {
+            use diesel::sql_types::{Array, BigInt, Nullable, Text};
+            let ids: Vec<&str> = schedule.iter().map(|(w, _)| w.id.as_str()).collect();
+            let claims: Vec<i64> = schedule.iter().map(|(w, _)| w.claimed_until).collect();
+            let next: Vec<i64> = schedule.iter().map(|(_, n)| n.at).collect();
+            let errors: Vec<Option<&str>> = schedule.iter().map(|(_, n)| n.error.as_deref()).collect();
+            let ran: Vec<Option<i64>> = schedule.iter().map(|(_, n)| n.ran_at).collect();
+            diesel::sql_query(
+                "UPDATE analyses AS a SET watch_next_run_at = v.next_at, watch_last_error = v.error, \
+                   watch_claimed_until = 0, watch_last_run_at = COALESCE(v.ran_at, a.watch_last_run_at) \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
+                   AS v(id, claimed_until, next_at, error, ran_at) \
+                 WHERE a.id = v.id AND a.watch_enabled AND a.watch_claimed_until = v.claimed_until",
+            )
+            .bind::<Array<Text>, _>(ids)
+            .bind::<Array<BigInt>, _>(claims)
+            .bind::<Array<BigInt>, _>(next)
+            .bind::<Array<Nullable<Text>>, _>(errors)
+            .bind::<Array<Nullable<BigInt>>, _>(ran)
+            .execute(&mut **c)
+            .await?;
+        }
+        Tx::Sqlite(_) => {
+            for (watch, next) in schedule {
+                let this_claim = analyses::id
+                    .eq(&watch.id)
+                    .and(analyses::watch_enabled.eq(true))
+                    .and(analyses::watch_claimed_until.eq(watch.claimed_until));
+                let rescheduled = (
+                    analyses::watch_next_run_at.eq(next.at),
+                    analyses::watch_last_error.eq(next.error.as_deref()),
+                    analyses::watch_claimed_until.eq(0),
+                );
+                match next.ran_at {
+                    Some(at) => {
+                        tx.execute(
+                            diesel::update(analyses::table.filter(this_claim))
+                                .set((rescheduled, analyses::watch_last_run_at.eq(at))),
+                        )
+                        .await?
+                    }
+                    None => tx.execute(diesel::update(analyses::table.filter(this_claim)).set(rescheduled)).await?,
+                };
+            }
+        }
+    }
+    Ok(())
 }

@@ -63,7 +63,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub max_comments: Option<u32>,
     /// Start nothing: print what the posts would cost (each post's comment count, the total,
-    /// and how many posts the balance covers whole), as `POST /analyze/batch/preview` answers.
+    /// and how many posts the balance covers whole), as `POST /analyze/batch/preview` answers
+    /// once the counts it reads after answering have arrived (asked again every 2 seconds).
     #[arg(long, conflicts_with_all = ["wait", "output_dir"])]
     pub preview: bool,
     #[command(flatten)]

@@ -12,6 +12,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::Write as _;
+
+/// How often a preview is asked again while its posts are being counted.
+pub const PREVIEW_AGAIN: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a preview waits for its counts at most.
+pub const PREVIEW_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
 use std::time::Duration;
 use url::Url;
 
@@ -50,9 +55,20 @@ impl Api {
         self.post(&["analyze", "batch"], &list_body(post_urls, max_comments)).await
     }
 
-    /// `POST /api/v1/analyze/batch/preview`: what the list would cost, starting nothing.
+    /// `POST /api/v1/analyze/batch/preview`: what the list would cost, starting nothing, asked
+    /// again every [`PREVIEW_AGAIN`] while some of its posts are being counted (`counting`), up
+    /// to [`PREVIEW_PATIENCE`]: the answer then says which are still being counted.
     pub async fn preview(&self, post_urls: &[String], max_comments: Option<u32>) -> Result<Value, ClientError> {
-        self.post(&["analyze", "batch", "preview"], &list_body(post_urls, max_comments)).await
+        let body = list_body(post_urls, max_comments);
+        let deadline = tokio::time::Instant::now() + PREVIEW_PATIENCE;
+        loop {
+            let preview = self.post(&["analyze", "batch", "preview"], &body).await?;
+            let counting = preview["counting"].as_u64().unwrap_or(0);
+            if counting == 0 || tokio::time::Instant::now() + PREVIEW_AGAIN > deadline {
+                return Ok(preview);
+            }
+            tokio::time::sleep(PREVIEW_AGAIN).await;
+        }
     }
 
     /// `GET /api/v1/analyze/batch/{id}`.

@@ -417,7 +417,7 @@ pub async fn save_metadata(req: HttpRequest, state: web::Data<AppState>, payload
     .await?;
     let mut meter = Meter::default();
     meter.balance(&state, &principal).await?;
-    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit)).await?;
+    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit), &principal.account_id).await?;
     let member = uuid::Uuid::new_v4().to_string();
     let mut body = lookup::metadata(&state, &post, &mut meter, (&limit, &member), &principal.account_id).await?;
     let cached = body.as_object_mut().and_then(|o| o.remove("cached")).unwrap_or(Value::Bool(false));

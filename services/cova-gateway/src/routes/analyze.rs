@@ -46,7 +46,7 @@ pub async fn post_analyze(req: HttpRequest, state: web::Data<AppState>, payload:
         .await?;
     // The request limit is spent before a short link makes cova contact the platform.
     let (mut meter, _) = Meter::api(&state, &principal).await?;
-    let post = lookup::resolve(&state, parsed, &mut meter, None).await?;
+    let post = lookup::resolve(&state, parsed, &mut meter, None, &principal.account_id).await?;
     let r#ref = post.to_string();
     let known_comments = known_comment_count(&state, &r#ref).await;
     // The scraper's work joins this request's trace.

@@ -8,15 +8,17 @@ use super::analyze::{idempotency_key, known_comment_count};
 use super::views;
 use crate::error::HttpResult;
 use crate::input::{self, read_body};
+use crate::later::{Known, Spent, What};
 use crate::metering::{self, Limit, Meter, authorized};
 use crate::{AppState, backend_errors, lookup};
 use actix_web::{HttpRequest, HttpResponse, web};
 use cova_auth::Scope;
-use cova_domain::limits::{self, MAX_BATCH_URLS};
+use cova_domain::limits::{self, LINK_WAIT, MAX_BATCH_URLS};
 use cova_domain::money;
 use cova_domain::time::rfc3339;
 use cova_errors::ApiError;
-use cova_platforms::{PostRef, parse_url};
+use cova_platforms::{ParsedUrl, PostRef, ShortLink, parse_url};
+use cova_runtime::known_counts::Count;
 use cova_storage::repo::batches::{self, Batch, Created, NewBatch, NewItem};
 use serde::{Deserialize, Serialize};
 
@@ -56,20 +58,87 @@ fn digest(urls: &[String], max_comments: Option<i64>) -> String {
     hex::encode(context.finish().as_ref())
 }
 
-/// One URL of a list checked as `POST /analyze` checks its one: the URL as it is kept, and
-/// its post (short links resolved) or why it is refused.
-async fn checked_item(state: &AppState, raw: &str, meter: &mut Meter) -> (String, Result<PostRef, ApiError>) {
-    match input::post_url("url", raw) {
-        Err(e) => (input::shown_url(raw), Err(e)),
-        Ok(url) => {
-            let post = match parse_url(&url) {
-                Ok(parsed) => lookup::resolve(state, parsed, meter, None).await,
-                Err(e) => Err(e.to_api_error()),
-            };
-            (url, post)
+/// One URL of a list, checked as `POST /analyze` checks its one.
+enum Checked {
+    Post(PostRef),
+    /// A short or share link whose post is not known yet.
+    Link(ShortLink),
+    Refused(ApiError),
+}
+
+/// The URLs of a list checked as `POST /analyze` checks its one, each with the URL as it is
+/// kept. Links already followed (in the last day) name their post at once; the others are
+/// followed now, all at once, when `wait` is set, for at most [`LINK_WAIT`] in all (those still
+/// being followed are refused as `unavailable`, and followed on for the next request), or left
+/// as links otherwise (a preview counts them after its answer). While the account's failed
+/// lookups are spent, unknown links are refused as `rate_limited`.
+async fn checked_list(
+    state: &AppState,
+    urls: &[String],
+    asker: &str,
+    wait: bool,
+) -> Result<Vec<(String, Checked)>, ApiError> {
+    let cache_error = |e| backend_errors::cache(e);
+    let mut checked = Vec::with_capacity(urls.len());
+    for raw in urls {
+        let item = match input::post_url("url", raw) {
+            Err(e) => (input::shown_url(raw), Checked::Refused(e)),
+            Ok(url) => {
+                let check = match parse_url(&url) {
+                    Err(e) => Checked::Refused(e.to_api_error()),
+                    Ok(ParsedUrl::Post(post)) => Checked::Post(post),
+                    Ok(ParsedUrl::ShortLink(link)) => match state.later.link(&link).await.map_err(cache_error)? {
+                        Known::Yes(post) => Checked::Post(post),
+                        Known::Failed(e) => Checked::Refused(e),
+                        Known::Unknown => Checked::Link(link),
+                    },
+                };
+                (url, check)
+            }
+        };
+        checked.push(item);
+    }
+    if !wait || !checked.iter().any(|(_, c)| matches!(c, Checked::Link(_))) {
+        return Ok(checked);
+    }
+    let failures = Limit::failures(asker).apply(state, cova_cache::Op::Peek).await.map_err(cache_error)?;
+    if failures.remaining == 0 {
+        for (_, check) in checked.iter_mut().filter(|(_, c)| matches!(c, Checked::Link(_))) {
+            *check = Checked::Refused(lookup::too_many_failures(&failures));
+        }
+        return Ok(checked);
+    }
+    for (_, check) in &checked {
+        if let Checked::Link(link) = check {
+            state.later.start(asker, What::Link(link.clone()), None).await.map_err(cache_error)?;
         }
     }
+    let deadline = tokio::time::Instant::now() + LINK_WAIT;
+    loop {
+        let mut open = false;
+        for (_, check) in checked.iter_mut() {
+            let Checked::Link(link) = check else { continue };
+            match state.later.link(link).await.map_err(cache_error)? {
+                Known::Yes(post) => *check = Checked::Post(post),
+                Known::Failed(e) => *check = Checked::Refused(e),
+                Known::Unknown => open = true,
+            }
+        }
+        if !open {
+            return Ok(checked);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            for (_, check) in checked.iter_mut().filter(|(_, c)| matches!(c, Checked::Link(_))) {
+                *check = Checked::Refused(lookup::still_following());
+            }
+            return Ok(checked);
+        }
+        tokio::time::sleep(LINK_POLL).await;
+    }
 }
+
+/// How a list waiting for its links looks at the cache.
+const LINK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
     let (principal, mut meter, ((urls, max_comments), key)) =
@@ -78,15 +147,19 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
         })
         .await?;
     // Each URL checked like `POST /analyze` checks its one; a bad one is refused alone.
+    let checked = checked_list(&state, &urls, &principal.account_id, true).await.map_err(|e| meter.fail(e))?;
     let mut items = Vec::with_capacity(urls.len());
-    for raw in &urls {
-        let (url, post) = checked_item(&state, raw, &mut meter).await;
+    for (url, check) in checked {
+        let post = match check {
+            Checked::Post(post) => Ok(post.to_string()),
+            Checked::Refused(e) => Err((e.code.as_str().to_owned(), e.detail.clone())),
+            Checked::Link(_) => Err(("unavailable".to_owned(), lookup::still_following().detail)),
+        };
         // A count read for a preview (or any metadata lookup) in the last minutes sizes the item.
         let known_comments = match &post {
-            Ok(post) => known_comment_count(&state, &post.to_string()).await,
+            Ok(r#ref) => known_comment_count(&state, r#ref).await,
             Err(_) => None,
         };
-        let post = post.map(|p| p.to_string()).map_err(|e| (e.code.as_str().to_owned(), e.detail.clone()));
         items.push(NewItem { url, post, known_comments });
     }
     let db = &state.backends.db;
@@ -103,7 +176,7 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
     let (id, status) = match batches::create(db, new, now).await.map_err(|e| meter.fail(backend_errors::storage(e)))? {
         Created::New(id) => {
             let trace = cova_telemetry::current_trace_json();
-            cova_runtime::flow::start_waiting(db, &principal.account_id, &trace, now)
+            cova_runtime::flow::advance(db, &principal.account_id, &trace, now)
                 .await
                 .map_err(|e| meter.fail(backend_errors::storage(e)))?;
             state.outbox.notify_one();
@@ -118,55 +191,59 @@ pub async fn create(req: HttpRequest, state: web::Data<AppState>, payload: web::
     answer(&state, &principal.account_id, &id, meter, status).await
 }
 
-/// `POST /analyze/batch/preview`: what a list would cost before it starts. Each URL is checked
-/// as the list would check it and its post's comment count read from its metadata, under the
-/// metadata limit's rules (a cached answer is free; a lookup spends one of the account's
-/// metadata requests, given back when it fails; once they are spent, the rest are not counted
-/// and say why). Answers each post's count and what collecting it charges at most, the total,
-/// and how many posts the balance covers whole, in list order.
+/// `POST /analyze/batch/preview`: what a list would cost before it starts, answered at once
+/// whatever its length. Each URL is checked as the list would check it, and its post's comment
+/// count is the one cova knows (read by any lookup, preview or collection in the last hour); the
+/// posts whose count is not known yet are counted after the answer (`counting`), in their turn
+/// at the platforms' pace, from the account's own preview lookups (apart from the metadata
+/// limit; one given back when the lookup fails): the same preview asked again shows them.
+/// Answers each post's count and what collecting it charges at most, the total, and how many
+/// posts the balance covers whole, in list order.
 pub async fn preview(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResult {
     let (principal, mut meter, (urls, max_comments)) =
         authorized(&req, &state, Scope::AnalyzeWrite, async |_| list_body(&state, payload).await).await?;
     let usage = meter.balance(&state, &principal).await?;
     let spendable = metering::spendable(&principal, &usage).available.max(0);
-    // The lookups' own limit headers stay off this answer, which spent the general limit.
-    let mut lookups = Meter::default();
-    let limit = Limit::metadata(&principal.account_id);
+    let account = &principal.account_id;
+    let checked = checked_list(&state, &urls, account, false).await.map_err(|e| meter.fail(e))?;
+    let mut counter = Counter { account, failures: None, previews: None };
     let mut items: Vec<PreviewItem> = Vec::with_capacity(urls.len());
     let mut seen: Vec<(String, usize)> = Vec::new();
-    for (position, raw) in urls.iter().enumerate() {
-        let (url, post) = checked_item(&state, raw, &mut lookups).await;
+    for (position, (url, check)) in checked.into_iter().enumerate() {
         let mut item = PreviewItem {
             position,
             url,
             r#ref: None,
             comments: None,
             charge_at_most: None,
+            comments_off: false,
+            counting: false,
             same_as: None,
             covered: false,
             error: None,
         };
-        match post {
-            Err(e) => item.error = Some(PreviewError::of(&e)),
-            Ok(post) => {
+        match check {
+            Checked::Refused(e) => item.error = Some(PreviewError::of(&e)),
+            Checked::Link(link) => {
+                counter.count(&state, What::LinkThenCount(link), &mut item).await.map_err(|e| meter.fail(e))?;
+            }
+            Checked::Post(post) => {
                 let r#ref = post.to_string();
                 if let Some((_, first)) = seen.iter().find(|(r, _)| *r == r#ref) {
                     // One job collects a post once, however often the list names it.
-                    item.same_as = Some(*first);
-                    item.comments = items[*first].comments;
+                    let first = &items[*first];
+                    item.same_as = Some(first.position);
+                    (item.comments, item.counting, item.comments_off) =
+                        (first.comments, first.counting, first.comments_off);
                     item.charge_at_most = item.comments.map(|_| 0);
                 } else {
                     seen.push((r#ref.clone(), position));
-                    let member = uuid::Uuid::new_v4().to_string();
-                    match lookup::shared_metadata(&state, &post, &mut lookups, &limit, &member).await {
-                        Ok(metadata) => match metadata["metrics"]["comments"].as_i64() {
-                            Some(count) => {
-                                item.comments = Some(count);
-                                item.charge_at_most = Some(money::charge_at_most(count, max_comments));
-                            }
-                            None => item.error = Some(PreviewError::uncounted()),
-                        },
-                        Err(e) => item.error = Some(PreviewError::of(&e)),
+                    match state.later.count(&post).await.map_err(|e| meter.fail(backend_errors::cache(e)))? {
+                        Known::Yes(count) => item.counted(count, max_comments),
+                        Known::Failed(e) => item.error = Some(PreviewError::of(&e)),
+                        Known::Unknown => {
+                            counter.count(&state, What::Count(post), &mut item).await.map_err(|e| meter.fail(e))?;
+                        }
                     }
                 }
                 item.r#ref = Some(r#ref);
@@ -175,7 +252,11 @@ pub async fn preview(req: HttpRequest, state: web::Data<AppState>, payload: web:
         items.push(item);
     }
     // Posts of unknown size are left out of what the balance covers.
-    let counted: Vec<Option<i64>> = items.iter().filter(|i| i.charge_at_most.is_some()).map(|i| i.comments).collect();
+    let counted: Vec<Option<i64>> = items
+        .iter()
+        .filter(|i| i.charge_at_most.is_some())
+        .map(|i| i.charge_at_most.and(i.comments_charged()))
+        .collect();
     let covered = money::covered_whole(spendable, &counted, max_comments);
     let mut left = covered;
     for item in items.iter_mut().filter(|i| i.charge_at_most.is_some()) {
@@ -189,6 +270,7 @@ pub async fn preview(req: HttpRequest, state: web::Data<AppState>, payload: web:
         available: spendable,
         charge_at_most: items.iter().filter_map(|i| i.charge_at_most).sum(),
         counted: items.iter().filter(|i| i.charge_at_most.is_some() && i.same_as.is_none()).count(),
+        counting: items.iter().filter(|i| i.counting && i.same_as.is_none()).count(),
         covered_whole: items.iter().filter(|i| i.covered && i.same_as.is_none()).count(),
         max_comments,
         posts: items.iter().filter(|i| i.r#ref.is_some() && i.same_as.is_none()).count(),
@@ -198,12 +280,61 @@ pub async fn preview(req: HttpRequest, state: web::Data<AppState>, payload: web:
     Ok(meter.json(HttpResponse::Ok(), &body))
 }
 
+/// Starts the counts a preview does not know yet, from the account's preview lookups, while
+/// its failed lookups allow.
+struct Counter<'a> {
+    account: &'a str,
+    /// The failed lookups' state, once read.
+    failures: Option<cova_cache::Decision>,
+    /// The preview lookups' refusal, once met: the rest are not counted either.
+    previews: Option<cova_cache::Decision>,
+}
+
+impl Counter<'_> {
+    async fn count(&mut self, state: &AppState, what: What, item: &mut PreviewItem) -> Result<(), ApiError> {
+        let cache_error = |e| backend_errors::cache(e);
+        if state.later.under_way(&what).await.map_err(cache_error)? {
+            item.counting = true;
+            return Ok(());
+        }
+        let failures = match self.failures {
+            Some(d) => d,
+            None => {
+                let d = Limit::failures(self.account).apply(state, cova_cache::Op::Peek).await.map_err(cache_error)?;
+                *self.failures.insert(d)
+            }
+        };
+        if failures.remaining == 0 {
+            item.error = Some(PreviewError::of(&lookup::too_many_failures(&failures)));
+            return Ok(());
+        }
+        if let Some(refused) = &self.previews {
+            item.error = Some(PreviewError::previews_spent(refused));
+            return Ok(());
+        }
+        let member = uuid::Uuid::new_v4().to_string();
+        let limit = Limit::previews(self.account);
+        let spent = limit.apply(state, cova_cache::Op::Hit(&member)).await.map_err(cache_error)?;
+        if !spent.allowed {
+            item.error = Some(PreviewError::previews_spent(&spent));
+            self.previews = Some(spent);
+            return Ok(());
+        }
+        let spent = Some(Spent { key: limit.key, member });
+        state.later.start(self.account, what, spent).await.map_err(cache_error)?;
+        item.counting = true;
+        Ok(())
+    }
+}
+
 #[derive(Serialize)]
 struct Preview {
     /// What the caller may spend now (a session's free allowance included).
     available: i64,
     charge_at_most: i64,
     counted: usize,
+    /// Posts whose count is being read now: ask the same preview again to see them.
+    counting: usize,
     covered_whole: usize,
     items: Vec<PreviewItem>,
     max_comments: Option<i64>,
@@ -219,8 +350,12 @@ struct PreviewItem {
     /// The post's comment count as the platform reports it.
     comments: Option<i64>,
     /// What collecting it charges at most (its count, capped by `max_comments`; 0 for a post
-    /// the list already names).
+    /// the list already names, or whose comments are off).
     charge_at_most: Option<i64>,
+    /// Its author turned its comments off: there is nothing to collect.
+    comments_off: bool,
+    /// Its count is being read now.
+    counting: bool,
     /// The position of the same post earlier in the list.
     same_as: Option<usize>,
     /// The balance covers it whole, with the posts before it.
@@ -234,18 +369,41 @@ struct PreviewError {
     detail: String,
 }
 
+impl PreviewItem {
+    /// A count cova knows.
+    fn counted(&mut self, count: Count, max_comments: Option<i64>) {
+        match count.comments {
+            Some(n) => {
+                self.comments = Some(n);
+                self.comments_off = count.comments_off == Some(true);
+                self.charge_at_most =
+                    Some(self.comments_charged().map_or(0, |n| money::charge_at_most(n, max_comments)));
+            }
+            None => self.error = Some(PreviewError::uncounted()),
+        }
+    }
+
+    /// What collecting its comments may charge for: none when they are off.
+    fn comments_charged(&self) -> Option<i64> {
+        if self.comments_off { Some(0) } else { self.comments }
+    }
+}
+
 impl PreviewError {
     fn of(e: &ApiError) -> Self {
-        let detail = match e.code {
-            cova_errors::ErrorCode::RateLimited => format!(
-                "Not counted: the account's metadata lookups ({} every {}) are spent for now. \
-                 Its count can be read again later; collecting it does not need it.",
-                limits::METADATA.limit,
-                limits::in_words(limits::METADATA.period)
+        Self { code: e.code.as_str(), detail: e.detail.clone() }
+    }
+
+    fn previews_spent(refused: &cova_cache::Decision) -> Self {
+        Self {
+            code: "rate_limited",
+            detail: format!(
+                "Not counted: the account's list-preview lookups ({}) are spent for now; they come back within \
+                 {} seconds. Collecting the post does not need its count.",
+                limits::window_in_words(limits::PREVIEW_LOOKUPS),
+                refused.retry_after_secs()
             ),
-            _ => e.detail.clone(),
-        };
-        Self { code: e.code.as_str(), detail }
+        }
     }
 
     fn uncounted() -> Self {
@@ -260,12 +418,15 @@ pub async fn get(req: HttpRequest, state: web::Data<AppState>, path: web::Path<S
 
 pub async fn cancel(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResult {
     let (principal, meter, ()) = authorized(&req, &state, Scope::AnalyzeWrite, async |_| Ok(())).await?;
-    let cancelled = batches::cancel(&state.backends.db, &principal.account_id, &path, state.now())
+    let (db, now) = (&state.backends.db, state.now());
+    let cancelled = batches::cancel(db, &principal.account_id, &path, now)
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
     if cancelled.is_none() {
         return Err(meter.fail(ApiError::not_found("No such batch.")).into());
     }
+    // Its waiting URLs are gone: the list ends now if none of its jobs runs.
+    cova_runtime::flow::end_list(db, &path, now).await.map_err(|e| meter.fail(backend_errors::storage(e)))?;
     state.outbox.notify_one();
     answer(&state, &principal.account_id, &path, meter, HttpResponse::Ok()).await
 }

@@ -266,12 +266,7 @@ pub async fn refresh(req: HttpRequest, state: web::Data<AppState>, path: web::Pa
     if let Some(e) = run.error {
         return Err(meter.fail(e.to_api_error()).into());
     }
-    let started = match &run.batch_id {
-        Some(_) => cova_runtime::flow::start_waiting(db, &principal.account_id, &trace, now)
-            .await
-            .map_err(|e| meter.fail(backend_errors::storage(e)))?,
-        None => 0,
-    };
+    let started = run.started;
     if !run.found.is_empty() {
         state.outbox.notify_one();
     }

@@ -33,7 +33,7 @@ pub async fn post_metadata(req: HttpRequest, state: web::Data<AppState>, payload
     .await?;
     let mut meter = Meter::default();
     meter.balance(&state, &principal).await?;
-    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit)).await?;
+    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit), &principal.account_id).await?;
     let member = uuid::Uuid::new_v4().to_string();
     let body = lookup::metadata(&state, &post, &mut meter, (&limit, &member), &principal.account_id).await?;
     Ok(meter.json(HttpResponse::Ok(), &body))
@@ -64,8 +64,10 @@ async fn anonymous(req: HttpRequest, state: web::Data<AppState>, payload: web::P
         )
         .into());
     }
-    // A visitor's platform requests wait their turn as its address's.
-    cova_platforms::Demand::current().identify(&format!("ip:{ip}"));
+    // A visitor's platform requests wait their turn as its address's, and its failed lookups
+    // are bounded as its address's.
+    let asker = format!("ip:{ip}");
+    cova_platforms::Demand::current().identify(&asker);
     let limit = Limit { key: format!("meta-anon:{ip}"), limiter: Limiter::Window(METADATA_ANONYMOUS) };
     let mut meter = Meter::default();
     let parsed =
@@ -78,7 +80,7 @@ async fn anonymous(req: HttpRequest, state: web::Data<AppState>, payload: web::P
                 return Err(meter.fail(e).into());
             }
         };
-    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit)).await?;
+    let post = lookup::resolve(&state, parsed, &mut meter, Some(&limit), &asker).await?;
     let member = uuid::Uuid::new_v4().to_string();
     let body = lookup::shared_metadata(&state, &post, &mut meter, &limit, &member).await?;
     Ok(meter.json(HttpResponse::Ok(), &body))

@@ -3,19 +3,17 @@
 //! arrive, and completion, which turns the collected comments into the account's analysis of
 //! the post and charges only the comments new to it.
 
-use super::new::lock_account;
-use super::{Ended, Job, end_event, ended, find_job, holds_lease};
-use crate::repo::balances::{account_in, close_in, held_in, move_hold_in};
+use super::new::{NewJob, Repeat, insert_job, lock, remember_key, repeated};
+use super::{Ended, Job, end_event, ended, find, holds_lease};
+use crate::repo::balances;
 use crate::repo::comment_days::rows_of;
-use crate::repo::outbox::insert_in as outbox_in;
 use crate::schema::{analyses, job_comments, job_leases, jobs, reservations};
-use crate::{Change, Db, Result, StorageError, in_transaction};
-use cova_domain::money::{self, Hold, Sized, Sizing, Stage};
+use crate::{Change, Db, Result, StorageError, Tx};
+use cova_domain::money::{self, Admission, AnalyzeRequest, Hold, Sized, Sizing, Stage};
 use cova_domain::time::month_of;
-use cova_domain::{AnalysisStatus, Dedup, JobStatus};
+use cova_domain::{AnalysisStatus, Dedup, JobKind, JobStatus};
 use cova_messages::{AnalyzeCommand, Outgoing};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 pub struct NewAnalyze<'a> {
     pub account_id: &'a str,
@@ -65,96 +63,83 @@ pub enum CreateOutcome {
     ConcurrencyLimit,
 }
 
-/// Inside a transaction: the creation of an analyze job as [`create_analyze`] describes it,
-/// with `$job_id` for a new job. Evaluates to `Result<CreateOutcome>`.
-macro_rules! create_analyze_in {
-    ($c:ident, $new:expr, $job_id:expr, $month:expr, $trace:expr, $now:expr) => {{
-        use cova_domain::money::{self, Admission, AnalyzeRequest, Stage};
-        use cova_domain::{Dedup, JobKind, JobStatus};
-        use cova_messages::{AnalyzeCommand, Outgoing};
-        use $crate::repo::balances::{account_in, reserve_in};
-        use $crate::repo::jobs::new::{NewJob, Repeat, insert_job, lock_account, remember_key, repeated};
-        use $crate::repo::jobs::{Cap, CreateOutcome, Job, NewAnalyze};
-        use $crate::schema::{analyses, jobs};
-        let (new, job_id, month, trace_headers, now): (&NewAnalyze<'_>, &str, &str, &str, i64) =
-            ($new, $job_id, $month, $trace, $now);
-        let outcome: $crate::Result<CreateOutcome> = async {
-            lock_account!($c, new.account_id);
-
-            match repeated!($c, new.account_id, new.idempotency_key, new.r#ref, now) {
-                Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
-                Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
-                None => {}
-            }
-
-            let latest = jobs::table
+/// The creation of an analyze job as [`create_analyze`] describes it, in the caller's
+/// transaction, with `job_id` for a new job.
+pub async fn create_analyze_in(
+    tx: &mut Tx<'_>,
+    new: &NewAnalyze<'_>,
+    job_id: &str,
+    month: &str,
+    trace: &str,
+    now: i64,
+) -> Result<CreateOutcome> {
+    lock(tx, new.account_id).await?;
+    match repeated(tx, new.account_id, new.idempotency_key, new.r#ref, now).await? {
+        Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
+        Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
+        None => {}
+    }
+    let latest = tx
+        .first_as::<Job, _>(
+            jobs::table
                 .filter(jobs::account_id.eq(new.account_id))
                 .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
                 .filter(jobs::ref_.eq(new.r#ref))
                 .filter(jobs::status.ne(JobStatus::Failed.as_str()))
-                .order(jobs::created_at.desc())
-                .select(Job::as_select())
-                .first($c)
-                .await
-                .optional()?;
-            if let Some(job) = latest
-                && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
-                && !(new.refresh && dedup == Dedup::RecentResult)
-            {
-                remember_key!($c, new.account_id, new.idempotency_key, &job.id, new.r#ref, now);
-                return Ok(CreateOutcome::Deduplicated(job, dedup));
-            }
-
-            let max_comments = match new.max_comments {
-                Cap::Set(cap) => cap,
-                Cap::Kept => analyses::table
-                    .find((new.account_id, new.r#ref))
-                    .select(analyses::max_comments)
-                    .first::<Option<i64>>($c)
-                    .await
-                    .optional()?
-                    .flatten(),
-            };
-            let account = account_in!($c, new.account_id, month)?;
-            let request = AnalyzeRequest {
-                refresh: new.refresh,
-                session: new.session_id.is_some(),
-                known_comments: new.known_comments,
-                max_comments,
-            };
-            let hold = match money::admit_analyze(&account, &request) {
-                Admission::Admit(hold) => hold,
-                Admission::PaymentRequired => return Ok(CreateOutcome::PaymentRequired),
-                Admission::QuotaExceeded => return Ok(CreateOutcome::QuotaExceeded),
-                Admission::ConcurrencyLimit => return Ok(CreateOutcome::ConcurrencyLimit),
-            };
-            // Decided under the lock: the conditional updates only guard against a bug.
-            if !reserve_in!($c, new.account_id, job_id, month, hold, now) {
-                return Err($crate::StorageError::Conflict("a balance changed under the account lock".into()));
-            }
-            let row = NewJob {
-                id: job_id,
-                account_id: new.account_id,
-                token_id: new.token_id,
-                session_id: new.session_id,
-                kind: JobKind::Analyze,
-                r#ref: new.r#ref,
-                url: new.url,
-                comments_expected: None,
-                batch_id: new.batch_id,
-                hold_stage: Stage::Opening,
-                max_comments,
-                free_allowance: request.free_allowance(),
-            };
-            let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.to_owned() });
-            let job = insert_job!($c, &row, new.idempotency_key, new.r#ref, &command, trace_headers, now)?;
-            Ok(CreateOutcome::Created { job, reserved: hold.amount })
-        }
-        .await;
-        outcome
-    }};
+                .order(jobs::created_at.desc()),
+        )
+        .await
+        .optional()?;
+    if let Some(job) = latest
+        && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
+        && !(new.refresh && dedup == Dedup::RecentResult)
+    {
+        remember_key(tx, new.account_id, new.idempotency_key, &job.id, new.r#ref, now).await?;
+        return Ok(CreateOutcome::Deduplicated(job, dedup));
+    }
+    let max_comments = match new.max_comments {
+        Cap::Set(cap) => cap,
+        Cap::Kept => tx
+            .first::<Option<i64>, _>(analyses::table.find((new.account_id, new.r#ref)).select(analyses::max_comments))
+            .await
+            .optional()?
+            .flatten(),
+    };
+    let account = balances::account_in(tx, new.account_id, month).await?;
+    let request = AnalyzeRequest {
+        refresh: new.refresh,
+        session: new.session_id.is_some(),
+        known_comments: new.known_comments,
+        max_comments,
+    };
+    let hold = match money::admit_analyze(&account, &request) {
+        Admission::Admit(hold) => hold,
+        Admission::PaymentRequired => return Ok(CreateOutcome::PaymentRequired),
+        Admission::QuotaExceeded => return Ok(CreateOutcome::QuotaExceeded),
+        Admission::ConcurrencyLimit => return Ok(CreateOutcome::ConcurrencyLimit),
+    };
+    // Decided under the lock: the conditional updates only guard against a bug.
+    if !balances::reserve_in(tx, new.account_id, job_id, month, hold, now).await? {
+        return Err(StorageError::Conflict("a balance changed under the account lock".into()));
+    }
+    let row = NewJob {
+        id: job_id,
+        account_id: new.account_id,
+        token_id: new.token_id,
+        session_id: new.session_id,
+        kind: JobKind::Analyze,
+        r#ref: new.r#ref,
+        url: new.url,
+        comments_expected: None,
+        batch_id: new.batch_id,
+        hold_stage: Stage::Opening,
+        max_comments,
+        free_allowance: request.free_allowance(),
+    };
+    let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.to_owned() });
+    let job = insert_job(tx, &row, (new.idempotency_key, new.r#ref), &command, trace, now).await?;
+    Ok(CreateOutcome::Created { job, reserved: hold.amount })
 }
-pub(crate) use create_analyze_in;
 
 /// Creates an analyze job, or answers why not. Every check and the writes share one
 /// transaction that first locks the account row, so concurrent requests of one account are
@@ -167,15 +152,15 @@ pub(crate) use create_analyze_in;
 pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
     let month = month_of(now);
     let job_id = crate::repo::new_id();
-    let mut conn = db.conn().await?;
-    let outcome = in_transaction!(&mut conn, |c| create_analyze_in!(c, &new, &job_id, &month, trace_headers, now))?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let outcome = create_analyze_in(&mut t.tx(), &new, &job_id, &month, trace_headers, now).await?;
+    t.commit().await?;
     created(db, &outcome).await;
     Ok(outcome)
 }
 
 /// Records a committed creation in the metrics and the snapshots.
-pub(crate) async fn created(db: &Db, outcome: &CreateOutcome) {
+pub async fn created(db: &Db, outcome: &CreateOutcome) {
     if let CreateOutcome::Created { job, reserved } = outcome {
         cova_metrics::balance(cova_metrics::Movement::Reserved, *reserved);
         db.changed(&[Change::Account(&job.account_id), Change::Job(&job.id)]).await;
@@ -211,62 +196,9 @@ pub async fn size_hold(
     trace: &str,
     now: i64,
 ) -> Result<SizeOutcome> {
-    let mut conn = db.conn().await?;
-    // (account, outcome, jobs woken, change of the hold)
-    type Done = (String, SizeOutcome, Vec<String>, i64);
-    let outcome: Option<Done> = in_transaction!(&mut conn, |c| {
-        if !holds_lease!(c, job_id, owner) {
-            return Ok(None);
-        }
-        let Some(job) = find_job!(c, job_id)? else { return Ok(None) };
-        if !job.status.is_running() {
-            return Ok(None);
-        }
-        lock_account!(c, &job.account_id);
-        let Some((hold, month)) = held_in!(c, job_id)? else { return Ok(None) };
-        let account = account_in!(c, &job.account_id, &month)?;
-        let sizing =
-            Sizing { reported, previous, max_comments: job.max_comments, hold, free_allowance: job.free_allowance };
-        match money::size_hold(&account, job_id, &sizing) {
-            Sized::Collect(collect) => {
-                if !move_hold_in!(c, &job.account_id, job_id, &month, hold, collect.hold) {
-                    return Err(StorageError::Conflict("a balance changed under the account lock".into()));
-                }
-                diesel::update(jobs::table.find(job_id))
-                    .set((
-                        jobs::hold_stage.eq(Stage::Sized),
-                        jobs::waiting_since.eq(None::<i64>),
-                        jobs::comments_expected.eq(collect.expected),
-                    ))
-                    .execute(c)
-                    .await?;
-                let change = collect.hold.amount - hold.amount;
-                Ok(Some((job.account_id, SizeOutcome::Collect(collect), Vec::new(), change)))
-            }
-            Sized::QuotaExceeded => Ok(Some((job.account_id, SizeOutcome::QuotaExceeded, Vec::new(), 0))),
-            Sized::Wait { wake } => {
-                // It waits holding nothing: its opening hold goes back for the jobs before it.
-                if !move_hold_in!(c, &job.account_id, job_id, &month, hold, Hold::default()) {
-                    return Err(StorageError::Conflict("a balance changed under the account lock".into()));
-                }
-                diesel::update(jobs::table.find(job_id))
-                    .set((
-                        jobs::hold_stage.eq(Stage::Waiting),
-                        jobs::waiting_since.eq(now),
-                        jobs::comments_expected.eq(reported.map(money::expected)),
-                    ))
-                    .execute(c)
-                    .await?;
-                // Parked: the job is delivered again when woken, to any worker.
-                diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner))).execute(c).await?;
-                for id in &wake {
-                    outbox_in!(c, &Outgoing::command(&AnalyzeCommand { job_id: id.clone() }), trace, now);
-                }
-                Ok(Some((job.account_id, SizeOutcome::Waiting, wake, -hold.amount)))
-            }
-        }
-    })?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let outcome = size_hold_in(&mut t.tx(), job_id, owner, (reported, previous), trace, now).await?;
+    t.commit().await?;
     let Some((account_id, outcome, woken, change)) = outcome else { return Ok(SizeOutcome::Lost) };
     if change > 0 {
         cova_metrics::balance(cova_metrics::Movement::Reserved, change);
@@ -277,6 +209,83 @@ pub async fn size_hold(
     changes.extend(woken.iter().map(|id| Change::Job(id)));
     db.changed(&changes).await;
     Ok(outcome)
+}
+
+/// What sizing committed: the account, the outcome, the jobs woken and the change of the hold.
+type Sizing_ = (String, SizeOutcome, Vec<String>, i64);
+
+/// The body of [`size_hold`]'s transaction; `None` when this worker no longer holds the job.
+async fn size_hold_in(
+    tx: &mut Tx<'_>,
+    job_id: &str,
+    owner: &str,
+    (reported, previous): (Option<i64>, i64),
+    trace: &str,
+    now: i64,
+) -> Result<Option<Sizing_>> {
+    if !holds_lease(tx, job_id, owner).await? {
+        return Ok(None);
+    }
+    let Some(job) = find(tx, job_id).await? else { return Ok(None) };
+    if !job.status.is_running() {
+        return Ok(None);
+    }
+    lock(tx, &job.account_id).await?;
+    let Some((hold, month)) = balances::held_in(tx, job_id).await? else { return Ok(None) };
+    let account = balances::account_in(tx, &job.account_id, &month).await?;
+    let sizing =
+        Sizing { reported, previous, max_comments: job.max_comments, hold, free_allowance: job.free_allowance };
+    match money::size_hold(&account, job_id, &sizing) {
+        Sized::Collect(collect) => {
+            if !balances::move_hold_in(tx, &job.account_id, job_id, &month, (hold, collect.hold)).await? {
+                return Err(StorageError::Conflict("a balance changed under the account lock".into()));
+            }
+            tx.execute(diesel::update(jobs::table.find(job_id)).set((
+                jobs::hold_stage.eq(Stage::Sized),
+                jobs::waiting_since.eq(None::<i64>),
+                jobs::comments_expected.eq(collect.expected),
+            )))
+            .await?;
+            if job.batch_id.is_some() {
+                // Its size is known: the URL after it in its list may start (the flow's).
+                crate::repo::outbox::queue(tx, &sized_event(&job), trace, now).await?;
+            }
+            let change = collect.hold.amount - hold.amount;
+            Ok(Some((job.account_id, SizeOutcome::Collect(collect), Vec::new(), change)))
+        }
+        Sized::QuotaExceeded => Ok(Some((job.account_id, SizeOutcome::QuotaExceeded, Vec::new(), 0))),
+        Sized::Wait { wake } => {
+            // It waits holding nothing: its opening hold goes back for the jobs before it.
+            if !balances::move_hold_in(tx, &job.account_id, job_id, &month, (hold, Hold::default())).await? {
+                return Err(StorageError::Conflict("a balance changed under the account lock".into()));
+            }
+            tx.execute(diesel::update(jobs::table.find(job_id)).set((
+                jobs::hold_stage.eq(Stage::Waiting),
+                jobs::waiting_since.eq(now),
+                jobs::comments_expected.eq(reported.map(money::expected)),
+            )))
+            .await?;
+            // Parked: the job is delivered again when woken, to any worker.
+            tx.execute(diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner)))).await?;
+            for id in &wake {
+                let command = Outgoing::command(&AnalyzeCommand { job_id: id.clone() });
+                crate::repo::outbox::queue(tx, &command, trace, now).await?;
+            }
+            Ok(Some((job.account_id, SizeOutcome::Waiting, wake, -hold.amount)))
+        }
+    }
+}
+
+/// The `job.sized` event of a list's job, for the flow.
+fn sized_event(job: &Job) -> Outgoing {
+    Outgoing::event(&cova_messages::JobEvent {
+        event_type: cova_messages::JobEventType::Sized,
+        kind: job.kind.as_str().to_owned(),
+        job_id: job.id.clone(),
+        r#ref: job.r#ref.clone(),
+        url: job.url.clone(),
+        error: None,
+    })
 }
 
 /// One collected comment, ready to store.
@@ -302,28 +311,43 @@ pub async fn append_comments(
     expected: Option<i64>,
     now: i64,
 ) -> Result<i64> {
-    let mut conn = db.conn().await?;
-    let total = in_transaction!(&mut conn, |c| {
-        let renewed = diesel::update(job_leases::table.find(job_id))
-            .filter(job_leases::owner.eq(lease.0))
-            .set(job_leases::expires_at.eq(now + lease.1))
-            .execute(c)
-            .await?;
-        if renewed == 0 {
-            return Err(StorageError::Conflict("another worker took this job over".into()));
-        }
-        // The day this attempt started under (set by `start`): on PostgreSQL its partition.
-        let day = jobs::table
-            .find(job_id)
-            .select(jobs::comments_day)
-            .first::<Option<i64>>(c)
-            .await?
-            .ok_or_else(|| StorageError::Conflict("the job was not started".into()))?;
-        let stored = job_comments::table.filter(rows_of(job_id, day));
-        let base = stored.count().get_result::<i64>(c).await?;
-        // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
-        // transaction this is cheap.
-        for (i, item) in batch.iter().enumerate() {
+    let mut t = db.begin().await?;
+    let total = append_in(&mut t.tx(), job_id, lease, batch, expected, now).await?;
+    t.commit().await?;
+    db.changed(&[Change::Job(job_id)]).await;
+    Ok(total)
+}
+
+/// The body of [`append_comments`]' transaction.
+async fn append_in(
+    tx: &mut Tx<'_>,
+    job_id: &str,
+    (owner, lease_ms): (&str, i64),
+    batch: &[StoredComment],
+    expected: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    let renewed = tx
+        .execute(
+            diesel::update(job_leases::table.find(job_id))
+                .filter(job_leases::owner.eq(owner))
+                .set(job_leases::expires_at.eq(now + lease_ms)),
+        )
+        .await?;
+    if renewed == 0 {
+        return Err(StorageError::Conflict("another worker took this job over".into()));
+    }
+    // The day this attempt started under (set by `start`): on PostgreSQL its partition.
+    let day = tx
+        .first::<Option<i64>, _>(jobs::table.find(job_id).select(jobs::comments_day))
+        .await?
+        .ok_or_else(|| StorageError::Conflict("the job was not started".into()))?;
+    let stored = job_comments::table.filter(rows_of(job_id, day));
+    let base = tx.get_result::<i64, _>(stored.count()).await?;
+    // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
+    // transaction this is cheap.
+    for (i, item) in batch.iter().enumerate() {
+        tx.execute(
             diesel::insert_into(job_comments::table)
                 .values((
                     job_comments::job_id.eq(job_id),
@@ -336,20 +360,17 @@ pub async fn append_comments(
                     job_comments::search.eq(&item.search),
                     job_comments::comments_day.eq(day),
                 ))
-                .on_conflict_do_nothing()
-                .execute(c)
-                .await?;
-        }
-        let total = stored.count().get_result::<i64>(c).await?;
+                .on_conflict_do_nothing(),
+        )
+        .await?;
+    }
+    let total = tx.get_result::<i64, _>(stored.count()).await?;
+    tx.execute(
         diesel::update(jobs::table.find(job_id))
             .filter(jobs::status.eq(JobStatus::InProgress.as_str()))
-            .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected)))
-            .execute(c)
-            .await?;
-        Ok(total)
-    })?;
-    drop(conn);
-    db.changed(&[Change::Job(job_id)]).await;
+            .set((jobs::comments_collected.eq(total), jobs::comments_expected.eq(expected))),
+    )
+    .await?;
     Ok(total)
 }
 
@@ -386,104 +407,115 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
          WHERE p.job_id = job_comments.job_id AND p.comments_day = job_comments.comments_day \
          AND p.comment_id = job_comments.parent_id), position) WHERE job_id = ? AND comments_day = ?",
     );
-    let mut conn = db.conn().await?;
-    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
-        if !holds_lease!(c, job_id, owner) {
-            return Ok(None);
-        }
-        let Some(job) = find_job!(c, job_id)? else { return Ok(None) };
-        if job.status != JobStatus::InProgress {
-            return Ok(None);
-        }
-        let day = jobs::table.find(job_id).select(jobs::comments_day).first::<Option<i64>>(c).await?.unwrap_or(0);
-        let existing = analyses::table
-            .find((&job.account_id, &job.r#ref))
-            .select((analyses::status, analyses::last_job_id, analyses::saved_at, analyses::comments_day))
-            .first::<(String, Option<String>, Option<i64>, Option<i64>)>(c)
-            .await
-            .optional()?;
-        // The breakdown this scrape replaces, and the day its comments are stored under.
-        let previous_job = existing
-            .as_ref()
-            .filter(|(status, _, _, _)| status == AnalysisStatus::Ready.as_str())
-            .and_then(|(_, last, _, previous_day)| Some((last.clone()?, previous_day.unwrap_or(0))))
-            .filter(|(last, _)| last != job_id);
-        if let Some((previous, previous_day)) = &previous_job {
-            diesel::sql_query(&carry_sql)
-                .bind::<diesel::sql_types::Text, _>(previous)
-                .bind::<diesel::sql_types::BigInt, _>(previous_day)
-                .bind::<diesel::sql_types::Text, _>(job_id)
-                .bind::<diesel::sql_types::BigInt, _>(day)
-                .execute(c)
-                .await?;
-        }
-        let stored = job_comments::table.filter(rows_of(job_id, day));
-        // Comments new to the analysis, in collection order (a parent before its replies).
-        let new_rows: Vec<(String, Option<String>)> = stored
-            .filter(job_comments::first_seen_at.is_null())
-            .order(job_comments::position.asc())
-            .select((job_comments::comment_id, job_comments::parent_id))
-            .load(c)
-            .await?;
-        let hold = reservations::table
-            .find(job_id)
-            .filter(reservations::state.eq("held"))
-            .select(reservations::amount)
-            .first::<i64>(c)
-            .await
-            .optional()?
-            .unwrap_or(0);
-        let dropped = money::beyond_hold(&new_rows, hold);
-        for chunk in dropped.chunks(500) {
-            diesel::delete(stored.filter(job_comments::comment_id.eq_any(chunk))).execute(c).await?;
-        }
-        let new_count = (new_rows.len() - dropped.len()) as i64;
-        // The comments kept, nested by position: see `breakdown::page`.
-        diesel::sql_query(&thread_sql)
-            .bind::<diesel::sql_types::Text, _>(job_id)
-            .bind::<diesel::sql_types::BigInt, _>(day)
-            .execute(c)
-            .await?;
-        diesel::update(stored.filter(job_comments::first_seen_at.is_null()))
-            .set(job_comments::first_seen_at.eq(now))
-            .execute(c)
-            .await?;
-        let collected = stored.count().get_result::<i64>(c).await?;
-        let top_level = stored.filter(job_comments::parent_id.is_null()).count().get_result::<i64>(c).await?;
-        // New comments beyond the hold: the balance stopped them.
-        let truncation = if dropped.is_empty() { scraped.truncated } else { Some(cova_domain::Truncation::Balance) };
-        diesel::update(jobs::table.find(job_id))
-            .set((
-                jobs::status.eq(JobStatus::Complete.as_str()),
-                jobs::finished_at.eq(now),
-                jobs::comments_collected.eq(collected),
-                jobs::comments_new.eq(new_count),
-                jobs::truncated.eq(truncation.is_some()),
-                jobs::truncated_reason.eq(truncation.map(|t| t.as_str())),
-                jobs::comments_off.eq(scraped.comments_off),
-            ))
-            .execute(c)
-            .await?;
-        let closed = close_in!(c, job_id, Some(new_count), now)?;
-        if let Some((previous, previous_day)) = &previous_job {
-            diesel::delete(job_comments::table.filter(rows_of(previous, *previous_day))).execute(c).await?;
-        }
-        // A token's completed job is bookmarked (if absent); a session's job is not.
-        let saved_at = existing.as_ref().and_then(|(_, _, saved, _)| *saved).or(job.token_id.as_ref().map(|_| now));
-        let scrape = crate::repo::analyses::Scrape {
-            job: &job,
-            comments_day: Some(day),
-            saved_at,
-            comments: collected,
-            top_level,
-            new: new_count,
-            metadata: scraped.metadata.as_deref().map(|m| (m, scraped.search.as_str())),
-        };
-        crate::repo::analyses::record_scrape_in!(c, existing.is_none(), &scrape, now);
-        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job.map(|(job, _)| job) }))
-    })?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let done = complete_in(&mut t.tx(), job_id, owner, scraped, (&carry_sql, &thread_sql), trace, now).await?;
+    t.commit().await?;
     Ok(ended(db, job_id, done).await)
+}
+
+/// The body of [`complete`]'s transaction; `None` when the job was not this worker's to end.
+async fn complete_in(
+    tx: &mut Tx<'_>,
+    job_id: &str,
+    owner: &str,
+    scraped: &Scraped,
+    (carry_sql, thread_sql): (&str, &str),
+    trace: &str,
+    now: i64,
+) -> Result<Option<Ended>> {
+    use diesel::sql_types::{BigInt, Text};
+    if !holds_lease(tx, job_id, owner).await? {
+        return Ok(None);
+    }
+    let Some(job) = find(tx, job_id).await? else { return Ok(None) };
+    if job.status != JobStatus::InProgress {
+        return Ok(None);
+    }
+    let day = tx.first::<Option<i64>, _>(jobs::table.find(job_id).select(jobs::comments_day)).await?.unwrap_or(0);
+    let existing = tx
+        .first::<(String, Option<String>, Option<i64>, Option<i64>), _>(
+            analyses::table.find((&job.account_id, &job.r#ref)).select((
+                analyses::status,
+                analyses::last_job_id,
+                analyses::saved_at,
+                analyses::comments_day,
+            )),
+        )
+        .await
+        .optional()?;
+    // The breakdown this scrape replaces, and the day its comments are stored under.
+    let previous_job = existing
+        .as_ref()
+        .filter(|(status, _, _, _)| status == AnalysisStatus::Ready.as_str())
+        .and_then(|(_, last, _, previous_day)| Some((last.clone()?, previous_day.unwrap_or(0))))
+        .filter(|(last, _)| last != job_id);
+    if let Some((previous, previous_day)) = &previous_job {
+        let carry = diesel::sql_query(carry_sql)
+            .bind::<Text, _>(previous)
+            .bind::<BigInt, _>(previous_day)
+            .bind::<Text, _>(job_id)
+            .bind::<BigInt, _>(day);
+        tx.execute(carry).await?;
+    }
+    let stored = job_comments::table.filter(rows_of(job_id, day));
+    // Comments new to the analysis, in collection order (a parent before its replies).
+    let new_rows: Vec<(String, Option<String>)> = tx
+        .load(
+            stored
+                .filter(job_comments::first_seen_at.is_null())
+                .order(job_comments::position.asc())
+                .select((job_comments::comment_id, job_comments::parent_id)),
+        )
+        .await?;
+    let hold = tx
+        .first::<i64, _>(
+            reservations::table.find(job_id).filter(reservations::state.eq("held")).select(reservations::amount),
+        )
+        .await
+        .optional()?
+        .unwrap_or(0);
+    let dropped = money::beyond_hold(&new_rows, hold);
+    for chunk in dropped.chunks(500) {
+        tx.execute(diesel::delete(stored.filter(job_comments::comment_id.eq_any(chunk)))).await?;
+    }
+    let new_count = (new_rows.len() - dropped.len()) as i64;
+    // The comments kept, nested by position: see `breakdown::page`.
+    tx.execute(diesel::sql_query(thread_sql).bind::<Text, _>(job_id).bind::<BigInt, _>(day)).await?;
+    tx.execute(
+        diesel::update(stored.filter(job_comments::first_seen_at.is_null())).set(job_comments::first_seen_at.eq(now)),
+    )
+    .await?;
+    let collected = tx.get_result::<i64, _>(stored.count()).await?;
+    let top_level = tx.get_result::<i64, _>(stored.filter(job_comments::parent_id.is_null()).count()).await?;
+    // New comments beyond the hold: the balance stopped them.
+    let truncation = if dropped.is_empty() { scraped.truncated } else { Some(cova_domain::Truncation::Balance) };
+    tx.execute(diesel::update(jobs::table.find(job_id)).set((
+        jobs::status.eq(JobStatus::Complete.as_str()),
+        jobs::finished_at.eq(now),
+        jobs::comments_collected.eq(collected),
+        jobs::comments_new.eq(new_count),
+        jobs::truncated.eq(truncation.is_some()),
+        jobs::truncated_reason.eq(truncation.map(|t| t.as_str())),
+        jobs::comments_off.eq(scraped.comments_off),
+    )))
+    .await?;
+    let closed = balances::close_in(tx, job_id, Some(new_count), now).await?;
+    if let Some((previous, previous_day)) = &previous_job {
+        tx.execute(diesel::delete(job_comments::table.filter(rows_of(previous, *previous_day)))).await?;
+    }
+    // A token's completed job is bookmarked (if absent); a session's job is not.
+    let saved_at = existing.as_ref().and_then(|(_, _, saved, _)| *saved).or(job.token_id.as_ref().map(|_| now));
+    let scrape = crate::repo::analyses::Scrape {
+        job: &job,
+        comments_day: Some(day),
+        saved_at,
+        comments: collected,
+        top_level,
+        new: new_count,
+        metadata: scraped.metadata.as_deref().map(|m| (m, scraped.search.as_str())),
+    };
+    crate::repo::analyses::record_scrape_in(tx, existing.is_none(), &scrape, now).await?;
+    let job = find(tx, job_id).await?.ok_or(StorageError::NotFound)?;
+    crate::repo::outbox::queue(tx, &end_event(&job), trace, now).await?;
+    Ok(Some(Ended { closed, account_id: job.account_id, released: previous_job.map(|(job, _)| job) }))
 }

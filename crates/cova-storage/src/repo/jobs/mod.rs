@@ -5,7 +5,7 @@
 
 mod ai;
 mod analyze;
-pub(crate) mod new;
+pub mod new;
 mod waiting;
 
 pub use ai::{AiOutcome, AiOutput, NewAi, complete_ai, create_ai};
@@ -13,13 +13,12 @@ pub use analyze::{
     Cap, CreateOutcome, NewAnalyze, Scraped, SizeOutcome, StoredComment, append_comments, complete, create_analyze,
     size_hold,
 };
-pub(crate) use analyze::{create_analyze_in, created};
+pub use analyze::{create_analyze_in, created};
 pub use waiting::{wake_stale, wake_waiting};
 
-use super::balances::{Closed, close_in};
-use super::outbox::insert_in as outbox_in;
+use super::balances::Closed;
 use crate::schema::{analyses, job_comments, job_leases, jobs};
-use crate::{Change, Db, Result, StorageError, in_transaction, with_conn, with_read_conn};
+use crate::{Change, Db, Result, StorageError, Tx, with_conn, with_read_conn};
 use cova_domain::{AnalysisStatus, JobKind, JobStatus};
 use cova_messages::{AiCommand, AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
 use diesel::prelude::*;
@@ -68,25 +67,26 @@ pub struct Job {
     pub comments_off: bool,
 }
 
-/// Inside a connection: the job with this id, if any. Evaluates to `Result<Option<Job>>`.
-macro_rules! find_job {
-    ($c:ident, $job_id:expr) => {
-        $crate::schema::jobs::table.find($job_id).select(Job::as_select()).first($c).await.optional()
-    };
+/// The job with this id, if any.
+pub(crate) async fn find(tx: &mut crate::Tx<'_>, job_id: &str) -> Result<Option<Job>> {
+    Ok(tx.first_as::<Job, _>(jobs::table.find(job_id)).await.optional()?)
 }
-pub(crate) use find_job;
 
-/// Inside a transaction: deletes the comments the job's last attempt stored, under the day it
-/// started (none when it never started).
-macro_rules! discard_attempt {
-    ($c:ident, $job_id:expr) => {{
-        let attempted = jobs::table.find($job_id).select(jobs::comments_day).first::<Option<i64>>($c).await?;
-        if let Some(attempted) = attempted {
-            diesel::delete(job_comments::table.filter(crate::repo::comment_days::rows_of($job_id, attempted)))
-                .execute($c)
-                .await?;
-        }
-    }};
+/// Deletes the comments the job's last attempt stored, under the day it started (none when it
+/// never started).
+async fn discard_attempt(tx: &mut Tx<'_>, job_id: &str) -> Result<()> {
+    let attempted = tx.first::<Option<i64>, _>(jobs::table.find(job_id).select(jobs::comments_day)).await?;
+    if let Some(attempted) = attempted {
+        tx.execute(diesel::delete(job_comments::table.filter(crate::repo::comment_days::rows_of(job_id, attempted))))
+            .await?;
+    }
+    Ok(())
+}
+
+/// True when `owner` holds the job's lease (expired or not: nobody else took it over).
+pub(crate) async fn holds_lease(tx: &mut Tx<'_>, job_id: &str, owner: &str) -> Result<bool> {
+    let holder = tx.first::<String, _>(job_leases::table.find(job_id).select(job_leases::owner)).await.optional()?;
+    Ok(holder.is_some_and(|o| o == owner))
 }
 
 /// The `job.complete` / `job.failed` event of a finished job: the job webhook's fields.
@@ -117,8 +117,7 @@ pub async fn get_for_account(db: &Db, job_id: &str, account_id: &str) -> Result<
 }
 
 pub async fn get(db: &Db, job_id: &str) -> Result<Option<Job>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| find_job!(c, job_id))?)
+    find(&mut db.conn().await?.tx(), job_id).await
 }
 
 /// A job as a poll shows it: the row, whether its comments are its analysis' breakdown, and
@@ -219,26 +218,34 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
     // This attempt's comments are stored under the day it starts.
     let day = crate::repo::comment_days::day_of(now);
     crate::repo::comment_days::ensure(db, day).await?;
-    let mut conn = db.conn().await?;
-    let start = in_transaction!(&mut conn, |c| {
-        let Some(job) = find_job!(c, job_id)? else {
-            return Ok(Start::Missing);
-        };
-        if job.status.is_finished() {
-            return Ok(Start::Finished(job));
-        }
-        let holder = job_leases::table
-            .find(job_id)
-            .select((job_leases::owner, job_leases::expires_at))
-            .first::<(String, i64)>(c)
-            .await
-            .optional()?;
-        if let Some((holder, until)) = holder
-            && holder != owner
-            && until > now
-        {
-            return Ok(Start::Busy { until });
-        }
+    let mut t = db.begin().await?;
+    let start = start_in(&mut t.tx(), job_id, owner, lease_ms, day, now).await?;
+    t.commit().await?;
+    if let Start::Collect { job, .. } = &start {
+        db.changed(&[Change::Job(&job.id)]).await;
+    }
+    Ok(start)
+}
+
+/// The body of [`start`]'s transaction.
+async fn start_in(tx: &mut Tx<'_>, job_id: &str, owner: &str, lease_ms: i64, day: i64, now: i64) -> Result<Start> {
+    let Some(job) = find(tx, job_id).await? else {
+        return Ok(Start::Missing);
+    };
+    if job.status.is_finished() {
+        return Ok(Start::Finished(job));
+    }
+    let holder = tx
+        .first::<(String, i64), _>(job_leases::table.find(job_id).select((job_leases::owner, job_leases::expires_at)))
+        .await
+        .optional()?;
+    if let Some((holder, until)) = holder
+        && holder != owner
+        && until > now
+    {
+        return Ok(Start::Busy { until });
+    }
+    tx.execute(
         diesel::insert_into(job_leases::table)
             .values((
                 job_leases::job_id.eq(job_id),
@@ -247,61 +254,40 @@ pub async fn start(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) 
             ))
             .on_conflict(job_leases::job_id)
             .do_update()
-            .set((job_leases::owner.eq(owner), job_leases::expires_at.eq(now + lease_ms)))
-            .execute(c)
-            .await?;
-        // Whatever an interrupted attempt wrote (under the day it started) is discarded, so
-        // nothing is counted twice.
-        discard_attempt!(c, job_id);
-        diesel::update(jobs::table.find(job_id))
-            .set((
-                jobs::status.eq(JobStatus::InProgress.as_str()),
-                jobs::started_at.eq(job.started_at.unwrap_or(now)),
-                jobs::comments_collected.eq(0),
-                jobs::comments_day.eq(day),
-            ))
-            .execute(c)
-            .await?;
-        let max = crate::schema::reservations::table
-            .find(job_id)
-            .filter(crate::schema::reservations::state.eq("held"))
-            .select(crate::schema::reservations::amount)
-            .first::<i64>(c)
-            .await
-            .optional()?
-            .unwrap_or(0);
-        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        let previous = analyses::table
-            .find((&job.account_id, &job.r#ref))
-            .filter(analyses::status.eq(AnalysisStatus::Ready.as_str()))
-            .select(analyses::comment_count)
-            .first::<i64>(c)
-            .await
-            .optional()?
-            .unwrap_or(0);
-        Ok(Start::Collect { job, max, previous })
-    })?;
-    drop(conn);
-    if let Start::Collect { job, .. } = &start {
-        db.changed(&[Change::Job(&job.id)]).await;
-    }
-    Ok(start)
+            .set((job_leases::owner.eq(owner), job_leases::expires_at.eq(now + lease_ms))),
+    )
+    .await?;
+    // Whatever an interrupted attempt wrote (under the day it started) is discarded, so
+    // nothing is counted twice.
+    discard_attempt(tx, job_id).await?;
+    tx.execute(diesel::update(jobs::table.find(job_id)).set((
+        jobs::status.eq(JobStatus::InProgress.as_str()),
+        jobs::started_at.eq(job.started_at.unwrap_or(now)),
+        jobs::comments_collected.eq(0),
+        jobs::comments_day.eq(day),
+    )))
+    .await?;
+    use crate::schema::reservations;
+    let max = tx
+        .first::<i64, _>(
+            reservations::table.find(job_id).filter(reservations::state.eq("held")).select(reservations::amount),
+        )
+        .await
+        .optional()?
+        .unwrap_or(0);
+    let job = find(tx, job_id).await?.ok_or(StorageError::NotFound)?;
+    let previous = tx
+        .first::<i64, _>(
+            analyses::table
+                .find((&job.account_id, &job.r#ref))
+                .filter(analyses::status.eq(AnalysisStatus::Ready.as_str()))
+                .select(analyses::comment_count),
+        )
+        .await
+        .optional()?
+        .unwrap_or(0);
+    Ok(Start::Collect { job, max, previous })
 }
-
-/// Inside a transaction: true when `owner` holds the job's lease (expired or not: nobody
-/// else took it over).
-macro_rules! holds_lease {
-    ($c:ident, $job_id:expr, $owner:expr) => {
-        job_leases::table
-            .find($job_id)
-            .select(job_leases::owner)
-            .first::<String>($c)
-            .await
-            .optional()?
-            .is_some_and(|o| o == $owner)
-    };
-}
-pub(crate) use holds_lease;
 
 /// Extends `owner`'s lease to `now + lease_ms` while its worker is alive; false when another
 /// worker holds the job now (this one's lease expired and was taken over).
@@ -329,33 +315,41 @@ pub async fn release_lease(db: &Db, job_id: &str, owner: &str) -> Result<()> {
 /// Fails the job once with an API error code: releases the whole hold (nothing is charged),
 /// drops partial comments, and queues the `job.failed` event. False on a duplicate.
 pub async fn fail(db: &Db, job_id: &str, owner: &str, code: &str, detail: &str, trace: &str, now: i64) -> Result<bool> {
-    let mut conn = db.conn().await?;
-    let done: Option<Ended> = in_transaction!(&mut conn, |c| {
-        if !holds_lease!(c, job_id, owner) {
-            return Ok(None);
-        }
-        let done = diesel::update(jobs::table.find(job_id))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .set((
-                jobs::status.eq(JobStatus::Failed.as_str()),
-                jobs::finished_at.eq(now),
-                jobs::comments_collected.eq(0),
-                jobs::error_code.eq(code),
-                jobs::error_detail.eq(detail),
-            ))
-            .execute(c)
-            .await?;
-        if done == 0 {
-            return Ok(None);
-        }
-        let closed = close_in!(c, job_id, None, now)?;
-        discard_attempt!(c, job_id);
-        let job = find_job!(c, job_id)?.ok_or(StorageError::NotFound)?;
-        outbox_in!(c, &end_event(&job), trace, now);
-        Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
-    })?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let done = fail_in(&mut t.tx(), job_id, owner, (code, detail), trace, now).await?;
+    t.commit().await?;
     Ok(ended(db, job_id, done).await)
+}
+
+/// The body of [`fail`]'s transaction.
+async fn fail_in(
+    tx: &mut Tx<'_>,
+    job_id: &str,
+    owner: &str,
+    (code, detail): (&str, &str),
+    trace: &str,
+    now: i64,
+) -> Result<Option<Ended>> {
+    if !holds_lease(tx, job_id, owner).await? {
+        return Ok(None);
+    }
+    let done = tx
+        .execute(diesel::update(jobs::table.find(job_id)).filter(jobs::status.eq_any(JobStatus::RUNNING_STR)).set((
+            jobs::status.eq(JobStatus::Failed.as_str()),
+            jobs::finished_at.eq(now),
+            jobs::comments_collected.eq(0),
+            jobs::error_code.eq(code),
+            jobs::error_detail.eq(detail),
+        )))
+        .await?;
+    if done == 0 {
+        return Ok(None);
+    }
+    let closed = super::balances::close_in(tx, job_id, None, now).await?;
+    discard_attempt(tx, job_id).await?;
+    let job = find(tx, job_id).await?.ok_or(StorageError::NotFound)?;
+    crate::repo::outbox::queue(tx, &end_event(&job), trace, now).await?;
+    Ok(Some(Ended { closed, account_id: job.account_id, released: None }))
 }
 
 /// What ending a job committed: how its hold ended, its account, and the earlier job whose
@@ -404,10 +398,7 @@ pub async fn reissue_unfinished(db: &Db, min_age_ms: i64, dry_run: bool, now: i6
             JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job.id.clone() }),
             JobKind::Ai => Outgoing::command(&AiCommand { job_id: job.id.clone() }),
         };
-        with_conn!(&mut conn, |c| {
-            outbox_in!(c, &command, "{}", now);
-            Ok::<(), StorageError>(())
-        })?;
+        crate::repo::outbox::queue(&mut conn.tx(), &command, "{}", now).await?;
     }
     Ok(stuck)
 }

@@ -4,9 +4,14 @@
 //! job itself, written with its key and its command in the outbox. Each kind adds its own
 //! checks and hold between them ([`super::analyze::create_analyze`], [`super::ai::create_ai`]).
 //!
-//! Macros, because each runs inside the kind's transaction on either database's connection.
+//! Plain functions over the kind's transaction ([`Tx`]).
 
 use super::Job;
+use crate::schema::{idempotency_keys as k, jobs};
+use crate::{Result, Tx};
+use cova_domain::limits;
+use cova_messages::Outgoing;
+use diesel::prelude::*;
 
 /// What an `Idempotency-Key` answered before. Short-lived on the stack, so the size gap is
 /// harmless.
@@ -38,115 +43,128 @@ pub(crate) struct NewJob<'a> {
     pub free_allowance: bool,
 }
 
-/// Inside a transaction: takes the account's row lock with a no-op update (PostgreSQL; SQLite
-/// is already serialised), so the account's concurrent job requests run one after another.
-macro_rules! lock_account {
-    ($c:ident, $account_id:expr) => {
-        diesel::update($crate::schema::accounts::table.find($account_id))
-            .set($crate::schema::accounts::active_tokens.eq($crate::schema::accounts::active_tokens))
-            .execute($c)
-            .await?;
-    };
+/// Takes the account's row lock with a no-op update (PostgreSQL; SQLite is already
+/// serialised), so the account's concurrent job requests run one after another.
+pub async fn lock(tx: &mut Tx<'_>, account_id: &str) -> Result<()> {
+    use crate::schema::accounts;
+    tx.execute(
+        diesel::update(accounts::table.find(account_id)).set(accounts::active_tokens.eq(accounts::active_tokens)),
+    )
+    .await?;
+    Ok(())
 }
-pub(crate) use lock_account;
 
-/// Inside a transaction: remembers that `key` (if any) answered with `job_id` for the request
-/// `key_ref` (a post's ref, or `quote:<id>` for an AI run).
-macro_rules! remember_key {
-    ($c:ident, $account_id:expr, $key:expr, $job_id:expr, $key_ref:expr, $now:expr) => {
-        if let Some(key) = $key {
-            use $crate::schema::idempotency_keys as k;
-            diesel::insert_into(k::table)
-                .values((
-                    k::account_id.eq($account_id),
-                    k::key.eq(key),
-                    k::job_id.eq($job_id),
-                    k::ref_.eq($key_ref),
-                    k::created_at.eq($now),
-                ))
-                .on_conflict_do_nothing()
-                .execute($c)
-                .await?;
+/// Remembers that `key` (if any) answered with `job_id` for the request `key_ref` (a post's
+/// ref, or `quote:<id>` for an AI run).
+pub(crate) async fn remember_key(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    key: Option<&str>,
+    job_id: &str,
+    key_ref: &str,
+    now: i64,
+) -> Result<()> {
+    let Some(key) = key else { return Ok(()) };
+    tx.execute(
+        diesel::insert_into(k::table)
+            .values((
+                k::account_id.eq(account_id),
+                k::key.eq(key),
+                k::job_id.eq(job_id),
+                k::ref_.eq(key_ref),
+                k::created_at.eq(now),
+            ))
+            .on_conflict_do_nothing(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the account's `Idempotency-Key` (if any) answered before, after forgetting the
+/// account's keys older than [`limits::IDEMPOTENCY`]: the same job for the same request
+/// (`key_ref`), a conflict for another.
+pub(crate) async fn repeated(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    key: Option<&str>,
+    key_ref: &str,
+    now: i64,
+) -> Result<Option<Repeat>> {
+    let Some(key) = key else { return Ok(None) };
+    tx.execute(
+        diesel::delete(k::table)
+            .filter(k::account_id.eq(account_id))
+            .filter(k::created_at.le(now - limits::ms(limits::IDEMPOTENCY))),
+    )
+    .await?;
+    let earlier: Option<(String, String)> =
+        tx.first(k::table.find((account_id, key)).select((k::job_id, k::ref_))).await.optional()?;
+    Ok(match earlier {
+        None => None,
+        Some((_, earlier_ref)) if earlier_ref != key_ref => Some(Repeat::Conflict),
+        Some((job_id, _)) => super::find(tx, &job_id).await?.map(Repeat::Same),
+    })
+}
+
+/// A new `queued` job's row: alone, or one of many.
+#[derive(Insertable)]
+#[diesel(table_name = jobs)]
+pub(crate) struct JobRow<'a> {
+    id: &'a str,
+    account_id: &'a str,
+    token_id: Option<&'a str>,
+    session_id: Option<&'a str>,
+    kind: cova_domain::JobKind,
+    #[diesel(column_name = ref_)]
+    r#ref: &'a str,
+    url: &'a str,
+    status: cova_domain::JobStatus,
+    created_at: i64,
+    comments_collected: i64,
+    comments_expected: Option<i64>,
+    truncated: bool,
+    batch_id: Option<&'a str>,
+    hold_stage: cova_domain::money::Stage,
+    max_comments: Option<i64>,
+    free_allowance: bool,
+}
+
+impl<'a> NewJob<'a> {
+    /// Its row, created at `now`.
+    pub(crate) fn row(&self, now: i64) -> JobRow<'a> {
+        JobRow {
+            id: self.id,
+            account_id: self.account_id,
+            token_id: self.token_id,
+            session_id: self.session_id,
+            kind: self.kind,
+            r#ref: self.r#ref,
+            url: self.url,
+            status: cova_domain::JobStatus::Queued,
+            created_at: now,
+            comments_collected: 0,
+            comments_expected: self.comments_expected,
+            truncated: false,
+            batch_id: self.batch_id,
+            hold_stage: self.hold_stage,
+            max_comments: self.max_comments,
+            free_allowance: self.free_allowance,
         }
-    };
+    }
 }
-pub(crate) use remember_key;
 
-/// Inside a transaction: what the account's `Idempotency-Key` (if any) answered before, after
-/// forgetting the account's keys older than [`cova_domain::limits::IDEMPOTENCY`]: the same
-/// job for the same request (`key_ref`), a conflict for another. Evaluates to
-/// `Option<Repeat>`.
-macro_rules! repeated {
-    ($c:ident, $account_id:expr, $key:expr, $key_ref:expr, $now:expr) => {{
-        use cova_domain::limits;
-        use $crate::repo::jobs::new::Repeat;
-        use $crate::schema::idempotency_keys as k;
-        match $key {
-            None => None,
-            Some(key) => {
-                diesel::delete(k::table)
-                    .filter(k::account_id.eq($account_id))
-                    .filter(k::created_at.le($now - limits::ms(limits::IDEMPOTENCY)))
-                    .execute($c)
-                    .await?;
-                let earlier = k::table
-                    .find(($account_id, key))
-                    .select((k::job_id, k::ref_))
-                    .first::<(String, String)>($c)
-                    .await
-                    .optional()?;
-                match earlier {
-                    None => None,
-                    Some((_, earlier_ref)) if earlier_ref.as_str() != AsRef::<str>::as_ref($key_ref) => {
-                        Some(Repeat::Conflict)
-                    }
-                    Some((job_id, _)) => $crate::repo::jobs::find_job!($c, &job_id)?.map(Repeat::Same),
-                }
-            }
-        }
-    }};
+/// Writes the new job `queued`, remembers the request's key for it, and writes its command to
+/// the outbox; the job as written.
+pub(crate) async fn insert_job(
+    tx: &mut Tx<'_>,
+    new: &NewJob<'_>,
+    (key, key_ref): (Option<&str>, &str),
+    command: &Outgoing,
+    trace: &str,
+    now: i64,
+) -> Result<Job> {
+    tx.execute(diesel::insert_into(jobs::table).values(new.row(now))).await?;
+    remember_key(tx, new.account_id, key, new.id, key_ref, now).await?;
+    crate::repo::outbox::queue(tx, command, trace, now).await?;
+    super::find(tx, new.id).await?.ok_or(crate::StorageError::NotFound)
 }
-pub(crate) use repeated;
-
-/// The column values of a new `queued` job: one row of an insert, alone or among many.
-macro_rules! job_values {
-    ($new:expr, $now:expr) => {{
-        use $crate::schema::jobs;
-        let new: &$crate::repo::jobs::new::NewJob<'_> = $new;
-        (
-            jobs::id.eq(new.id),
-            jobs::account_id.eq(new.account_id),
-            jobs::token_id.eq(new.token_id),
-            jobs::session_id.eq(new.session_id),
-            jobs::kind.eq(new.kind),
-            jobs::ref_.eq(new.r#ref),
-            jobs::url.eq(new.url),
-            jobs::status.eq(cova_domain::JobStatus::Queued),
-            jobs::created_at.eq($now),
-            jobs::comments_collected.eq(0),
-            jobs::comments_expected.eq(new.comments_expected),
-            jobs::truncated.eq(false),
-            jobs::batch_id.eq(new.batch_id),
-            jobs::hold_stage.eq(new.hold_stage),
-            jobs::max_comments.eq(new.max_comments),
-            jobs::free_allowance.eq(new.free_allowance),
-        )
-    }};
-}
-pub(crate) use job_values;
-
-/// Inside a transaction: writes the new job `queued`, remembers the request's key for it, and
-/// writes its command to the outbox. Evaluates to `Result<Job>` (the job as written).
-macro_rules! insert_job {
-    ($c:ident, $new:expr, $key:expr, $key_ref:expr, $command:expr, $trace:expr, $now:expr) => {{
-        let new: &$crate::repo::jobs::new::NewJob<'_> = $new;
-        diesel::insert_into($crate::schema::jobs::table)
-            .values($crate::repo::jobs::new::job_values!(new, $now))
-            .execute($c)
-            .await?;
-        $crate::repo::jobs::new::remember_key!($c, new.account_id, $key, new.id, $key_ref, $now);
-        $crate::repo::outbox::insert_in!($c, $command, $trace, $now);
-        $crate::repo::jobs::find_job!($c, new.id)?.ok_or($crate::StorageError::NotFound)
-    }};
-}
-pub(crate) use insert_job;
