@@ -370,17 +370,11 @@ impl TestApp {
     pub async fn library(&self, account_id: &str) -> Vec<String> {
         use cova_storage::schema::analyses;
         use diesel::prelude::*;
-        use diesel_async::RunQueryDsl;
-        let mut conn = self.db().conn().await.expect("conn");
-        cova_storage::with_conn!(&mut conn, |c| {
-            analyses::table
-                .filter(analyses::account_id.eq(account_id))
-                .filter(analyses::saved_at.is_not_null())
-                .select(analyses::ref_)
-                .load::<String>(c)
-                .await
-        })
-        .expect("library")
+        let query = analyses::table
+            .filter(analyses::account_id.eq(account_id))
+            .filter(analyses::saved_at.is_not_null())
+            .select(analyses::ref_);
+        self.db().conn().await.expect("conn").tx().load::<String, _>(query).await.expect("library")
     }
 
     /// Payloads written to the outbox for a destination (`command` or `event`).
@@ -392,28 +386,19 @@ impl TestApp {
     pub async fn outbox_rows(&self, destination: &str) -> Vec<(String, String)> {
         use cova_storage::schema::outbox;
         use diesel::prelude::*;
-        use diesel_async::RunQueryDsl;
-        let mut conn = self.db().conn().await.expect("conn");
-        cova_storage::with_conn!(&mut conn, |c| {
-            outbox::table
-                .filter(outbox::destination.eq(destination))
-                .order(outbox::created_at.asc())
-                .select((outbox::payload, outbox::headers))
-                .load::<(String, String)>(c)
-                .await
-        })
-        .expect("outbox")
+        let query = outbox::table
+            .filter(outbox::destination.eq(destination))
+            .order(outbox::created_at.asc())
+            .select((outbox::payload, outbox::headers));
+        self.db().conn().await.expect("conn").tx().load::<(String, String), _>(query).await.expect("outbox")
     }
 
     pub async fn job_progress(&self) -> JobProgress {
         use cova_storage::schema::jobs;
         use diesel::prelude::*;
-        use diesel_async::RunQueryDsl;
-        let mut conn = self.db().conn().await.expect("conn");
-        let rows: Vec<(String, i64, Option<i64>)> = cova_storage::with_conn!(&mut conn, |c| {
-            jobs::table.select((jobs::status, jobs::created_at, jobs::finished_at)).load(c).await
-        })
-        .expect("jobs");
+        let query = jobs::table.select((jobs::status, jobs::created_at, jobs::finished_at));
+        let rows: Vec<(String, i64, Option<i64>)> =
+            self.db().conn().await.expect("conn").tx().load(query).await.expect("jobs");
         JobProgress {
             total: rows.len() as i64,
             complete: rows.iter().filter(|r| r.0 == "complete").count() as i64,

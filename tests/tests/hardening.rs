@@ -203,7 +203,6 @@ async fn the_janitor_purges_quotes_links_and_sessions_a_day_after_they_ended() {
     use cova_storage::repo::{email_links, sessions};
     use cova_storage::schema;
     use diesel::prelude::*;
-    use diesel_async::RunQueryDsl;
     let (app, clock) = cova_tests::spawn_on_clock("2026-11-25T12:00:00Z", |_| {}).await;
     let (account, token) = app.integrator().await;
     app.grant(&account, 1_000).await;
@@ -223,16 +222,11 @@ async fn the_janitor_purges_quotes_links_and_sessions_a_day_after_they_ended() {
     sessions::open(app.db(), &account.id, life, app.now()).await.expect("session");
     let counts = || async {
         let mut conn = app.db().conn().await.expect("conn");
-        cova_storage::with_conn!(&mut conn, |c| {
-            async {
-                let quotes: i64 = schema::ai_quotes::table.count().get_result(c).await?;
-                let links: i64 = schema::email_links::table.count().get_result(c).await?;
-                let sessions: i64 = schema::sessions::table.count().get_result(c).await?;
-                Ok::<_, diesel::result::Error>((quotes, links, sessions))
-            }
-            .await
-        })
-        .expect("counts")
+        let mut tx = conn.tx();
+        let quotes: i64 = tx.get_result(schema::ai_quotes::table.count()).await.expect("quotes");
+        let links: i64 = tx.get_result(schema::email_links::table.count()).await.expect("links");
+        let sessions: i64 = tx.get_result(schema::sessions::table.count()).await.expect("sessions");
+        (quotes, links, sessions)
     };
     assert_eq!(counts().await, (1, 1, 1));
     // Three days later all three ended more than a day ago; what is made now stays.

@@ -1,9 +1,10 @@
 //! cova's storage: one diesel schema and one set of repository functions over PostgreSQL
 //! (diesel-async + deadpool) and SQLite (diesel-async's sync wrapper, bundled SQLite).
 //!
-//! Each repository function is written once; [`with_conn!`] and [`in_transaction!`] expand
-//! its body once per backend. Times are unix milliseconds, months are `YYYY-MM` in UTC; the
-//! callers pass `now`, so rules that depend on time run on the clock they choose.
+//! Each repository function is written once, as a plain function over a connection of either
+//! database ([`Tx`], [`Read`]); a transaction is a value ([`Transaction`], opened by
+//! [`Db::begin`]). Times are unix milliseconds, months are `YYYY-MM` in UTC; the callers pass
+//! `now`, so rules that depend on time run on the clock they choose.
 
 pub mod changes;
 mod error;

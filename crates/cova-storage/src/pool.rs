@@ -95,7 +95,7 @@ pub struct Db {
     pub(crate) comment_days: crate::repo::comment_days::KnownDays,
 }
 
-/// One pooled connection of either kind; see [`with_conn!`](crate::with_conn).
+/// One pooled connection of either kind; [`DbConn::tx`] lends it to the repository functions.
 /// Lives on the stack for the length of one repository call, so the size gap is harmless.
 #[allow(clippy::large_enum_variant)]
 pub enum DbConn {
@@ -103,7 +103,8 @@ pub enum DbConn {
     Sqlite(Object<SqliteConn>),
 }
 
-/// A connection for short reads ([`Db::read_conn`]); see [`with_read_conn!`](crate::with_read_conn).
+/// A connection for short reads ([`Db::read_conn`]); [`ReadConn::read`] lends it to the functions
+/// that read.
 #[allow(clippy::large_enum_variant)]
 pub enum ReadConn {
     Pg(PgConn),
@@ -168,125 +169,38 @@ impl Drop for PgConn {
     }
 }
 
-/// Runs `$body` with `$c` bound to `&mut` the concrete connection; the body is compiled once per backend.
-#[macro_export]
-macro_rules! with_conn {
-    ($conn:expr, |$c:ident| $body:expr) => {
-        match $conn {
-            $crate::DbConn::Pg(obj) => {
-                let $c: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
-                $body
-            }
-            $crate::DbConn::Sqlite(obj) => {
-                let $c: &mut $crate::pool::SqliteConn = &mut *obj;
-                $body
-            }
-        }
-    };
-}
-
-/// As [`with_conn!`] for a [`ReadConn`]: no transactions and, on SQLite, no writes.
-#[macro_export]
-macro_rules! with_read_conn {
-    ($conn:expr, |$c:ident| $body:expr) => {
-        match $conn {
-            $crate::ReadConn::Pg(obj) => {
-                let $c: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
-                $body
-            }
-            $crate::ReadConn::Sqlite(obj) => {
-                let $c: &mut $crate::pool::SqliteReadConn = &mut *obj;
-                $body
-            }
-        }
-    };
-}
-
-/// Runs the async `$body` in one transaction; on SQLite it is `BEGIN IMMEDIATE`, because
-/// read-then-write transactions otherwise fail with "database is locked" under concurrency.
-#[macro_export]
-macro_rules! in_transaction {
-    ($conn:expr, |$c:ident| $body:expr) => {
-        $crate::in_transaction!($conn, pg: |$c| $body, sqlite: |$c| $body)
-    };
-    // A body for each database, where they must differ (see [`insert_rows!`]).
-    ($conn:expr, pg: |$c:ident| $pg:expr, sqlite: |$s:ident| $sqlite:expr) => {
-        match $conn {
-            $crate::DbConn::Pg(obj) => {
-                let conn: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
-                ::diesel_async::AsyncConnection::transaction(conn, async |$c| -> $crate::Result<_> { $pg }).await
-            }
-            $crate::DbConn::Sqlite(obj) => {
-                let conn: &mut $crate::pool::SqliteConn = &mut *obj;
-                conn.immediate_transaction(async |$s| -> $crate::Result<_> { $sqlite }).await
-            }
-        }
-    };
-}
-
-/// Inside a PostgreSQL transaction: inserts a `Vec` of rows into `$table` in one statement.
-/// diesel-async's SQLite connection has no multi-row insert: there, [`insert_rows_each!`].
-#[macro_export]
-macro_rules! insert_rows {
-    ($c:ident, $table:expr, $rows:expr) => {
-        ::diesel::insert_into($table).values($rows).execute($c).await?
-    };
-}
-
-/// Inside a SQLite transaction: inserts a `Vec` of rows into `$table` one statement each
-/// (cheap there: no round trips).
-#[macro_export]
-macro_rules! insert_rows_each {
-    ($c:ident, $table:expr, $rows:expr) => {
-        for row in $rows {
-            ::diesel::insert_into($table).values(row).execute($c).await?;
-        }
-    };
-}
-
-/// Claims rows for one worker among several replicas, in one transaction: selects the ids of
-/// up to `$limit` rows matching `$filter` in `$order` (on PostgreSQL `FOR UPDATE SKIP LOCKED`,
-/// so concurrent claimers get disjoint rows; SQLite's `BEGIN IMMEDIATE` already serialises
-/// them), applies `$set` to those rows, and evaluates to `Result<Vec<String>>` of the ids.
+/// Claims rows for one worker among several replicas, in the caller's transaction `$tx` (a
+/// `&mut Tx`, of [`Db::begin`]): selects the ids of up to `$limit` rows of `$table` matching
+/// `$filter` in `$order` (on PostgreSQL `FOR UPDATE SKIP LOCKED`, so that concurrent claimers
+/// get disjoint rows; SQLite's `BEGIN IMMEDIATE` already serialises them), applies `$set` to
+/// those rows, and evaluates to `Result<Vec<String>>` of the ids. A macro because a generic
+/// function would need a bound for every clause of its two statements.
+///
+/// ```ignore
+/// let mut t = db.begin().await?;
+/// let ids = claim_rows!(&mut t.tx(), outbox::table, outbox::id, due, outbox::created_at.asc(), 50, set)?;
+/// t.commit().await?;
+/// ```
 #[macro_export]
 macro_rules! claim_rows {
-    ($conn:expr, $table:path, $id:expr, $filter:expr, $order:expr, $limit:expr, $set:expr) => {{
-        use ::diesel::prelude::*;
-        use ::diesel_async::RunQueryDsl;
-        match $conn {
-            $crate::DbConn::Pg(obj) => {
-                let conn: &mut ::diesel_async::AsyncPgConnection = &mut *obj;
-                ::diesel_async::AsyncConnection::transaction(conn, async |c| -> $crate::Result<Vec<String>> {
-                    let ids: Vec<String> = $table
-                        .filter($filter)
-                        .order($order)
-                        .limit($limit)
-                        .select($id)
-                        .for_update()
-                        .skip_locked()
-                        .load(c)
-                        .await?;
-                    if !ids.is_empty() {
-                        ::diesel::update($table.filter($id.eq_any(&ids))).set($set).execute(c).await?;
-                    }
-                    Ok(ids)
-                })
-                .await
+    ($tx:expr, $table:path, $id:expr, $filter:expr, $order:expr, $limit:expr, $set:expr) => {
+        async {
+            use ::diesel::prelude::*;
+            let tx: &mut $crate::Tx<'_> = $tx;
+            let due = $table.filter($filter).order($order).limit($limit).select($id);
+            let ids: Vec<String> = match tx {
+                $crate::Tx::Pg(c) => {
+                    ::diesel_async::RunQueryDsl::load(due.for_update().skip_locked(), &mut **c).await?
+                }
+                $crate::Tx::Sqlite(c) => ::diesel_async::RunQueryDsl::load(due, &mut **c).await?,
+            };
+            if !ids.is_empty() {
+                tx.execute(::diesel::update($table.filter($id.eq_any(&ids))).set($set)).await?;
             }
-            $crate::DbConn::Sqlite(obj) => {
-                let conn: &mut $crate::pool::SqliteConn = &mut *obj;
-                conn.immediate_transaction(async |c| -> $crate::Result<Vec<String>> {
-                    let ids: Vec<String> =
-                        $table.filter($filter).order($order).limit($limit).select($id).load(c).await?;
-                    if !ids.is_empty() {
-                        ::diesel::update($table.filter($id.eq_any(&ids))).set($set).execute(c).await?;
-                    }
-                    Ok(ids)
-                })
-                .await
-            }
+            Ok::<_, $crate::StorageError>(ids)
         }
-    }};
+        .await
+    };
 }
 
 /// Bytes of the database file SQLite reads through a memory map instead of a `pread` per page.
@@ -484,7 +398,7 @@ impl Db {
             Inner::Pg(p) => p.get().await.map(|obj| DbConn::Pg(self.pg(obj))).map_err(|e| pool_error(e, &self.url))?,
             Inner::Sqlite { all, .. } => all.get().await.map(DbConn::Sqlite).map_err(|e| pool_error(e, &self.url))?,
         };
-        with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await)?;
+        conn.tx().batch_execute("SELECT 1").await?;
         Ok(())
     }
 

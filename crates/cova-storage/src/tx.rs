@@ -305,4 +305,42 @@ impl<'c> Read<'c> {
             }
         }
     }
+
+    /// Every row of a query, as a `Selectable` struct (see [`Tx::load_as`]).
+    pub fn load_as<'a, U, Q>(&'a mut self, query: Q) -> impl Future<Output = QueryResult<Vec<U>>> + Send + 'a
+    where
+        U: Selectable<Pg> + Selectable<Sqlite> + Send + 'a,
+        <U as Selectable<Pg>>::SelectExpression: QueryId,
+        <U as Selectable<Sqlite>>::SelectExpression: QueryId,
+        Q: SelectDsl<AsSelect<U, Pg>> + SelectDsl<AsSelect<U, Sqlite>> + Send + 'a,
+        Select<Q, AsSelect<U, Pg>>: LoadQuery<'a, AsyncPgConnection, U> + Send + 'a,
+        Select<Q, AsSelect<U, Sqlite>>: LoadQuery<'a, SqliteReadConn, U> + Send + 'a,
+    {
+        async move {
+            match self {
+                Read::Pg(c) => query.select(<U as SelectableHelper<Pg>>::as_select()).load(&mut **c).await,
+                Read::Sqlite(c) => query.select(<U as SelectableHelper<Sqlite>>::as_select()).load(&mut **c).await,
+            }
+        }
+    }
+
+    /// The first row of a query, as a `Selectable` struct (see [`Tx::load_as`]).
+    pub fn first_as<'a, U, Q>(&'a mut self, query: Q) -> impl Future<Output = QueryResult<U>> + Send + 'a
+    where
+        U: Selectable<Pg> + Selectable<Sqlite> + Send + 'static,
+        <U as Selectable<Pg>>::SelectExpression: QueryId,
+        <U as Selectable<Sqlite>>::SelectExpression: QueryId,
+        Q: SelectDsl<AsSelect<U, Pg>> + SelectDsl<AsSelect<U, Sqlite>> + Send + 'a,
+        Select<Q, AsSelect<U, Pg>>: LimitDsl + Send,
+        Select<Q, AsSelect<U, Sqlite>>: LimitDsl + Send,
+        Limit<Select<Q, AsSelect<U, Pg>>>: LoadQuery<'a, AsyncPgConnection, U> + Send + 'a,
+        Limit<Select<Q, AsSelect<U, Sqlite>>>: LoadQuery<'a, SqliteReadConn, U> + Send + 'a,
+    {
+        async move {
+            match self {
+                Read::Pg(c) => query.select(<U as SelectableHelper<Pg>>::as_select()).first(&mut **c).await,
+                Read::Sqlite(c) => query.select(<U as SelectableHelper<Sqlite>>::as_select()).first(&mut **c).await,
+            }
+        }
+    }
 }

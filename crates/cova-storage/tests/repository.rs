@@ -137,17 +137,11 @@ async fn started_job(
 async fn holds(db: &cova_storage::Db, account: &str) -> i64 {
     use cova_storage::schema::reservations;
     use diesel::{ExpressionMethods, QueryDsl};
-    use diesel_async::RunQueryDsl;
-    let mut conn = db.conn().await.expect("conn");
-    let held: Vec<i64> = cova_storage::with_conn!(&mut conn, |c| {
-        reservations::table
-            .filter(reservations::account_id.eq(account))
-            .filter(reservations::state.eq("held"))
-            .select(reservations::amount)
-            .load(c)
-            .await
-    })
-    .expect("holds");
+    let query = reservations::table
+        .filter(reservations::account_id.eq(account))
+        .filter(reservations::state.eq("held"))
+        .select(reservations::amount);
+    let held: Vec<i64> = db.conn().await.expect("conn").tx().load(query).await.expect("holds");
     held.iter().sum()
 }
 
@@ -321,18 +315,15 @@ async fn the_month_boundary_expires_the_old_balance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_check_constraint_refuses_overdraft_written_directly() {
     use diesel::ExpressionMethods;
-    use diesel_async::RunQueryDsl;
     let t = TestDatabase::create().await;
     let db = t.db().await;
     let a = accounts::create(&db, "check@example.com", true, 0, NOW).await.expect("account");
     balances::grant(&db, &a.id, 5, "test", NOW).await.expect("grant");
     let mut conn = db.conn().await.expect("conn");
-    let res = cova_storage::with_conn!(&mut conn, |c| {
-        diesel::update(cova_storage::schema::balances::table)
-            .set(cova_storage::schema::balances::spent.eq(6))
-            .execute(c)
-            .await
-    });
+    let res = conn
+        .tx()
+        .execute(diesel::update(cova_storage::schema::balances::table).set(cova_storage::schema::balances::spent.eq(6)))
+        .await;
     assert!(res.is_err(), "spent > granted must be refused by the database itself");
     t.drop_database().await.expect("drop");
 }
@@ -465,7 +456,6 @@ async fn announcing_a_change_needs_no_second_connection_per_writer() {
 async fn webhook_secrets_and_chat_ids_are_sealed_at_rest_and_reseal_after_a_key_rotation() {
     use cova_storage::repo::channels::{self, Channels};
     use diesel::prelude::*;
-    use diesel_async::RunQueryDsl;
     let t = TestDatabase::create().await;
     let old_key = cova_auth::sealing::Keyring::generate_key();
     let mut config = t.config.clone();
@@ -485,15 +475,9 @@ async fn webhook_secrets_and_chat_ids_are_sealed_at_rest_and_reseal_after_a_key_
     assert_eq!(stored.webhook_secret.as_deref(), Some("whsec_the_secret"));
     let raw = || async {
         use cova_storage::schema::channels as c;
+        let query = c::table.find(&a.id).select((c::telegram_chat_id, c::webhook_secret));
         let mut conn = db.conn().await.expect("conn");
-        cova_storage::with_conn!(&mut conn, |k| {
-            c::table
-                .find(&a.id)
-                .select((c::telegram_chat_id, c::webhook_secret))
-                .first::<(Option<String>, Option<String>)>(k)
-                .await
-        })
-        .expect("row")
+        conn.tx().first::<(Option<String>, Option<String>), _>(query).await.expect("row")
     };
     let (chat, secret) = raw().await;
     let (chat, secret) = (chat.expect("chat"), secret.expect("secret"));
@@ -561,6 +545,124 @@ fn sqlite_is_built_with_the_planner_guarantee_and_without_memory_statistics() {
 #[test]
 fn like_patterns_escape_wildcards() {
     assert_eq!(cova_storage::repo::breakdown::like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+}
+
+/// Writing stored comments as JSON ([`cova_storage::repo::breakdown`]): copied, never parsed again.
+mod breakdown_writing {
+    use cova_domain::time::rfc3339;
+    use cova_storage::repo::breakdown::{FIRST_PAGE_MAX_BYTES, FirstPage, Page, Row, write_page};
+    use serde_json::{Value, json};
+    use std::collections::HashMap;
+
+    fn row(position: i64, id: &str, parent: Option<&str>, body: Value, seen: Option<i64>) -> Row {
+        Row {
+            position,
+            comment_id: id.into(),
+            parent_id: parent.map(Into::into),
+            body: body.to_string(),
+            first_seen_at: seen,
+        }
+    }
+
+    /// The rendering the writer replaces: each body parsed, `first_seen_at` added, replies
+    /// nested; the reference the written JSON must equal.
+    fn parsed(page: &Page) -> Vec<Value> {
+        let comment = |row: &Row| -> Option<Value> {
+            let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
+            v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
+            Some(v)
+        };
+        let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
+        for row in &page.replies {
+            if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
+                by_parent.entry(parent.clone()).or_default().push(v);
+            }
+        }
+        page.top
+            .iter()
+            .filter_map(|row| {
+                let mut v = comment(row)?;
+                let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
+                v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
+                Some(v)
+            })
+            .collect()
+    }
+
+    fn sample() -> Page {
+        Page {
+            top: vec![
+                row(0, "a", None, json!({"id": "a", "text": "first \"quoted\" }"}), Some(1_700_000_000_000)),
+                row(3, "b", None, json!({"id": "b", "text": "no replies"}), None),
+                row(5, "c", None, json!({}), None),
+            ],
+            replies: vec![
+                row(1, "a1", Some("a"), json!({"id": "a1", "text": "r1"}), Some(1_700_000_000_000)),
+                row(2, "a2", Some("a"), json!({"id": "a2", "text": "r2"}), None),
+                row(6, "c1", Some("c"), json!({"id": "c1"}), None),
+            ],
+        }
+    }
+
+    #[test]
+    fn stored_bodies_are_nested_as_the_parsed_rendering_would() {
+        let page = sample();
+        let mut out = b"[".to_vec();
+        let mut first = true;
+        write_page(&mut out, &page, &mut first);
+        // A second page continues the same array.
+        let more = Page { top: vec![row(9, "d", None, json!({"id": "d"}), None)], replies: vec![] };
+        write_page(&mut out, &more, &mut first);
+        out.push(b']');
+        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
+        let mut expected = parsed(&page);
+        expected.extend(parsed(&more));
+        assert_eq!(written, Value::Array(expected));
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_left_out() {
+        let page = Page {
+            top: vec![row(0, "a", None, json!("text"), None), row(1, "b", None, json!({"id": "b"}), None)],
+            replies: vec![],
+        };
+        let mut out = b"[".to_vec();
+        write_page(&mut out, &page, &mut true);
+        out.push(b']');
+        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(written, json!([{"id": "b", "first_seen_at": null, "replies": []}]));
+    }
+
+    /// A kept first page serves any smaller limit as the stream would have written it, and a
+    /// larger one only when it holds every comment.
+    #[test]
+    fn a_first_page_serves_the_pages_it_holds() {
+        let page = sample();
+        let kept = FirstPage::of(&page);
+        assert!(kept.all, "three comments are all of them");
+        for limit in 1..=5 {
+            let (body, written) = kept.serve(limit).expect("held");
+            let served: Value = serde_json::from_slice(&[b"[", &body[..], b"]"].concat()).expect("valid JSON");
+            let n = usize::try_from(limit.min(3)).expect("small");
+            assert_eq!(served, Value::Array(parsed(&page)[..n].to_vec()), "limit {limit}");
+            assert_eq!(written.top_level, limit.min(3));
+            assert_eq!(written.last_position, Some([0, 3, 5][n - 1]));
+        }
+        let cut = FirstPage { all: false, ..kept };
+        assert!(cut.serve(3).is_some());
+        assert!(cut.serve(4).is_none(), "a page that is not all of them cannot say what follows it");
+    }
+
+    #[test]
+    fn a_first_page_stops_before_its_size_limit() {
+        let long = "x".repeat(FIRST_PAGE_MAX_BYTES / 3);
+        let page = Page {
+            top: (0..5).map(|n| row(n, &n.to_string(), None, json!({"text": long}), None)).collect(),
+            replies: vec![],
+        };
+        let kept = FirstPage::of(&page);
+        assert_eq!((kept.tops.len(), kept.all), (2, false));
+    }
 }
 
 #[test]
@@ -666,12 +768,9 @@ async fn the_partitioned_purge_keeps_exactly_the_rows_it_must() {
         async move {
             use cova_storage::schema::job_comments;
             use diesel::{ExpressionMethods, QueryDsl};
-            use diesel_async::RunQueryDsl;
+            let query = job_comments::table.filter(job_comments::job_id.eq(job)).count();
             let mut conn = db.conn().await.expect("conn");
-            cova_storage::with_conn!(&mut conn, |c| {
-                job_comments::table.filter(job_comments::job_id.eq(job)).count().get_result::<i64>(c).await
-            })
-            .expect("count")
+            conn.tx().get_result::<i64, _>(query).await.expect("count")
         }
     };
     // The janitor's purge at `now`: breakdowns expired (in small claims), then unused days dropped.
@@ -735,34 +834,25 @@ async fn the_partitioned_purge_keeps_exactly_the_rows_it_must() {
         // A day detached whose drop did not follow (the janitor stopped in between) goes next time.
         let orphan = day0 - 30;
         let mut conn = db.conn().await.expect("conn");
-        cova_storage::with_conn!(&mut conn, |c| {
-            use diesel_async::SimpleAsyncConnection;
-            c.batch_execute(&format!(
-                "SELECT cova_comments_day({orphan}); ALTER TABLE job_comments DETACH PARTITION job_comments_d{orphan}"
-            ))
-            .await
-        })
-        .expect("a detached day");
+        let detach = format!(
+            "SELECT cova_comments_day({orphan}); ALTER TABLE job_comments DETACH PARTITION job_comments_d{orphan}"
+        );
+        conn.tx().batch_execute(&detach).await.expect("a detached day");
         let later = d0 + 84 * HOUR + KEPT;
         assert_eq!(comment_days::drop_unused(&db, later).await.expect("drop"), vec![orphan]);
         // Left: the days the janitor made ahead (yesterday's, today's, tomorrow's), nothing else.
         let today = day_of(later);
-        let names: Vec<String> = cova_storage::with_conn!(&mut conn, |c| {
-            use diesel_async::RunQueryDsl;
-            #[derive(diesel::QueryableByName)]
-            struct Name {
-                #[diesel(sql_type = diesel::sql_types::Text)]
-                name: String,
-            }
-            diesel::sql_query(
-                "SELECT c.relname::TEXT AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-                 WHERE i.inhparent = 'job_comments'::regclass",
-            )
-            .load::<Name>(c)
-            .await
-            .map(|rows| rows.into_iter().map(|r| r.name).collect())
-        })
-        .expect("partitions");
+        #[derive(diesel::QueryableByName)]
+        struct Name {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            name: String,
+        }
+        let partitions = diesel::sql_query(
+            "SELECT c.relname::TEXT AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent = 'job_comments'::regclass",
+        );
+        let names: Vec<String> =
+            conn.tx().load::<Name, _>(partitions).await.expect("partitions").into_iter().map(|r| r.name).collect();
         let name = |day: i64| format!("job_comments_d{day}");
         assert!(names.contains(&name(today)) && names.contains(&name(today + 1)), "{names:?}");
         assert!(names.iter().all(|n| (today - 1..=today + 1).any(|day| n == &name(day))), "{names:?}");
@@ -779,7 +869,6 @@ async fn seed_runs(
     watches: &[(&str, i64)],
     running: &[(&str, i64)],
 ) {
-    use diesel_async::SimpleAsyncConnection;
     let month = cova_domain::time::month_of(NOW);
     let mut sql = String::new();
     for (id, granted, spent) in accounts {
@@ -810,7 +899,7 @@ async fn seed_runs(
         ));
     }
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed");
+    conn.tx().batch_execute(&sql).await.expect("seed");
 }
 
 /// The scheduler's reschedule rule in these tests: an hour on, a minute on when busy.
@@ -838,7 +927,6 @@ async fn a_group_of_watch_runs_follows_the_rules_of_one_refresh() {
     use cova_storage::repo::watches::{self, RunStart};
     use cova_storage::schema::{analyses, balances, jobs, outbox, reservations};
     use diesel::{ExpressionMethods, QueryDsl};
-    use diesel_async::RunQueryDsl;
     let t = TestDatabase::create().await;
     let db = t.db().await;
     seed_runs(
@@ -855,13 +943,9 @@ async fn a_group_of_watch_runs_follows_the_rules_of_one_refresh() {
     // The owner changes one watch after the claim: the claim ends and the change wins.
     let changed = due.iter().find(|w| w.id == "wtwo-7").expect("wtwo-7").id.clone();
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| {
-        diesel::update(analyses::table.filter(analyses::id.eq(&changed)))
-            .set((analyses::watch_claimed_until.eq(0), analyses::watch_next_run_at.eq(NOW + 42)))
-            .execute(c)
-            .await
-    })
-    .expect("change");
+    let change = diesel::update(analyses::table.filter(analyses::id.eq(&changed)))
+        .set((analyses::watch_claimed_until.eq(0), analyses::watch_next_run_at.eq(NOW + 42)));
+    conn.tx().execute(change).await.expect("change");
     drop(conn);
 
     let outcomes = watches::start_runs(&db, &due, "{}", NOW, next_run).await.expect("start");
@@ -875,35 +959,33 @@ async fn a_group_of_watch_runs_follows_the_rules_of_one_refresh() {
     assert!(kind("wtwo-6").starts_with("Started") && kind("wtwo-7").starts_with("Started"), "{by_id:?}");
 
     let mut conn = db.conn().await.expect("conn");
-    let (queued, commands, holds, reserved, schedule) = cova_storage::with_conn!(&mut conn, |c| async {
-        let queued: Vec<(String, String)> = jobs::table
-            .filter(jobs::status.eq("queued"))
-            .order((jobs::account_id, jobs::ref_))
-            .select((jobs::account_id, jobs::ref_))
-            .load(c)
-            .await?;
-        let commands: i64 = outbox::table.count().get_result(c).await?;
-        let holds: i64 = reservations::table.filter(reservations::state.eq("held")).count().get_result(c).await?;
-        let reserved: Vec<(String, i64)> = balances::table
-            .order(balances::account_id)
-            .select((balances::account_id, balances::reserved))
-            .load(c)
-            .await?;
-        let schedule: Vec<Schedule> = analyses::table
-            .order(analyses::id)
-            .select((
-                analyses::id,
-                analyses::watch_next_run_at,
-                analyses::watch_last_error,
-                analyses::watch_claimed_until,
-                analyses::watch_last_run_at,
-            ))
-            .load(c)
-            .await?;
-        Ok::<_, diesel::result::Error>((queued, commands, holds, reserved, schedule))
-    }
-    .await)
-    .expect("read");
+    let mut tx = conn.tx();
+    let queued: Vec<(String, String)> = tx
+        .load(
+            jobs::table
+                .filter(jobs::status.eq("queued"))
+                .order((jobs::account_id, jobs::ref_))
+                .select((jobs::account_id, jobs::ref_)),
+        )
+        .await
+        .expect("queued");
+    let commands: i64 = tx.get_result(outbox::table.count()).await.expect("commands");
+    let holds: i64 =
+        tx.get_result(reservations::table.filter(reservations::state.eq("held")).count()).await.expect("holds");
+    let reserved: Vec<(String, i64)> = tx
+        .load(balances::table.order(balances::account_id).select((balances::account_id, balances::reserved)))
+        .await
+        .expect("reserved");
+    let schedule: Vec<Schedule> = tx
+        .load(analyses::table.order(analyses::id).select((
+            analyses::id,
+            analyses::watch_next_run_at,
+            analyses::watch_last_error,
+            analyses::watch_claimed_until,
+            analyses::watch_last_run_at,
+        )))
+        .await
+        .expect("schedule");
     drop(conn);
     let q = |a: &str, r: &str| (a.to_owned(), r.to_owned());
     assert_eq!(queued, vec![q("busy", "tiktok:1"), q("two", "tiktok:6"), q("two", "tiktok:7")]);

@@ -918,14 +918,13 @@ const JOB_COMMENTS_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(inh
      FROM pg_inherits WHERE inhparent = 'job_comments'::regclass";
 
 async fn count_rows(db: &cova_storage::Db, sql: &str) -> i64 {
-    use diesel_async::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
     struct N {
         #[diesel(sql_type = diesel::sql_types::BigInt)]
         n: i64,
     }
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| diesel::sql_query(sql).get_result::<N>(c).await).expect("query").n
+    conn.tx().get_result::<N, _>(diesel::sql_query(sql)).await.expect("query").n
 }
 
 /// The scraper fleet: 1, 2, 4 and 8 processes on one queue with the politeness pace lifted
@@ -1097,7 +1096,6 @@ async fn scraper_memory(report: &mut Report, real: &RealBackends) {
 /// Seeds `accounts` accounts with a pack and `per_account` watched library entries each, one
 /// of which per account is due at `due_at`; the others are due a day later.
 async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, due_at: i64) {
-    use diesel_async::SimpleAsyncConnection;
     let month = cova_domain::time::month_of(due_at);
     let later = due_at + 86_400_000;
     let total = accounts * per_account;
@@ -1126,7 +1124,7 @@ async fn seed_watches(db: &cova_storage::Db, accounts: i64, per_account: i64, du
         watches_q = numbers(total),
     );
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed watches");
+    conn.tx().batch_execute(&sql).await.expect("seed watches");
 }
 
 /// One scheduler tick over `1,000 × per_account` watches (100,000 on SQLite, 1,000,000 on
@@ -1198,7 +1196,6 @@ const PURGE_COMMENTS_PER_JOB: i64 = 3_572;
 /// the table's size before and after.
 async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     use cova_storage::repo::jobs::{StoredComment, append_comments};
-    use diesel_async::SimpleAsyncConnection;
     const DAY: i64 = 86_400_000;
     let database = TestDatabase::postgres(&real.database).await;
     let db = database.db().await;
@@ -1242,7 +1239,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
         far = now + 100 * DAY,
     );
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed 5,000,800 comments");
+    conn.tx().batch_execute(&sql).await.expect("seed 5,000,800 comments");
     drop(conn);
     let size = async || count_rows(&db, JOB_COMMENTS_BYTES).await as u64;
     let before = size().await;
@@ -1317,7 +1314,7 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
         day = PURGE_JOBS_PER_DAY * PURGE_COMMENTS_PER_JOB,
     );
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&refill).await).expect("a new day's scrapes");
+    conn.tx().batch_execute(&refill).await.expect("a new day's scrapes");
     drop(conn);
     let refilled = size().await;
     let kept = count_rows(&db, "SELECT COUNT(*) AS n FROM job_comments WHERE job_id LIKE 'job-%'").await;
@@ -1371,7 +1368,6 @@ async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
 /// Seeds `per_account` followed creators for each of the accounts `seed_watches` made, one of
 /// which per account is due at `due_at`; the others are due a day later.
 async fn seed_creators(db: &cova_storage::Db, accounts: i64, per_account: i64, due_at: i64) {
-    use diesel_async::SimpleAsyncConnection;
     let later = due_at + 86_400_000;
     let total = accounts * per_account;
     let numbers = if db.is_postgres() {
@@ -1387,7 +1383,7 @@ async fn seed_creators(db: &cova_storage::Db, accounts: i64, per_account: i64, d
                   CASE WHEN n <= {accounts} THEN {due_at} ELSE {later} END FROM ({numbers}) c;"
     );
     let mut conn = db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&sql).await).expect("seed creators");
+    conn.tx().batch_execute(&sql).await.expect("seed creators");
 }
 
 /// A release `cova serve` process on the embedded backends: the time to export a
@@ -1949,7 +1945,6 @@ async fn deliver_all(
 ) -> Duration {
     use cova_storage::repo::channels::Channel;
     use cova_storage::repo::deliveries::{self, NewDelivery};
-    use diesel_async::SimpleAsyncConnection;
     let before: usize = listening.iter().map(|r| r.count()).sum();
     // Queued an hour ahead, then made due by one statement: the clock starts with all of them
     // due, whatever queuing them one by one took.
@@ -1971,7 +1966,7 @@ async fn deliver_all(
         cova_domain::time::now_ms()
     );
     let mut conn = app.backends.db.conn().await.expect("conn");
-    cova_storage::with_conn!(&mut conn, |c| c.batch_execute(&due).await).expect("due");
+    conn.tx().batch_execute(&due).await.expect("due");
     drop(conn);
     let started = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(300);

@@ -1,7 +1,6 @@
 use crate::schema::accounts;
-use crate::{Change, Db, Result, StorageError, with_conn, with_read_conn};
+use crate::{Change, Db, Read, Result, StorageError, Tx};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Serialize, Deserialize)]
@@ -36,21 +35,17 @@ pub async fn create(db: &Db, email: &str, confirmed: bool, free_allowance: i64, 
         created_at: now,
         password_hash: None,
     };
-    let mut conn = db.conn().await?;
-    let inserted = with_conn!(&mut conn, |c| {
-        diesel::insert_into(accounts::table)
-            .values((
-                accounts::id.eq(&account.id),
-                accounts::email.eq(&account.email),
-                accounts::email_confirmed_at.eq(account.email_confirmed_at),
-                accounts::active_tokens.eq(0),
-                accounts::free_comments_left.eq(account.free_comments_left),
-                accounts::created_at.eq(account.created_at),
-            ))
-            .on_conflict_do_nothing()
-            .execute(c)
-            .await
-    })?;
+    let insert = diesel::insert_into(accounts::table)
+        .values((
+            accounts::id.eq(&account.id),
+            accounts::email.eq(&account.email),
+            accounts::email_confirmed_at.eq(account.email_confirmed_at),
+            accounts::active_tokens.eq(0),
+            accounts::free_comments_left.eq(account.free_comments_left),
+            accounts::created_at.eq(account.created_at),
+        ))
+        .on_conflict_do_nothing();
+    let inserted = db.conn().await?.tx().execute(insert).await?;
     if inserted == 0 {
         return Err(StorageError::Conflict(format!("an account with e-mail {} already exists", account.email)));
     }
@@ -70,27 +65,17 @@ pub async fn sign_up(
         Err(StorageError::Conflict(_)) if find_by_email(db, email).await?.is_some() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(accounts::table.find(&account.id))
-            .set(accounts::password_hash.eq(password_hash))
-            .execute(c)
-            .await
-    })?;
+    let set = diesel::update(accounts::table.find(&account.id)).set(accounts::password_hash.eq(password_hash));
+    db.conn().await?.tx().execute(set).await?;
     Ok(Some(Account { password_hash: Some(password_hash.to_owned()), ..account }))
 }
 
 /// Marks the e-mail confirmed (once; a later call keeps the first time).
 pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(accounts::table.find(account_id))
-            .filter(accounts::email_confirmed_at.is_null())
-            .set(accounts::email_confirmed_at.eq(now))
-            .execute(c)
-            .await
-    })?;
-    drop(conn);
+    let confirm = diesel::update(accounts::table.find(account_id))
+        .filter(accounts::email_confirmed_at.is_null())
+        .set(accounts::email_confirmed_at.eq(now));
+    db.conn().await?.tx().execute(confirm).await?;
     db.changed(&[Change::Account(account_id)]).await;
     Ok(())
 }
@@ -99,42 +84,41 @@ pub async fn confirm_email(db: &Db, account_id: &str, now: i64) -> Result<()> {
 /// revokes every session of the account and voids its outstanding e-mailed links, in one
 /// transaction.
 pub async fn set_password(db: &Db, account_id: &str, password_hash: &str, now: i64) -> Result<()> {
+    let mut t = db.begin().await?;
+    set_password_in(&mut t.tx(), account_id, password_hash, now).await?;
+    t.commit().await?;
+    db.changed(&[Change::Account(account_id)]).await;
+    Ok(())
+}
+
+/// The body of [`set_password`]'s transaction.
+async fn set_password_in(tx: &mut Tx<'_>, account_id: &str, password_hash: &str, now: i64) -> Result<()> {
     use crate::schema::sessions;
-    let mut conn = db.conn().await?;
-    crate::in_transaction!(&mut conn, |c| {
-        diesel::update(accounts::table.find(account_id))
-            .set(accounts::password_hash.eq(password_hash))
-            .execute(c)
-            .await?;
+    tx.execute(diesel::update(accounts::table.find(account_id)).set(accounts::password_hash.eq(password_hash))).await?;
+    tx.execute(
         diesel::update(accounts::table.find(account_id))
             .filter(accounts::email_confirmed_at.is_null())
-            .set(accounts::email_confirmed_at.eq(now))
-            .execute(c)
-            .await?;
+            .set(accounts::email_confirmed_at.eq(now)),
+    )
+    .await?;
+    tx.execute(
         diesel::update(sessions::table.filter(sessions::account_id.eq(account_id)))
             .filter(sessions::revoked_at.is_null())
-            .set(sessions::revoked_at.eq(now))
-            .execute(c)
-            .await?;
-        super::email_links::void_all_in!(c, account_id, now)?;
-        Ok(())
-    })?;
-    drop(conn);
-    db.changed(&[Change::Account(account_id)]).await;
+            .set(sessions::revoked_at.eq(now)),
+    )
+    .await?;
+    super::email_links::void_all_in(tx, account_id, now).await?;
     Ok(())
 }
 
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<Account>> {
     let email = normalise_email(email)?;
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        accounts::table.filter(accounts::email.eq(&email)).select(Account::as_select()).first(c).await.optional()
-    })?)
+    let query = accounts::table.filter(accounts::email.eq(&email));
+    Ok(db.conn().await?.tx().first_as::<Account, _>(query).await.optional()?)
 }
 
 pub async fn get(db: &Db, id: &str) -> Result<Account> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| accounts::table.find(id).select(Account::as_select()).first(c).await)?)
+    Ok(db.conn().await?.tx().first_as::<Account, _>(accounts::table.find(id)).await?)
 }
 
 /// What `GET /usage` shows of the account, read in one query; also the cached copy of the
@@ -150,6 +134,7 @@ pub struct Usage {
 pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
     use crate::schema::{balances, jobs};
     use cova_domain::{JobKind, JobStatus};
+    use diesel_async::RunQueryDsl as Run;
     let month = cova_domain::time::month_of(now);
     // Written without literal SQL or bound IN lists, so that the statement is prepared once.
     let running = jobs::table
@@ -158,34 +143,24 @@ pub async fn usage(db: &Db, id: &str, now: i64) -> Result<Usage> {
         .filter(jobs::status.eq(JobStatus::Queued.as_str()).or(jobs::status.eq(JobStatus::InProgress.as_str())))
         .count()
         .single_value();
+    let query = accounts::table
+        .left_join(balances::table.on(balances::account_id.eq(accounts::id).and(balances::month.eq(month.clone()))))
+        .filter(accounts::id.eq(id));
+    let balance = (balances::granted, balances::reserved, balances::spent).nullable();
+    type Row = (Account, Option<(i64, i64, i64)>, Option<i64>);
+    // The account's selection names its database, so the statement is finished per database.
     let mut conn = db.read_conn().await?;
-    let (account, balance, running) = with_read_conn!(&mut conn, |c| {
-        accounts::table
-            .left_join(balances::table.on(balances::account_id.eq(accounts::id).and(balances::month.eq(month.clone()))))
-            .filter(accounts::id.eq(id))
-            .select((
-                Account::as_select(),
-                (balances::granted, balances::reserved, balances::spent).nullable(),
-                running,
-            ))
-            .first::<(Account, Option<(i64, i64, i64)>, Option<i64>)>(c)
-            .await
-    })?;
+    let (account, balance, running): Row = match conn.read() {
+        Read::Pg(c) => Run::first(query.select((Account::as_select(), balance, running)), c).await?,
+        Read::Sqlite(c) => Run::first(query.select((Account::as_select(), balance, running)), c).await?,
+    };
     Ok(Usage { account, balance: super::balances::balance_of(month, now, balance), running: running.unwrap_or(0) })
 }
 
 /// Accounts in order of creation, at most `limit` after skipping `offset`.
 pub async fn list(db: &Db, limit: i64, offset: i64) -> Result<Vec<Account>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        accounts::table
-            .order((accounts::created_at.asc(), accounts::id.asc()))
-            .limit(limit)
-            .offset(offset)
-            .select(Account::as_select())
-            .load(c)
-            .await
-    })?)
+    let query = accounts::table.order((accounts::created_at.asc(), accounts::id.asc())).limit(limit).offset(offset);
+    Ok(db.conn().await?.tx().load_as::<Account, _>(query).await?)
 }
 
 /// Lower-cased and trimmed; a minimal shape check (the confirmation mail is the real proof).

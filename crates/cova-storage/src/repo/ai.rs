@@ -2,9 +2,8 @@
 //! finishing an AI job are job transitions and live in [`super::jobs`].
 
 use crate::schema::{ai_consents, ai_jobs, ai_queries, ai_quotes};
-use crate::{Db, Result, with_conn};
+use crate::{Db, Result};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
 #[diesel(table_name = ai_quotes)]
@@ -54,23 +53,18 @@ pub async fn create_quote(db: &Db, new: NewQuote<'_>, now: i64) -> Result<Quote>
         expires_at: new.expires_at,
         job_id: None,
     };
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(ai_quotes::table)
-            .values((
-                ai_quotes::id.eq(&quote.id),
-                ai_quotes::account_id.eq(&quote.account_id),
-                ai_quotes::ref_.eq(&quote.r#ref),
-                ai_quotes::source_job_id.eq(&quote.source_job_id),
-                ai_quotes::tasks.eq(&quote.tasks),
-                ai_quotes::comments.eq(quote.comments),
-                ai_quotes::charge.eq(quote.charge),
-                ai_quotes::created_at.eq(now),
-                ai_quotes::expires_at.eq(quote.expires_at),
-            ))
-            .execute(c)
-            .await
-    })?;
+    let insert = diesel::insert_into(ai_quotes::table).values((
+        ai_quotes::id.eq(&quote.id),
+        ai_quotes::account_id.eq(&quote.account_id),
+        ai_quotes::ref_.eq(&quote.r#ref),
+        ai_quotes::source_job_id.eq(&quote.source_job_id),
+        ai_quotes::tasks.eq(&quote.tasks),
+        ai_quotes::comments.eq(quote.comments),
+        ai_quotes::charge.eq(quote.charge),
+        ai_quotes::created_at.eq(now),
+        ai_quotes::expires_at.eq(quote.expires_at),
+    ));
+    db.conn().await?.tx().execute(insert).await?;
     Ok(quote)
 }
 
@@ -97,8 +91,7 @@ impl AiJob {
 }
 
 pub async fn get_job(db: &Db, job_id: &str) -> Result<Option<AiJob>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| ai_jobs::table.find(job_id).select(AiJob::as_select()).first(c).await.optional())?)
+    Ok(db.conn().await?.tx().first_as::<AiJob, _>(ai_jobs::table.find(job_id)).await.optional()?)
 }
 
 /// What a list of AI jobs shows of each: its quote, tasks, comments and charge (not the result).
@@ -132,10 +125,7 @@ impl From<&AiJob> for AiJobHead {
 
 /// The heads of these AI jobs, in one read.
 pub async fn heads(db: &Db, job_ids: &[&str]) -> Result<Vec<AiJobHead>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        ai_jobs::table.filter(ai_jobs::job_id.eq_any(job_ids)).select(AiJobHead::as_select()).load(c).await
-    })?)
+    Ok(db.conn().await?.tx().load_as::<AiJobHead, _>(ai_jobs::table.filter(ai_jobs::job_id.eq_any(job_ids))).await?)
 }
 
 /// The consents of an account, newest first.
@@ -152,44 +142,31 @@ pub struct Consent {
 }
 
 pub async fn consents(db: &Db, account_id: &str) -> Result<Vec<Consent>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        ai_consents::table
-            .filter(ai_consents::account_id.eq(account_id))
-            .order(ai_consents::created_at.desc())
-            .select(Consent::as_select())
-            .load(c)
-            .await
-    })?)
+    let query = ai_consents::table.filter(ai_consents::account_id.eq(account_id)).order(ai_consents::created_at.desc());
+    Ok(db.conn().await?.tx().load_as::<Consent, _>(query).await?)
 }
 
 /// The watch phrases of an analysis (none when never set).
 pub async fn queries(db: &Db, account_id: &str, r#ref: &str) -> Result<Vec<String>> {
-    let mut conn = db.conn().await?;
-    let stored: Option<String> = with_conn!(&mut conn, |c| {
-        ai_queries::table.find((account_id, r#ref)).select(ai_queries::queries).first(c).await.optional()
-    })?;
+    let query = ai_queries::table.find((account_id, r#ref)).select(ai_queries::queries);
+    let stored = db.conn().await?.tx().first::<String, _>(query).await.optional()?;
     Ok(stored.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default())
 }
 
 /// Replaces the watch phrases of an analysis.
 pub async fn set_queries(db: &Db, account_id: &str, r#ref: &str, queries: &[String], now: i64) -> Result<()> {
     let json = serde_json::to_string(queries).unwrap_or_else(|_| "[]".into());
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(ai_queries::table)
-            .values((
-                ai_queries::account_id.eq(account_id),
-                ai_queries::ref_.eq(r#ref),
-                ai_queries::queries.eq(&json),
-                ai_queries::updated_at.eq(now),
-            ))
-            .on_conflict((ai_queries::account_id, ai_queries::ref_))
-            .do_update()
-            .set((ai_queries::queries.eq(&json), ai_queries::updated_at.eq(now)))
-            .execute(c)
-            .await
-    })?;
+    let upsert = diesel::insert_into(ai_queries::table)
+        .values((
+            ai_queries::account_id.eq(account_id),
+            ai_queries::ref_.eq(r#ref),
+            ai_queries::queries.eq(&json),
+            ai_queries::updated_at.eq(now),
+        ))
+        .on_conflict((ai_queries::account_id, ai_queries::ref_))
+        .do_update()
+        .set((ai_queries::queries.eq(&json), ai_queries::updated_at.eq(now)));
+    db.conn().await?.tx().execute(upsert).await?;
     Ok(())
 }
 
@@ -197,8 +174,6 @@ pub async fn set_queries(db: &Db, account_id: &str, r#ref: &str, queries: &[Stri
 /// needs, and an `Idempotency-Key` that named the quote is forgotten after a day anyway.
 pub async fn purge_quotes(db: &Db, now: i64) -> Result<usize> {
     let cutoff = now - cova_domain::limits::ms(cova_domain::limits::ENDED_KEPT);
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        diesel::delete(ai_quotes::table.filter(ai_quotes::expires_at.lt(cutoff))).execute(c).await
-    })?)
+    let expired = ai_quotes::table.filter(ai_quotes::expires_at.lt(cutoff));
+    Ok(db.conn().await?.tx().execute(diesel::delete(expired)).await?)
 }

@@ -2,10 +2,11 @@
 //! `saved_at` is set. Its breakdown is the comments of `last_job_id` (see `breakdown`).
 
 use crate::schema::{analyses, job_comments, media};
-use crate::{Change, Db, Result, StorageError, in_transaction, with_conn};
+use crate::{Change, Db, Result, StorageError, Tx};
 use cova_domain::AnalysisStatus;
+use diesel::dsl;
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel::query_dsl::methods;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watch {
@@ -114,23 +115,15 @@ impl From<AnalysisRow> for Analysis {
     }
 }
 
-macro_rules! find {
-    ($c:ident, $account_id:expr, $ref:expr) => {
-        analyses::table
-            .find(($account_id, $ref))
-            .select(AnalysisRow::as_select())
-            .first($c)
-            .await
-            .optional()
-            .map(|row| row.map(Analysis::from))
-            .map_err($crate::StorageError::from)
-    };
+/// The account's analysis of `ref`, saved or not (in the caller's transaction, or alone).
+pub(crate) async fn find(tx: &mut Tx<'_>, account_id: &str, r#ref: &str) -> Result<Option<Analysis>> {
+    let row = tx.first_as::<AnalysisRow, _>(analyses::table.find((account_id, r#ref))).await.optional()?;
+    Ok(row.map(Analysis::from))
 }
 
 /// The account's analysis of `ref`, saved or not.
 pub async fn get(db: &Db, account_id: &str, r#ref: &str) -> Result<Option<Analysis>> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| find!(c, account_id, r#ref))
+    find(&mut db.conn().await?.tx(), account_id, r#ref).await
 }
 
 /// The post metadata (JSON, as last read) of the account's analyses of `refs`, by ref; refs
@@ -139,15 +132,11 @@ pub async fn metadata_of(db: &Db, account_id: &str, refs: &[&str]) -> Result<Vec
     if refs.is_empty() {
         return Ok(Vec::new());
     }
-    let mut conn = db.conn().await?;
-    let rows: Vec<(String, Option<String>)> = with_conn!(&mut conn, |c| {
-        analyses::table
-            .filter(analyses::account_id.eq(account_id))
-            .filter(analyses::ref_.eq_any(refs))
-            .select((analyses::ref_, analyses::metadata))
-            .load(c)
-            .await
-    })?;
+    let query = analyses::table
+        .filter(analyses::account_id.eq(account_id))
+        .filter(analyses::ref_.eq_any(refs))
+        .select((analyses::ref_, analyses::metadata));
+    let rows: Vec<(String, Option<String>)> = db.conn().await?.tx().load(query).await?;
     Ok(rows.into_iter().filter_map(|(r, m)| Some((r, m?))).collect())
 }
 
@@ -171,97 +160,127 @@ pub struct ListQuery {
 
 /// The library, newest first.
 pub async fn list(db: &Db, account_id: &str, query: &ListQuery) -> Result<Vec<Analysis>> {
+    let page = analyses::table
+        .filter(analyses::account_id.eq(account_id))
+        .filter(analyses::saved_at.is_not_null())
+        .order((analyses::saved_at.desc(), analyses::ref_.desc()))
+        .limit(query.limit);
+    // The optional filters need a boxed query, and a boxed query names its database: it is
+    // made in each arm.
     let mut conn = db.conn().await?;
-    let rows: Vec<AnalysisRow> = with_conn!(&mut conn, |c| {
-        let mut q = analyses::table
-            .filter(analyses::account_id.eq(account_id))
-            .filter(analyses::saved_at.is_not_null())
-            .select(AnalysisRow::as_select())
-            .into_boxed();
-        if let Some(platform) = &query.platform {
-            q = q.filter(analyses::platform.eq(platform.clone()));
+    let rows: Vec<AnalysisRow> = match conn.tx() {
+        Tx::Pg(c) => {
+            let boxed = library_filters(page.select(AnalysisRow::as_select()).into_boxed(), query);
+            diesel_async::RunQueryDsl::load(boxed, c).await?
         }
-        if let Some(status) = query.status {
-            q = q.filter(analyses::status.eq(status.as_str()));
+        Tx::Sqlite(c) => {
+            let boxed = library_filters(page.select(AnalysisRow::as_select()).into_boxed(), query);
+            diesel_async::RunQueryDsl::load(boxed, c).await?
         }
-        if let Some(watched) = query.watched {
-            q = q.filter(analyses::watch_enabled.eq(watched));
-        }
-        if let Some(text) = &query.text {
-            let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            q = q.filter(analyses::search.like(format!("%{escaped}%")).escape('\\'));
-        }
-        if let Some((saved_at, r#ref)) = &query.before {
-            q = q.filter(
-                analyses::saved_at
-                    .lt(*saved_at)
-                    .or(analyses::saved_at.eq(*saved_at).and(analyses::ref_.lt(r#ref.clone()))),
-            );
-        }
-        q.order((analyses::saved_at.desc(), analyses::ref_.desc())).limit(query.limit).load(c).await
-    })?;
+    };
     Ok(rows.into_iter().map(Analysis::from).collect())
 }
+
+/// The filters of a library listing, on its boxed query (of either database).
+fn library_filters<'a, Q>(mut q: Q, query: &'a ListQuery) -> Q
+where
+    Q: methods::FilterDsl<dsl::Eq<analyses::platform, &'a String>, Output = Q>
+        + methods::FilterDsl<dsl::Eq<analyses::status, &'static str>, Output = Q>
+        + methods::FilterDsl<dsl::Eq<analyses::watch_enabled, bool>, Output = Q>
+        + methods::FilterDsl<dsl::Escape<dsl::Like<analyses::search, String>>, Output = Q>
+        + methods::FilterDsl<SavedBefore<'a>, Output = Q>,
+{
+    if let Some(platform) = &query.platform {
+        q = q.filter(analyses::platform.eq(platform));
+    }
+    if let Some(status) = query.status {
+        q = q.filter(analyses::status.eq(status.as_str()));
+    }
+    if let Some(watched) = query.watched {
+        q = q.filter(analyses::watch_enabled.eq(watched));
+    }
+    if let Some(text) = &query.text {
+        let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        q = q.filter(analyses::search.like(format!("%{escaped}%")).escape('\\'));
+    }
+    if let Some((saved_at, r#ref)) = &query.before {
+        q = q.filter(
+            analyses::saved_at.lt(*saved_at).or(analyses::saved_at.eq(*saved_at).and(analyses::ref_.lt(r#ref))),
+        );
+    }
+    q
+}
+
+/// Entries saved before the cursor `(saved_at, ref)`.
+type SavedBefore<'a> = dsl::Or<
+    dsl::Lt<analyses::saved_at, i64>,
+    dsl::And<dsl::Eq<analyses::saved_at, i64>, dsl::Lt<analyses::ref_, &'a String>>,
+>;
 
 /// Bookmarks the account's analysis of `ref` (again); saving twice changes nothing. `None`
 /// when the account has no analysis of it.
 pub async fn save(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<Option<Analysis>> {
-    let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let mut t = db.begin().await?;
+    let saved = save_in(&mut t.tx(), account_id, r#ref, now).await?;
+    t.commit().await?;
+    Ok(saved)
+}
+
+/// The body of [`save`]'s transaction.
+async fn save_in(tx: &mut Tx<'_>, account_id: &str, r#ref: &str, now: i64) -> Result<Option<Analysis>> {
+    tx.execute(
         diesel::update(analyses::table.find((account_id, r#ref)))
             .filter(analyses::saved_at.is_null())
-            .set(analyses::saved_at.eq(now))
-            .execute(c)
-            .await?;
-        find!(c, account_id, r#ref)
-    })
+            .set(analyses::saved_at.eq(now)),
+    )
+    .await?;
+    find(tx, account_id, r#ref).await
 }
 
 /// Ends the lifetime of a post's images for an account, with its breakdown (the janitor
 /// deletes them and their bytes).
-macro_rules! expire_media {
-    ($c:expr, $account_id:expr, $ref:expr) => {
-        diesel::update(media::table.filter(media::account_id.eq($account_id)).filter(media::ref_.eq($ref)))
-            .set(media::expires_at.eq(0_i64))
-            .execute($c)
-            .await?
-    };
+pub(crate) async fn expire_media(tx: &mut Tx<'_>, account_id: &str, r#ref: &str) -> Result<()> {
+    let images = media::table.filter(media::account_id.eq(account_id)).filter(media::ref_.eq(r#ref));
+    tx.execute(diesel::update(images).set(media::expires_at.eq(0_i64))).await?;
+    Ok(())
 }
 
 /// Removes the entry from the library: stops its watch and deletes its breakdown. False when
 /// it was not in the library.
 pub async fn remove(db: &Db, account_id: &str, r#ref: &str) -> Result<bool> {
-    let mut conn = db.conn().await?;
-    let removed: Option<Option<String>> = in_transaction!(&mut conn, |c| {
-        let Some(analysis) = find!(c, account_id, r#ref)?.filter(|a| a.saved_at.is_some()) else {
-            return Ok(None);
-        };
-        if let Some(job) = &analysis.last_job_id {
-            diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
-        }
-        expire_media!(c, account_id, r#ref);
-        let status = match analysis.status {
-            AnalysisStatus::MetadataOnly => AnalysisStatus::MetadataOnly,
-            _ => AnalysisStatus::Expired,
-        };
-        diesel::update(analyses::table.find((account_id, r#ref)))
-            .set((
-                analyses::saved_at.eq(None::<i64>),
-                analyses::status.eq(status.as_str()),
-                analyses::last_job_id.eq(None::<String>),
-                analyses::watch_enabled.eq(false),
-                analyses::watch_next_run_at.eq(None::<i64>),
-            ))
-            .execute(c)
-            .await?;
-        Ok(Some(analysis.last_job_id))
-    })?;
-    drop(conn);
+    let mut t = db.begin().await?;
+    let removed = remove_in(&mut t.tx(), account_id, r#ref).await?;
+    t.commit().await?;
     let Some(released) = removed else { return Ok(false) };
     if let Some(job) = &released {
         db.changed(&[Change::Job(job)]).await;
     }
     Ok(true)
+}
+
+/// The body of [`remove`]'s transaction: `None` when the entry was not in the library, else
+/// the job whose breakdown it released.
+async fn remove_in(tx: &mut Tx<'_>, account_id: &str, r#ref: &str) -> Result<Option<Option<String>>> {
+    let Some(analysis) = find(tx, account_id, r#ref).await?.filter(|a| a.saved_at.is_some()) else {
+        return Ok(None);
+    };
+    if let Some(job) = &analysis.last_job_id {
+        tx.execute(diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job)))).await?;
+    }
+    expire_media(tx, account_id, r#ref).await?;
+    let status = match analysis.status {
+        AnalysisStatus::MetadataOnly => AnalysisStatus::MetadataOnly,
+        _ => AnalysisStatus::Expired,
+    };
+    tx.execute(diesel::update(analyses::table.find((account_id, r#ref))).set((
+        analyses::saved_at.eq(None::<i64>),
+        analyses::status.eq(status.as_str()),
+        analyses::last_job_id.eq(None::<String>),
+        analyses::watch_enabled.eq(false),
+        analyses::watch_next_run_at.eq(None::<i64>),
+    )))
+    .await?;
+    Ok(Some(analysis.last_job_id))
 }
 
 /// Turns the watch of a library entry on or off; `None` when the entry is not in the library.
@@ -274,11 +293,24 @@ pub async fn set_watch(
     next_run_at: Option<i64>,
 ) -> Result<Option<Analysis>> {
     let interval = i32::try_from(interval_min).map_err(|_| StorageError::Conflict("interval out of range".into()))?;
-    let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
-        let updated = diesel::update(analyses::table.find((account_id, r#ref)))
-            .filter(analyses::saved_at.is_not_null())
-            .set((
+    let mut t = db.begin().await?;
+    let watched = set_watch_in(&mut t.tx(), account_id, r#ref, enabled, interval, next_run_at).await?;
+    t.commit().await?;
+    Ok(watched)
+}
+
+/// The body of [`set_watch`]'s transaction.
+async fn set_watch_in(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    r#ref: &str,
+    enabled: bool,
+    interval: i32,
+    next_run_at: Option<i64>,
+) -> Result<Option<Analysis>> {
+    let updated = tx
+        .execute(
+            diesel::update(analyses::table.find((account_id, r#ref))).filter(analyses::saved_at.is_not_null()).set((
                 analyses::watch_enabled.eq(enabled),
                 analyses::watch_interval_min.eq(interval),
                 analyses::watch_next_run_at.eq(next_run_at),
@@ -287,14 +319,13 @@ pub async fn set_watch(
                 analyses::watch_until.eq(None::<i64>),
                 // A scheduler holding a claim on the old settings must not overwrite these.
                 analyses::watch_claimed_until.eq(0),
-            ))
-            .execute(c)
-            .await?;
-        if updated == 0 {
-            return Ok(None);
-        }
-        find!(c, account_id, r#ref)
-    })
+            )),
+        )
+        .await?;
+    if updated == 0 {
+        return Ok(None);
+    }
+    find(tx, account_id, r#ref).await
 }
 
 pub struct MetadataEntry<'a> {
@@ -309,8 +340,15 @@ pub struct MetadataEntry<'a> {
 /// Saves the post's metadata in the library: a new entry is `metadata_only`; an existing one
 /// keeps its breakdown and gets the fresh metadata (and is bookmarked again if it was removed).
 pub async fn save_metadata(db: &Db, entry: MetadataEntry<'_>, now: i64) -> Result<Analysis> {
-    let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
+    let mut t = db.begin().await?;
+    let saved = save_metadata_in(&mut t.tx(), &entry, now).await?;
+    t.commit().await?;
+    Ok(saved)
+}
+
+/// The body of [`save_metadata`]'s transaction.
+async fn save_metadata_in(tx: &mut Tx<'_>, entry: &MetadataEntry<'_>, now: i64) -> Result<Analysis> {
+    tx.execute(
         diesel::insert_into(analyses::table)
             .values((
                 analyses::id.eq(super::new_id()),
@@ -322,29 +360,25 @@ pub async fn save_metadata(db: &Db, entry: MetadataEntry<'_>, now: i64) -> Resul
                 analyses::created_at.eq(now),
                 analyses::saved_at.eq(now),
             ))
-            .on_conflict_do_nothing()
-            .execute(c)
-            .await?;
-        diesel::update(analyses::table.find((entry.account_id, entry.r#ref)))
-            .set((analyses::metadata.eq(entry.metadata), analyses::search.eq(entry.search)))
-            .execute(c)
-            .await?;
-        diesel::update(analyses::table.find((entry.account_id, entry.r#ref)))
-            .filter(analyses::saved_at.is_null())
-            .set(analyses::saved_at.eq(now))
-            .execute(c)
-            .await?;
-        find!(c, entry.account_id, entry.r#ref)?.ok_or(StorageError::NotFound)
-    })
+            .on_conflict_do_nothing(),
+    )
+    .await?;
+    let entry_row = analyses::table.find((entry.account_id, entry.r#ref));
+    tx.execute(
+        diesel::update(entry_row).set((analyses::metadata.eq(entry.metadata), analyses::search.eq(entry.search))),
+    )
+    .await?;
+    tx.execute(diesel::update(entry_row).filter(analyses::saved_at.is_null()).set(analyses::saved_at.eq(now))).await?;
+    find(tx, entry.account_id, entry.r#ref).await?.ok_or(StorageError::NotFound)
 }
 
 /// The janitor's step: breakdowns whose 14 days are over are purged (the entries stay, as
 /// `expired`). Several replicas claim disjoint rows. Returns how many expired.
 pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
-    let mut conn = db.conn().await?;
+    let mut t = db.begin().await?;
     let due = analyses::status.eq(AnalysisStatus::Ready.as_str()).and(analyses::expires_at.le(now));
     let expired = crate::claim_rows!(
-        &mut conn,
+        &mut t.tx(),
         analyses::table,
         analyses::id,
         due,
@@ -352,6 +386,7 @@ pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
         limit,
         analyses::status.eq(AnalysisStatus::Expired.as_str())
     )?;
+    t.commit().await?;
     purge_expired(db, limit).await?;
     Ok(expired.len())
 }
@@ -360,39 +395,48 @@ pub async fn expire_due(db: &Db, now: i64, limit: i64) -> Result<usize> {
 /// purge that was interrupted): deleted on SQLite, left to their day's partition on PostgreSQL.
 /// Returns how many breakdowns were released.
 pub async fn purge_expired(db: &Db, limit: i64) -> Result<usize> {
-    let mut conn = db.conn().await?;
-    let stale: Vec<(String, String, String, String)> = with_conn!(&mut conn, |c| {
-        analyses::table
-            .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
-            .filter(analyses::last_job_id.is_not_null())
-            .limit(limit)
-            .select((analyses::id, analyses::account_id, analyses::ref_, analyses::last_job_id.assume_not_null()))
-            .load(c)
-            .await
-    })?;
+    let query = analyses::table
+        .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
+        .filter(analyses::last_job_id.is_not_null())
+        .limit(limit)
+        .select((analyses::id, analyses::account_id, analyses::ref_, analyses::last_job_id.assume_not_null()));
+    let stale: Vec<(String, String, String, String)> = db.conn().await?.tx().load(query).await?;
     // On PostgreSQL the rows stay until their day's partition is dropped whole
     // (`comment_days::drop_unused`), once no breakdown uses it: deleting them one by one would
     // cost as much as writing them and leave the table to bloat.
     let delete_rows = !db.is_postgres();
     for (id, account_id, r#ref, job) in &stale {
-        in_transaction!(&mut conn, |c| {
-            if delete_rows {
-                diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job))).execute(c).await?;
-            }
-            expire_media!(c, account_id, r#ref);
-            diesel::update(analyses::table.filter(analyses::id.eq(id)))
-                .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
-                .set(analyses::last_job_id.eq(None::<String>))
-                .execute(c)
-                .await?;
-            Ok(())
-        })?;
+        let mut t = db.begin().await?;
+        purge_in(&mut t.tx(), delete_rows, id, account_id, r#ref, job).await?;
+        t.commit().await?;
     }
-    drop(conn);
     for (_, _, _, job) in &stale {
         db.changed(&[Change::Job(job)]).await;
     }
     Ok(stale.len())
+}
+
+/// Releases one expired analysis' breakdown (its comments too when `delete_rows`), in the
+/// caller's transaction.
+async fn purge_in(
+    tx: &mut Tx<'_>,
+    delete_rows: bool,
+    id: &str,
+    account_id: &str,
+    r#ref: &str,
+    job: &str,
+) -> Result<()> {
+    if delete_rows {
+        tx.execute(diesel::delete(job_comments::table.filter(job_comments::job_id.eq(job)))).await?;
+    }
+    expire_media(tx, account_id, r#ref).await?;
+    tx.execute(
+        diesel::update(analyses::table.filter(analyses::id.eq(id)))
+            .filter(analyses::status.ne(AnalysisStatus::Ready.as_str()))
+            .set(analyses::last_job_id.eq(None::<String>)),
+    )
+    .await?;
+    Ok(())
 }
 
 /// A completed scrape, as the account's analysis of its post records it.
@@ -412,12 +456,7 @@ pub(crate) struct Scrape<'a> {
 
 /// Inside a transaction: makes the scrape the account's analysis of its post (created when
 /// `absent`): `ready`, its breakdown the scrape's comments, living 14 days from `now`.
-pub(crate) async fn record_scrape_in(
-    tx: &mut crate::Tx<'_>,
-    absent: bool,
-    scrape: &Scrape<'_>,
-    now: i64,
-) -> Result<()> {
+pub(crate) async fn record_scrape_in(tx: &mut Tx<'_>, absent: bool, scrape: &Scrape<'_>, now: i64) -> Result<()> {
     let job = scrape.job;
     if absent {
         let platform = job.r#ref.split(':').next().unwrap_or_default();

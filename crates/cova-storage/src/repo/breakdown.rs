@@ -5,9 +5,10 @@
 //! ([`FirstPage`]).
 
 use super::comment_days::rows_of;
-use crate::schema::job_comments;
-use crate::{Db, Result, with_conn, with_read_conn};
+use crate::schema::{job_comments, jobs};
+use crate::{Db, Read, Result, Tx};
 use cova_domain::time::rfc3339;
+use diesel::dsl;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use std::collections::HashMap;
@@ -98,21 +99,9 @@ pub fn like_pattern(text: &str) -> String {
     format!("%{escaped}%")
 }
 
-/// Applies the query's filters to a boxed `job_comments` query.
-macro_rules! filters {
-    ($q:expr, $query:expr) => {{
-        let mut q = $q;
-        if let Some(text) = &$query.text {
-            q = q.filter(job_comments::search.like(like_pattern(text)).escape('\\'));
-        }
-        if let Some(since) = $query.seen_since {
-            q = q.filter(job_comments::first_seen_at.ge(since));
-        }
-        q
-    }};
-}
-
-/// The top-level comments a page lists, in its order, as a boxed query selecting `$select`.
+/// The top-level comments a page lists, in its order, selecting `$select`, as a boxed query. A
+/// boxed query names its database, so this is built in each arm of a `match` on the connection,
+/// which picks it (a macro, where a generic function would need a bound per clause).
 macro_rules! top_level {
     ($job_id:expr, $day:expr, $query:expr, $matching:expr, $select:expr) => {{
         let mut top = job_comments::table
@@ -137,127 +126,175 @@ macro_rules! top_level {
     }};
 }
 
-/// Evaluates to the day a scrape's comments are stored under ([`super::comment_days`]), or
-/// returns `$none` when there is no such scrape. Every read names the day, so that PostgreSQL
-/// plans and reads that day's partition alone.
-macro_rules! day_or {
-    ($c:ident, $job_id:expr, $none:expr) => {
-        match crate::schema::jobs::table
-            .find($job_id)
-            .select(crate::schema::jobs::comments_day)
-            .first::<Option<i64>>($c)
-            .await
-            .optional()?
-            .flatten()
-        {
-            Some(day) => day,
-            None => return Ok($none),
-        }
-    };
+/// Applies the query's filters to a boxed query of comments.
+fn filters<Q>(mut q: Q, query: &Query) -> Q
+where
+    Q: diesel::query_dsl::methods::FilterDsl<dsl::Escape<dsl::Like<job_comments::search, String>>, Output = Q>
+        + diesel::query_dsl::methods::FilterDsl<dsl::GtEq<job_comments::first_seen_at, i64>, Output = Q>,
+{
+    if let Some(text) = &query.text {
+        q = q.filter(job_comments::search.like(like_pattern(text)).escape('\\'));
+    }
+    if let Some(since) = query.seen_since {
+        q = q.filter(job_comments::first_seen_at.ge(since));
+    }
+    q
 }
 
+/// The day a scrape's comments are stored under ([`super::comment_days`]); none when there is
+/// no such scrape. Every read names the day, so that PostgreSQL plans and reads that day's
+/// partition alone.
+fn comments_day(job_id: &str) -> dsl::Select<dsl::Find<jobs::table, &str>, jobs::comments_day> {
+    jobs::table.find(job_id).select(jobs::comments_day)
+}
+
+/// [`comments_day`], read on `tx`.
+async fn day_in(tx: &mut Tx<'_>, job_id: &str) -> Result<Option<i64>> {
+    Ok(tx.first::<Option<i64>, _>(comments_day(job_id)).await.optional()?.flatten())
+}
+
+/// A page of a scrape's comments (see [`Page`]), read on a connection for short reads. Its
+/// queries are boxed, so each is written in a `match` on the connection: a boxed query names its
+/// database.
 pub async fn page(db: &Db, job_id: &str, query: &Query) -> Result<Page> {
     let mut conn = db.read_conn().await?;
-    with_read_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, Page::default());
-        if !query.filtered() && query.sort == Sort::Platform {
-            // In platform order, one statement prepared once: the threads (a top-level comment
-            // and its replies) of the page's top-level comments, by the index on threads.
-            // Every comment of the selected threads, a parent before its replies.
-            let rows: Vec<RowTuple> = job_comments::table
+    let read = &mut conn.read();
+    let Some(day) = read.first::<Option<i64>, _>(comments_day(job_id)).await.optional()?.flatten() else {
+        return Ok(Page::default());
+    };
+    if query.filtered() {
+        filtered_page(read, job_id, day, query).await
+    } else if query.sort == Sort::Platform {
+        platform_page(read, job_id, day, query).await
+    } else {
+        sorted_page(read, job_id, day, query).await
+    }
+}
+
+/// A page in platform order, unfiltered: one statement prepared once, the threads (a
+/// top-level comment and its replies) of the page's top-level comments, by the index on
+/// threads; every comment of the selected threads, a parent before its replies.
+async fn platform_page(read: &mut Read<'_>, job_id: &str, day: i64, query: &Query) -> Result<Page> {
+    let position = job_comments::position.nullable();
+    let order = (job_comments::thread.asc(), job_comments::position.asc());
+    let rows: Vec<RowTuple> = match read {
+        Read::Pg(c) => {
+            job_comments::table
                 .filter(rows_of(job_id, day))
-                .filter(job_comments::thread.eq_any(top_level!(
-                    job_id,
-                    day,
-                    query,
-                    None::<Vec<String>>,
-                    job_comments::position.nullable()
-                )))
-                .order((job_comments::thread.asc(), job_comments::position.asc()))
+                .filter(job_comments::thread.eq_any(top_level!(job_id, day, query, None::<Vec<String>>, position)))
+                .order(order)
                 .select(COLUMNS)
-                .load(c)
-                .await?;
-            let rows: Vec<Row> = rows.into_iter().map(row).collect();
-            let (top, replies) = rows.into_iter().partition(|r| r.parent_id.is_none());
-            return Ok(Page { top, replies });
-        }
-        if !query.filtered() {
-            // Two statements, each prepared once: the page's top-level comments, then the
-            // replies of the same selection (a subquery rather than a list of bound ids).
-            let top: Vec<Row> = top_level!(job_id, day, query, None::<Vec<String>>, COLUMNS)
-                .load::<RowTuple>(c)
+                .load(&mut **c)
                 .await?
-                .into_iter()
-                .map(row)
-                .collect();
-            if top.is_empty() {
-                return Ok(Page::default());
-            }
-            let ids = top_level!(job_id, day, query, None::<Vec<String>>, job_comments::comment_id.nullable());
-            let replies = job_comments::table
+        }
+        Read::Sqlite(c) => {
+            job_comments::table
                 .filter(rows_of(job_id, day))
-                .filter(job_comments::parent_id.eq_any(ids))
+                .filter(job_comments::thread.eq_any(top_level!(job_id, day, query, None::<Vec<String>>, position)))
+                .order(order)
+                .select(COLUMNS)
+                .load(&mut **c)
+                .await?
+        }
+    };
+    let (top, replies) = rows.into_iter().map(row).partition(|r| r.parent_id.is_none());
+    Ok(Page { top, replies })
+}
+
+/// A page in another order, unfiltered: two statements, each prepared once, the page's
+/// top-level comments, then the replies of the same selection (a subquery rather than a list
+/// of bound ids).
+async fn sorted_page(read: &mut Read<'_>, job_id: &str, day: i64, query: &Query) -> Result<Page> {
+    let top: Vec<RowTuple> = match read {
+        Read::Pg(c) => top_level!(job_id, day, query, None::<Vec<String>>, COLUMNS).load(&mut **c).await?,
+        Read::Sqlite(c) => top_level!(job_id, day, query, None::<Vec<String>>, COLUMNS).load(&mut **c).await?,
+    };
+    if top.is_empty() {
+        return Ok(Page::default());
+    }
+    let id = job_comments::comment_id.nullable();
+    let replies: Vec<RowTuple> = match read {
+        Read::Pg(c) => {
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::parent_id.eq_any(top_level!(job_id, day, query, None::<Vec<String>>, id)))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
-                .load::<RowTuple>(c)
+                .load(&mut **c)
                 .await?
-                .into_iter()
-                .map(row)
-                .collect();
-            return Ok(Page { top, replies });
         }
-        // With a filter: a top-level comment is listed when it or one of its replies matches.
-        let q = job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::parent_id.is_not_null())
-            .select(job_comments::parent_id)
-            .distinct()
-            .into_boxed();
-        let found: Vec<Option<String>> = filters!(q, query).load(c).await?;
-        let mut listed: Vec<String> = found.into_iter().flatten().collect();
-        let own = job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::parent_id.is_null())
-            .select(job_comments::comment_id)
-            .into_boxed();
-        let own: Vec<String> = filters!(own, query).load(c).await?;
-        listed.extend(own);
-        let top: Vec<Row> = top_level!(job_id, day, query, Some(listed), COLUMNS)
-            .load::<RowTuple>(c)
-            .await?
-            .into_iter()
-            .map(row)
-            .collect();
-        let ids: Vec<&str> = top.iter().map(|r| r.comment_id.as_str()).collect();
-        let mut replies = Vec::new();
-        for chunk in ids.chunks(500) {
-            let q = job_comments::table
+        Read::Sqlite(c) => {
+            job_comments::table
                 .filter(rows_of(job_id, day))
-                .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
+                .filter(job_comments::parent_id.eq_any(top_level!(job_id, day, query, None::<Vec<String>>, id)))
                 .order(job_comments::position.asc())
                 .select(COLUMNS)
-                .into_boxed();
-            replies.extend(filters!(q, query).load::<RowTuple>(c).await?.into_iter().map(row));
+                .load(&mut **c)
+                .await?
         }
-        Ok(Page { top, replies })
-    })
+    };
+    Ok(Page { top: top.into_iter().map(row).collect(), replies: replies.into_iter().map(row).collect() })
+}
+
+/// A filtered page: a top-level comment is listed when it or one of its replies matches.
+async fn filtered_page(read: &mut Read<'_>, job_id: &str, day: i64, query: &Query) -> Result<Page> {
+    let parents = job_comments::table
+        .filter(rows_of(job_id, day))
+        .filter(job_comments::parent_id.is_not_null())
+        .select(job_comments::parent_id)
+        .distinct();
+    let found: Vec<Option<String>> = match read {
+        Read::Pg(c) => filters(parents.into_boxed(), query).load(&mut **c).await?,
+        Read::Sqlite(c) => filters(parents.into_boxed(), query).load(&mut **c).await?,
+    };
+    let mut listed: Vec<String> = found.into_iter().flatten().collect();
+    let own = job_comments::table
+        .filter(rows_of(job_id, day))
+        .filter(job_comments::parent_id.is_null())
+        .select(job_comments::comment_id);
+    let own: Vec<String> = match read {
+        Read::Pg(c) => filters(own.into_boxed(), query).load(&mut **c).await?,
+        Read::Sqlite(c) => filters(own.into_boxed(), query).load(&mut **c).await?,
+    };
+    listed.extend(own);
+    let top: Vec<RowTuple> = match read {
+        Read::Pg(c) => top_level!(job_id, day, query, Some(listed), COLUMNS).load(&mut **c).await?,
+        Read::Sqlite(c) => top_level!(job_id, day, query, Some(listed), COLUMNS).load(&mut **c).await?,
+    };
+    let top: Vec<Row> = top.into_iter().map(row).collect();
+    let ids: Vec<&str> = top.iter().map(|r| r.comment_id.as_str()).collect();
+    let mut replies = Vec::new();
+    for chunk in ids.chunks(500) {
+        let of_chunk = job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::parent_id.eq_any(chunk.to_vec()))
+            .order(job_comments::position.asc())
+            .select(COLUMNS);
+        let rows: Vec<RowTuple> = match read {
+            Read::Pg(c) => filters(of_chunk.into_boxed(), query).load(&mut **c).await?,
+            Read::Sqlite(c) => filters(of_chunk.into_boxed(), query).load(&mut **c).await?,
+        };
+        replies.extend(rows.into_iter().map(row));
+    }
+    Ok(Page { top, replies })
 }
 
 /// Up to `limit` comments of a scrape after `after` (a position), in collection order, a
 /// parent before its replies: an export reads the whole breakdown in such chunks.
 pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;
-    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, Vec::new());
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::position.gt(after))
-            .order(job_comments::position.asc())
-            .limit(limit)
-            .select(COLUMNS)
-            .load(c)
-            .await
-    })?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    let rows: Vec<RowTuple> = tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::position.gt(after))
+                .order(job_comments::position.asc())
+                .limit(limit)
+                .select(COLUMNS),
+        )
+        .await?;
     Ok(rows.into_iter().map(row).collect())
 }
 
@@ -265,16 +302,17 @@ pub async fn chunk(db: &Db, job_id: &str, after: i64, limit: i64) -> Result<Vec<
 /// post had at an age, counted from its comments' own times.
 pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
     let mut conn = db.conn().await?;
-    let n: i64 = with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, 0);
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.gt(0))
-            .filter(job_comments::posted_at.lt(at))
-            .count()
-            .get_result(c)
-            .await
-    })?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(0) };
+    let n: i64 = tx
+        .get_result(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::posted_at.gt(0))
+                .filter(job_comments::posted_at.lt(at))
+                .count(),
+        )
+        .await?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -282,62 +320,66 @@ pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
 /// posted, in no order: what a spike check counts, without reading the comments themselves.
 pub async fn posted_since(db: &Db, job_id: &str, since: i64) -> Result<Vec<i64>> {
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, Vec::new());
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.ge(since.max(1)))
-            .select(job_comments::posted_at)
-            .load(c)
-            .await
-    })?)
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    Ok(tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::posted_at.ge(since.max(1)))
+                .select(job_comments::posted_at),
+        )
+        .await?)
 }
 
 /// Up to `limit` comments of a scrape posted in `[from, to)` (unix ms), the latest first.
 pub async fn posted_in(db: &Db, job_id: &str, (from, to): (i64, i64), limit: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;
-    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, Vec::new());
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.ge(from.max(1)))
-            .filter(job_comments::posted_at.lt(to))
-            .order((job_comments::posted_at.desc(), job_comments::position.asc()))
-            .limit(limit)
-            .select(COLUMNS)
-            .load(c)
-            .await
-    })?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    let rows: Vec<RowTuple> = tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::posted_at.ge(from.max(1)))
+                .filter(job_comments::posted_at.lt(to))
+                .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+                .limit(limit)
+                .select(COLUMNS),
+        )
+        .await?;
     Ok(rows.into_iter().map(row).collect())
 }
 
 /// When the first comment of a scrape posted at or after `since` (unix ms) was posted.
 pub async fn first_posted_since(db: &Db, job_id: &str, since: i64) -> Result<Option<i64>> {
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, None);
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.ge(since.max(1)))
-            .select(diesel::dsl::min(job_comments::posted_at))
-            .first::<Option<i64>>(c)
-            .await
-    })?)
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(None) };
+    Ok(tx
+        .first::<Option<i64>, _>(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::posted_at.ge(since.max(1)))
+                .select(diesel::dsl::min(job_comments::posted_at)),
+        )
+        .await?)
 }
 
 /// The comments of a scrape first seen at `at` (the scrape's new comments), in collection order.
 pub async fn first_seen_at(db: &Db, job_id: &str, at: i64) -> Result<Vec<Row>> {
     let mut conn = db.conn().await?;
-    let rows: Vec<RowTuple> = with_conn!(&mut conn, |c| {
-        let day = day_or!(c, job_id, Vec::new());
-        job_comments::table
-            .filter(rows_of(job_id, day))
-            .filter(job_comments::first_seen_at.eq(at))
-            .order(job_comments::position.asc())
-            .select(COLUMNS)
-            .load(c)
-            .await
-    })?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    let rows: Vec<RowTuple> = tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::first_seen_at.eq(at))
+                .order(job_comments::position.asc())
+                .select(COLUMNS),
+        )
+        .await?;
     Ok(rows.into_iter().map(row).collect())
 }
 
@@ -484,120 +526,4 @@ impl FirstPage {
 pub async fn first_page(db: &Db, job_id: &str) -> Result<FirstPage> {
     let read = page(db, job_id, &Query { limit: FIRST_PAGE_TOPS, ..Query::default() }).await?;
     Ok(FirstPage::of(&read))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    fn row(position: i64, id: &str, parent: Option<&str>, body: Value, seen: Option<i64>) -> Row {
-        Row {
-            position,
-            comment_id: id.into(),
-            parent_id: parent.map(Into::into),
-            body: body.to_string(),
-            first_seen_at: seen,
-        }
-    }
-
-    /// The rendering the writer replaces: each body parsed, `first_seen_at` added, replies
-    /// nested; the reference the written JSON must equal.
-    fn parsed(page: &Page) -> Vec<Value> {
-        let comment = |row: &Row| -> Option<Value> {
-            let mut v = serde_json::from_str::<Value>(&row.body).ok()?;
-            v.as_object_mut()?.insert("first_seen_at".into(), json!(row.first_seen_at.map(rfc3339)));
-            Some(v)
-        };
-        let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
-        for row in &page.replies {
-            if let (Some(parent), Some(v)) = (&row.parent_id, comment(row)) {
-                by_parent.entry(parent.clone()).or_default().push(v);
-            }
-        }
-        page.top
-            .iter()
-            .filter_map(|row| {
-                let mut v = comment(row)?;
-                let replies = by_parent.remove(&row.comment_id).unwrap_or_default();
-                v.as_object_mut()?.insert("replies".into(), Value::Array(replies));
-                Some(v)
-            })
-            .collect()
-    }
-
-    fn sample() -> Page {
-        Page {
-            top: vec![
-                row(0, "a", None, json!({"id": "a", "text": "first \"quoted\" }"}), Some(1_700_000_000_000)),
-                row(3, "b", None, json!({"id": "b", "text": "no replies"}), None),
-                row(5, "c", None, json!({}), None),
-            ],
-            replies: vec![
-                row(1, "a1", Some("a"), json!({"id": "a1", "text": "r1"}), Some(1_700_000_000_000)),
-                row(2, "a2", Some("a"), json!({"id": "a2", "text": "r2"}), None),
-                row(6, "c1", Some("c"), json!({"id": "c1"}), None),
-            ],
-        }
-    }
-
-    #[test]
-    fn stored_bodies_are_nested_as_the_parsed_rendering_would() {
-        let page = sample();
-        let mut out = b"[".to_vec();
-        let mut first = true;
-        write_page(&mut out, &page, &mut first);
-        // A second page continues the same array.
-        let more = Page { top: vec![row(9, "d", None, json!({"id": "d"}), None)], replies: vec![] };
-        write_page(&mut out, &more, &mut first);
-        out.push(b']');
-        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
-        let mut expected = parsed(&page);
-        expected.extend(parsed(&more));
-        assert_eq!(written, Value::Array(expected));
-    }
-
-    #[test]
-    fn a_body_that_is_not_an_object_is_left_out() {
-        let page = Page {
-            top: vec![row(0, "a", None, json!("text"), None), row(1, "b", None, json!({"id": "b"}), None)],
-            replies: vec![],
-        };
-        let mut out = b"[".to_vec();
-        write_page(&mut out, &page, &mut true);
-        out.push(b']');
-        let written: Value = serde_json::from_slice(&out).expect("valid JSON");
-        assert_eq!(written, json!([{"id": "b", "first_seen_at": null, "replies": []}]));
-    }
-
-    /// A kept first page serves any smaller limit as the stream would have written it, and a
-    /// larger one only when it holds every comment.
-    #[test]
-    fn a_first_page_serves_the_pages_it_holds() {
-        let page = sample();
-        let kept = FirstPage::of(&page);
-        assert!(kept.all, "three comments are all of them");
-        for limit in 1..=5 {
-            let (body, written) = kept.serve(limit).expect("held");
-            let served: Value = serde_json::from_slice(&[b"[", &body[..], b"]"].concat()).expect("valid JSON");
-            let n = usize::try_from(limit.min(3)).expect("small");
-            assert_eq!(served, Value::Array(parsed(&page)[..n].to_vec()), "limit {limit}");
-            assert_eq!(written.top_level, limit.min(3));
-            assert_eq!(written.last_position, Some([0, 3, 5][n - 1]));
-        }
-        let cut = FirstPage { all: false, ..kept };
-        assert!(cut.serve(3).is_some());
-        assert!(cut.serve(4).is_none(), "a page that is not all of them cannot say what follows it");
-    }
-
-    #[test]
-    fn a_first_page_stops_before_its_size_limit() {
-        let long = "x".repeat(FIRST_PAGE_MAX_BYTES / 3);
-        let page = Page {
-            top: (0..5).map(|n| row(n, &n.to_string(), None, json!({"text": long}), None)).collect(),
-            replies: vec![],
-        };
-        let kept = FirstPage::of(&page);
-        assert_eq!((kept.tops.len(), kept.all), (2, false));
-    }
 }

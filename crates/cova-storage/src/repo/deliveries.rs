@@ -3,9 +3,8 @@
 
 use super::channels::Channel;
 use crate::schema::deliveries;
-use crate::{Db, Result, StorageError, with_conn};
+use crate::{Db, Result, StorageError};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -102,24 +101,20 @@ pub struct NewDelivery<'a> {
 
 /// Queues a delivery, once per event and channel (a redelivered event queues nothing new).
 pub async fn enqueue(db: &Db, new: NewDelivery<'_>, now: i64) -> Result<bool> {
-    let mut conn = db.conn().await?;
-    let inserted = with_conn!(&mut conn, |c| {
-        diesel::insert_into(deliveries::table)
-            .values((
-                deliveries::id.eq(super::new_id()),
-                deliveries::account_id.eq(new.account_id),
-                deliveries::event_id.eq(new.event_id),
-                deliveries::event_type.eq(new.event_type),
-                deliveries::channel.eq(new.channel.as_str()),
-                deliveries::payload.eq(new.payload),
-                deliveries::state.eq(State::Pending.as_str()),
-                deliveries::next_attempt_at.eq(now),
-                deliveries::created_at.eq(now),
-            ))
-            .on_conflict_do_nothing()
-            .execute(c)
-            .await
-    })?;
+    let insert = diesel::insert_into(deliveries::table)
+        .values((
+            deliveries::id.eq(super::new_id()),
+            deliveries::account_id.eq(new.account_id),
+            deliveries::event_id.eq(new.event_id),
+            deliveries::event_type.eq(new.event_type),
+            deliveries::channel.eq(new.channel.as_str()),
+            deliveries::payload.eq(new.payload),
+            deliveries::state.eq(State::Pending.as_str()),
+            deliveries::next_attempt_at.eq(now),
+            deliveries::created_at.eq(now),
+        ))
+        .on_conflict_do_nothing();
+    let inserted = db.conn().await?.tx().execute(insert).await?;
     Ok(inserted == 1)
 }
 
@@ -129,13 +124,13 @@ pub async fn enqueue(db: &Db, new: NewDelivery<'_>, now: i64) -> Result<bool> {
 /// recording its outcome fails and the claim's expiry sends it again; a claim given back
 /// unsent ([`release`]) uncounts it.
 pub async fn claim_due(db: &Db, now: i64, limit: i64, lease_ms: i64) -> Result<Vec<Delivery>> {
-    let mut conn = db.conn().await?;
+    let mut t = db.begin().await?;
     let due = deliveries::state
         .eq(State::Pending.as_str())
         .and(deliveries::next_attempt_at.le(now))
         .and(deliveries::claimed_until.le(now));
     let ids = crate::claim_rows!(
-        &mut conn,
+        &mut t.tx(),
         deliveries::table,
         deliveries::id,
         due,
@@ -143,12 +138,12 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64, lease_ms: i64) -> Result<V
         limit,
         (deliveries::claimed_until.eq(now + lease_ms), deliveries::attempts.eq(deliveries::attempts + 1))
     )?;
+    t.commit().await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<Row> = with_conn!(&mut conn, |c| {
-        deliveries::table.filter(deliveries::id.eq_any(&ids)).select(Row::as_select()).load(c).await
-    })?;
+    let mut conn = db.conn().await?;
+    let rows = conn.tx().load_as::<Row, _>(deliveries::table.filter(deliveries::id.eq_any(&ids))).await?;
     typed(rows)
 }
 
@@ -172,45 +167,38 @@ pub enum Attempt<'a> {
 
 pub async fn record(db: &Db, id: &str, attempt: Attempt<'_>, now: i64) -> Result<()> {
     let mut conn = db.conn().await?;
+    let mut tx = conn.tx();
     let row = deliveries::table.filter(deliveries::id.eq(id.to_owned()));
-    with_conn!(&mut conn, |c| {
-        match attempt {
-            Attempt::Delivered { status } => {
-                diesel::update(row)
-                    .set((
-                        deliveries::state.eq(State::Delivered.as_str()),
-                        deliveries::last_status.eq(status),
-                        deliveries::last_error.eq(None::<String>),
-                        deliveries::delivered_at.eq(now),
-                        deliveries::claimed_until.eq(0),
-                    ))
-                    .execute(c)
-                    .await
-            }
-            Attempt::Retry { status, error, next_at } => {
-                diesel::update(row)
-                    .set((
-                        deliveries::last_status.eq(status),
-                        deliveries::last_error.eq(error),
-                        deliveries::next_attempt_at.eq(next_at),
-                        deliveries::claimed_until.eq(0),
-                    ))
-                    .execute(c)
-                    .await
-            }
-            Attempt::Failed { status, error } => {
-                diesel::update(row)
-                    .set((
-                        deliveries::state.eq(State::Failed.as_str()),
-                        deliveries::last_status.eq(status),
-                        deliveries::last_error.eq(error),
-                        deliveries::claimed_until.eq(0),
-                    ))
-                    .execute(c)
-                    .await
-            }
+    match attempt {
+        Attempt::Delivered { status } => {
+            tx.execute(diesel::update(row).set((
+                deliveries::state.eq(State::Delivered.as_str()),
+                deliveries::last_status.eq(status),
+                deliveries::last_error.eq(None::<String>),
+                deliveries::delivered_at.eq(now),
+                deliveries::claimed_until.eq(0),
+            )))
+            .await?
         }
-    })?;
+        Attempt::Retry { status, error, next_at } => {
+            tx.execute(diesel::update(row).set((
+                deliveries::last_status.eq(status),
+                deliveries::last_error.eq(error),
+                deliveries::next_attempt_at.eq(next_at),
+                deliveries::claimed_until.eq(0),
+            )))
+            .await?
+        }
+        Attempt::Failed { status, error } => {
+            tx.execute(diesel::update(row).set((
+                deliveries::state.eq(State::Failed.as_str()),
+                deliveries::last_status.eq(status),
+                deliveries::last_error.eq(error),
+                deliveries::claimed_until.eq(0),
+            )))
+            .await?
+        }
+    };
     Ok(())
 }
 
@@ -218,54 +206,44 @@ pub async fn record(db: &Db, id: &str, attempt: Attempt<'_>, now: i64) -> Result
 /// entry of the previous page.
 pub async fn list(db: &Db, account_id: &str, before: Option<(i64, String)>, limit: i64) -> Result<Vec<Delivery>> {
     let mut conn = db.conn().await?;
-    let rows: Vec<Row> = with_conn!(&mut conn, |c| {
-        let mut q =
-            deliveries::table.filter(deliveries::account_id.eq(account_id)).select(Row::as_select()).into_boxed();
-        if let Some((at, id)) = &before {
-            q = q.filter(
-                deliveries::created_at.lt(*at).or(deliveries::created_at.eq(*at).and(deliveries::id.lt(id.clone()))),
-            );
+    let mut tx = conn.tx();
+    let of_account = deliveries::table
+        .filter(deliveries::account_id.eq(account_id))
+        .order((deliveries::created_at.desc(), deliveries::id.desc()))
+        .limit(limit);
+    let rows = match &before {
+        Some((at, id)) => {
+            let older = deliveries::created_at.lt(*at).or(deliveries::created_at.eq(*at).and(deliveries::id.lt(id)));
+            tx.load_as::<Row, _>(of_account.filter(older)).await?
         }
-        q.order((deliveries::created_at.desc(), deliveries::id.desc())).limit(limit).load(c).await
-    })?;
+        None => tx.load_as::<Row, _>(of_account).await?,
+    };
     typed(rows)
 }
 
 /// Sends a delivery again from its first attempt; `None` when the account has no such delivery.
 pub async fn replay(db: &Db, account_id: &str, id: &str, now: i64) -> Result<Option<Delivery>> {
     let mut conn = db.conn().await?;
-    let rows: Vec<Row> = with_conn!(&mut conn, |c| {
-        // A pending delivery is on its way already (maybe being sent): left as it is.
-        diesel::update(deliveries::table.filter(deliveries::id.eq(id)).filter(deliveries::account_id.eq(account_id)))
-            .filter(deliveries::state.ne(State::Pending.as_str()))
-            .set((
-                deliveries::state.eq(State::Pending.as_str()),
-                deliveries::attempts.eq(0),
-                deliveries::next_attempt_at.eq(now),
-                deliveries::claimed_until.eq(0),
-                deliveries::delivered_at.eq(None::<i64>),
-            ))
-            .execute(c)
-            .await?;
-        deliveries::table
-            .filter(deliveries::id.eq(id))
-            .filter(deliveries::account_id.eq(account_id))
-            .select(Row::as_select())
-            .load(c)
-            .await
-    })?;
+    let mut tx = conn.tx();
+    let delivery = deliveries::table.filter(deliveries::id.eq(id)).filter(deliveries::account_id.eq(account_id));
+    // A pending delivery is on its way already (maybe being sent): left as it is.
+    tx.execute(diesel::update(delivery).filter(deliveries::state.ne(State::Pending.as_str())).set((
+        deliveries::state.eq(State::Pending.as_str()),
+        deliveries::attempts.eq(0),
+        deliveries::next_attempt_at.eq(now),
+        deliveries::claimed_until.eq(0),
+        deliveries::delivered_at.eq(None::<i64>),
+    )))
+    .await?;
+    let rows = tx.load_as::<Row, _>(delivery).await?;
     Ok(typed(rows)?.into_iter().next())
 }
 
 /// Gives claimed deliveries back unsent (their receiver was busy): the attempts their claims
 /// counted are uncounted.
 pub async fn release(db: &Db, ids: &[String]) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(deliveries::table.filter(deliveries::id.eq_any(ids)))
-            .set((deliveries::claimed_until.eq(0), deliveries::attempts.eq(deliveries::attempts - 1)))
-            .execute(c)
-            .await
-    })?;
+    let give_back = diesel::update(deliveries::table.filter(deliveries::id.eq_any(ids)))
+        .set((deliveries::claimed_until.eq(0), deliveries::attempts.eq(deliveries::attempts - 1)));
+    db.conn().await?.tx().execute(give_back).await?;
     Ok(())
 }

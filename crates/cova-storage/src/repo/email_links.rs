@@ -5,10 +5,9 @@
 //! link of the account ([`void_all_in`]).
 
 use crate::schema::email_links;
-use crate::{Db, Result, in_transaction, with_conn};
+use crate::{Db, Result, Tx};
 use cova_auth::secret;
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -28,19 +27,14 @@ impl Purpose {
 /// A new link token for the account, valid `ttl_ms`; the value goes into the e-mail only.
 pub async fn issue(db: &Db, account_id: &str, purpose: Purpose, ttl_ms: i64, now: i64) -> Result<String> {
     let token = secret::generate();
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(email_links::table)
-            .values((
-                email_links::token_hash.eq(&token.hash),
-                email_links::account_id.eq(account_id),
-                email_links::purpose.eq(purpose.as_str()),
-                email_links::created_at.eq(now),
-                email_links::expires_at.eq(now + ttl_ms),
-            ))
-            .execute(c)
-            .await
-    })?;
+    let link = diesel::insert_into(email_links::table).values((
+        email_links::token_hash.eq(&token.hash),
+        email_links::account_id.eq(account_id),
+        email_links::purpose.eq(purpose.as_str()),
+        email_links::created_at.eq(now),
+        email_links::expires_at.eq(now + ttl_ms),
+    ));
+    db.conn().await?.tx().execute(link).await?;
     Ok(token.value)
 }
 
@@ -51,43 +45,42 @@ pub async fn redeem(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<
         return Ok(None);
     }
     let hash = secret::hash(token);
-    let mut conn = db.conn().await?;
-    Ok(in_transaction!(&mut conn, |c| {
-        let account_id = diesel::update(email_links::table.find(&hash))
-            .filter(email_links::purpose.eq(purpose.as_str()))
-            .filter(email_links::used_at.is_null())
-            .filter(email_links::expires_at.gt(now))
-            .set(email_links::used_at.eq(now))
-            .returning(email_links::account_id)
-            .get_result::<String>(c)
-            .await
-            .optional()?;
-        if let Some(account_id) = &account_id {
+    let mut t = db.begin().await?;
+    let account_id = redeem_in(&mut t.tx(), &hash, purpose, now).await?;
+    t.commit().await?;
+    Ok(account_id)
+}
+
+/// The body of [`redeem`]'s transaction: uses the link, then voids the account's other
+/// outstanding links of the same purpose.
+async fn redeem_in(tx: &mut Tx<'_>, hash: &str, purpose: Purpose, now: i64) -> Result<Option<String>> {
+    let used = diesel::update(email_links::table.find(hash))
+        .filter(email_links::purpose.eq(purpose.as_str()))
+        .filter(email_links::used_at.is_null())
+        .filter(email_links::expires_at.gt(now))
+        .set(email_links::used_at.eq(now))
+        .returning(email_links::account_id);
+    let account_id = tx.get_result::<String, _>(used).await.optional()?;
+    if let Some(account_id) = &account_id {
+        tx.execute(
             diesel::update(email_links::table)
                 .filter(email_links::account_id.eq(account_id))
                 .filter(email_links::purpose.eq(purpose.as_str()))
                 .filter(email_links::used_at.is_null())
-                .set(email_links::used_at.eq(now))
-                .execute(c)
-                .await?;
-        }
-        Ok(account_id)
-    })?)
+                .set(email_links::used_at.eq(now)),
+        )
+        .await?;
+    }
+    Ok(account_id)
 }
 
 /// Inside a transaction: voids every outstanding link of the account (its password changed,
 /// so neither an older reset link nor a confirmation link may act for it any more).
-macro_rules! void_all_in {
-    ($c:ident, $account_id:expr, $now:expr) => {
-        diesel::update($crate::schema::email_links::table)
-            .filter($crate::schema::email_links::account_id.eq($account_id))
-            .filter($crate::schema::email_links::used_at.is_null())
-            .set($crate::schema::email_links::used_at.eq($now))
-            .execute($c)
-            .await
-    };
+pub(crate) async fn void_all_in(tx: &mut Tx<'_>, account_id: &str, now: i64) -> Result<usize> {
+    let outstanding =
+        email_links::table.filter(email_links::account_id.eq(account_id)).filter(email_links::used_at.is_null());
+    Ok(tx.execute(diesel::update(outstanding).set(email_links::used_at.eq(now))).await?)
 }
-pub(crate) use void_all_in;
 
 /// The account of a valid link, without using it up.
 pub async fn peek(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Option<String>> {
@@ -95,29 +88,18 @@ pub async fn peek(db: &Db, token: &str, purpose: Purpose, now: i64) -> Result<Op
         return Ok(None);
     }
     let hash = secret::hash(token);
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        email_links::table
-            .find(&hash)
-            .filter(email_links::purpose.eq(purpose.as_str()))
-            .filter(email_links::used_at.is_null())
-            .filter(email_links::expires_at.gt(now))
-            .select(email_links::account_id)
-            .first::<String>(c)
-            .await
-            .optional()
-    })?)
+    let query = email_links::table
+        .find(&hash)
+        .filter(email_links::purpose.eq(purpose.as_str()))
+        .filter(email_links::used_at.is_null())
+        .filter(email_links::expires_at.gt(now))
+        .select(email_links::account_id);
+    Ok(db.conn().await?.tx().first::<String, _>(query).await.optional()?)
 }
 
 /// Deletes links used or expired more than a day ago (they can act for nobody any more).
 pub async fn purge(db: &Db, now: i64) -> Result<usize> {
     let cutoff = now - cova_domain::limits::ms(cova_domain::limits::ENDED_KEPT);
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        diesel::delete(
-            email_links::table.filter(email_links::expires_at.lt(cutoff).or(email_links::used_at.lt(cutoff))),
-        )
-        .execute(c)
-        .await
-    })?)
+    let ended = email_links::table.filter(email_links::expires_at.lt(cutoff).or(email_links::used_at.lt(cutoff)));
+    Ok(db.conn().await?.tx().execute(diesel::delete(ended)).await?)
 }

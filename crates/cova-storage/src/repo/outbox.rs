@@ -7,9 +7,8 @@
 //! [`MAX_ATTEMPTS`] failures it is parked for an operator and the relay goes on with the rest.
 
 use crate::schema::outbox;
-use crate::{Db, Result, with_conn};
+use crate::{Db, Result};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 /// Failures of one row before it is parked.
 pub const MAX_ATTEMPTS: i32 = 10;
@@ -48,36 +47,6 @@ impl<'a> NewMessage<'a> {
     }
 }
 
-/// Inside a transaction: queues one message (its destination and routing key come from the
-/// message). Evaluates to `()`; errors propagate with `?`.
-macro_rules! insert_in {
-    ($c:ident, $message:expr, $headers:expr, $now:expr) => {{
-        let message: &::cova_messages::Outgoing = $message;
-        diesel::insert_into($crate::schema::outbox::table)
-            .values($crate::repo::outbox::outbox_values!(message, $headers, $now))
-            .execute($c)
-            .await?;
-    }};
-}
-pub(crate) use insert_in;
-
-/// The column values of one queued message: one row of an insert, alone or among many.
-macro_rules! outbox_values {
-    ($message:expr, $headers:expr, $now:expr) => {{
-        use $crate::schema::outbox;
-        let message: &::cova_messages::Outgoing = $message;
-        (
-            outbox::id.eq($crate::repo::new_id()),
-            outbox::destination.eq(message.destination.as_str()),
-            outbox::routing_key.eq(message.routing_key),
-            outbox::payload.eq(&message.payload),
-            outbox::headers.eq($headers),
-            outbox::created_at.eq($now),
-        )
-    }};
-}
-pub(crate) use outbox_values;
-
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = outbox)]
 pub struct OutboxMessage {
@@ -98,24 +67,20 @@ pub struct OutboxMessage {
 
 /// Queues a message outside any other write (e.g. a command re-issued at start).
 pub async fn insert(db: &Db, message: &cova_messages::Outgoing, headers: &str, now: i64) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        insert_in!(c, message, headers, now);
-    });
-    Ok(())
+    queue(&mut db.conn().await?.tx(), message, headers, now).await
 }
 
 /// Claims up to `limit` due rows, oldest first, for [`CLAIM_MS`]: unsent, not parked, not
 /// waiting for a retry and not claimed by another relay.
 pub async fn claim(db: &Db, limit: i64, now: i64) -> Result<Vec<OutboxMessage>> {
-    let mut conn = db.conn().await?;
+    let mut t = db.begin().await?;
     let due = outbox::sent_at
         .is_null()
         .and(outbox::parked_at.is_null())
         .and(outbox::next_attempt_at.le(now))
         .and(outbox::claimed_until.le(now));
     let ids = crate::claim_rows!(
-        &mut conn,
+        &mut t.tx(),
         outbox::table,
         outbox::id,
         due,
@@ -123,36 +88,25 @@ pub async fn claim(db: &Db, limit: i64, now: i64) -> Result<Vec<OutboxMessage>> 
         limit,
         outbox::claimed_until.eq(now + CLAIM_MS)
     )?;
+    t.commit().await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(with_conn!(&mut conn, |c| {
-        outbox::table
-            .filter(outbox::id.eq_any(&ids))
-            .order(outbox::created_at.asc())
-            .select(OutboxMessage::as_select())
-            .load(c)
-            .await
-    })?)
+    let mut conn = db.conn().await?;
+    let claimed = outbox::table.filter(outbox::id.eq_any(&ids)).order(outbox::created_at.asc());
+    Ok(conn.tx().load_as::<OutboxMessage, _>(claimed).await?)
 }
 
 pub async fn mark_sent(db: &Db, id: &str, now: i64) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(outbox::table.find(id))
-            .set((outbox::sent_at.eq(now), outbox::claimed_until.eq(0)))
-            .execute(c)
-            .await
-    })?;
+    let sent = diesel::update(outbox::table.find(id)).set((outbox::sent_at.eq(now), outbox::claimed_until.eq(0)));
+    db.conn().await?.tx().execute(sent).await?;
     Ok(())
 }
 
 /// Gives a claimed row back without counting a failure (the broker was down, not the row).
 pub async fn release(db: &Db, ids: &[String]) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::update(outbox::table.filter(outbox::id.eq_any(ids))).set(outbox::claimed_until.eq(0)).execute(c).await
-    })?;
+    let give_back = diesel::update(outbox::table.filter(outbox::id.eq_any(ids))).set(outbox::claimed_until.eq(0));
+    db.conn().await?.tx().execute(give_back).await?;
     Ok(())
 }
 
@@ -160,57 +114,40 @@ pub async fn release(db: &Db, ids: &[String]) -> Result<()> {
 /// has failed [`MAX_ATTEMPTS`] times. Returns true when it was parked.
 pub async fn record_failure(db: &Db, id: &str, error: &str, retry_in_ms: i64, now: i64) -> Result<bool> {
     let mut conn = db.conn().await?;
+    let mut tx = conn.tx();
     let error: String = error.chars().take(500).collect();
-    with_conn!(&mut conn, |c| {
-        let attempts: i32 = diesel::update(outbox::table.find(id))
-            .set((
-                outbox::attempts.eq(outbox::attempts + 1),
-                outbox::last_error.eq(&error),
-                outbox::next_attempt_at.eq(now + retry_in_ms),
-                outbox::claimed_until.eq(0),
-            ))
-            .returning(outbox::attempts)
-            .get_result(c)
-            .await?;
-        if attempts >= MAX_ATTEMPTS {
-            diesel::update(outbox::table.find(id)).set(outbox::parked_at.eq(now)).execute(c).await?;
-            return Ok(true);
-        }
-        Ok(false)
-    })
+    let attempts = tx
+        .get_result::<i32, _>(
+            diesel::update(outbox::table.find(id))
+                .set((
+                    outbox::attempts.eq(outbox::attempts + 1),
+                    outbox::last_error.eq(&error),
+                    outbox::next_attempt_at.eq(now + retry_in_ms),
+                    outbox::claimed_until.eq(0),
+                ))
+                .returning(outbox::attempts),
+        )
+        .await?;
+    if attempts >= MAX_ATTEMPTS {
+        tx.execute(diesel::update(outbox::table.find(id)).set(outbox::parked_at.eq(now))).await?;
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// Parked rows, oldest first (for operators).
 pub async fn parked(db: &Db, limit: i64) -> Result<Vec<OutboxMessage>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        outbox::table
-            .filter(outbox::parked_at.is_not_null())
-            .order(outbox::created_at.asc())
-            .limit(limit)
-            .select(OutboxMessage::as_select())
-            .load(c)
-            .await
-    })?)
+    let query = outbox::table.filter(outbox::parked_at.is_not_null()).order(outbox::created_at.asc()).limit(limit);
+    Ok(db.conn().await?.tx().load_as::<OutboxMessage, _>(query).await?)
 }
 
 /// Rows waiting to be published (not parked): the relay's backlog.
 pub async fn backlog(db: &Db) -> Result<i64> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        outbox::table
-            .filter(outbox::sent_at.is_null())
-            .filter(outbox::parked_at.is_null())
-            .count()
-            .get_result::<i64>(c)
-            .await
-    })?)
+    let query = outbox::table.filter(outbox::sent_at.is_null()).filter(outbox::parked_at.is_null()).count();
+    Ok(db.conn().await?.tx().get_result::<i64, _>(query).await?)
 }
 
 /// Sent messages older than `before` are deleted (the outbox is not an archive).
 pub async fn prune(db: &Db, before: i64) -> Result<usize> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        diesel::delete(outbox::table.filter(outbox::sent_at.lt(before))).execute(c).await
-    })?)
+    Ok(db.conn().await?.tx().execute(diesel::delete(outbox::table.filter(outbox::sent_at.lt(before)))).await?)
 }

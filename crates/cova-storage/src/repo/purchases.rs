@@ -4,10 +4,9 @@
 
 use super::balances::{Balance, balance_of};
 use crate::schema::purchases;
-use crate::{Change, Db, Result, with_conn};
+use crate::{Change, Db, Result};
 use cova_domain::time::month_of;
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = purchases)]
@@ -37,21 +36,16 @@ pub struct NewPurchase<'a> {
 }
 
 pub async fn open(db: &Db, new: NewPurchase<'_>, now: i64) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(purchases::table)
-            .values((
-                purchases::checkout_id.eq(new.checkout_id),
-                purchases::account_id.eq(new.account_id),
-                purchases::pack.eq(new.pack),
-                purchases::comments.eq(new.comments),
-                purchases::amount.eq(new.amount),
-                purchases::currency.eq(new.currency),
-                purchases::created_at.eq(now),
-            ))
-            .execute(c)
-            .await
-    })?;
+    let insert = diesel::insert_into(purchases::table).values((
+        purchases::checkout_id.eq(new.checkout_id),
+        purchases::account_id.eq(new.account_id),
+        purchases::pack.eq(new.pack),
+        purchases::comments.eq(new.comments),
+        purchases::amount.eq(new.amount),
+        purchases::currency.eq(new.currency),
+        purchases::created_at.eq(now),
+    ));
+    db.conn().await?.tx().execute(insert).await?;
     Ok(())
 }
 
@@ -145,14 +139,7 @@ async fn pay_in(
 
 /// The account's purchases, newest first.
 pub async fn list(db: &Db, account_id: &str, limit: i64) -> Result<Vec<Purchase>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        purchases::table
-            .filter(purchases::account_id.eq(account_id))
-            .order(purchases::created_at.desc())
-            .limit(limit)
-            .select(Purchase::as_select())
-            .load(c)
-            .await
-    })?)
+    let query =
+        purchases::table.filter(purchases::account_id.eq(account_id)).order(purchases::created_at.desc()).limit(limit);
+    Ok(db.conn().await?.tx().load_as::<Purchase, _>(query).await?)
 }

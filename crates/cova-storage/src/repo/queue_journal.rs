@@ -3,9 +3,8 @@
 //! when it is retried, deleted when it is acknowledged.
 
 use crate::schema::queue_journal;
-use crate::{Db, Result, with_conn};
+use crate::{Db, Result};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 /// One kept message.
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
@@ -24,7 +23,6 @@ pub struct Kept {
 
 /// Keeps the message (a retried one replaces what was kept of it).
 pub async fn put(db: &Db, kept: &Kept) -> Result<()> {
-    let mut conn = db.conn().await?;
     let values = (
         queue_journal::routing_key.eq(&kept.routing_key),
         queue_journal::payload.eq(&kept.payload),
@@ -32,28 +30,26 @@ pub async fn put(db: &Db, kept: &Kept) -> Result<()> {
         queue_journal::attempt.eq(kept.attempt),
         queue_journal::kept_at.eq(kept.kept_at),
     );
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(queue_journal::table)
-            .values((queue_journal::queue.eq(&kept.queue), queue_journal::id.eq(&kept.id), values))
-            .on_conflict((queue_journal::queue, queue_journal::id))
-            .do_update()
-            .set(values)
-            .execute(c)
-            .await
-    })?;
+    db.conn()
+        .await?
+        .tx()
+        .execute(
+            diesel::insert_into(queue_journal::table)
+                .values((queue_journal::queue.eq(&kept.queue), queue_journal::id.eq(&kept.id), values))
+                .on_conflict((queue_journal::queue, queue_journal::id))
+                .do_update()
+                .set(values),
+        )
+        .await?;
     Ok(())
 }
 
 pub async fn delete(db: &Db, queue: &str, id: &str) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| diesel::delete(queue_journal::table.find((queue, id))).execute(c).await)?;
+    db.conn().await?.tx().execute(diesel::delete(queue_journal::table.find((queue, id)))).await?;
     Ok(())
 }
 
 /// Everything kept, oldest first.
 pub async fn load(db: &Db) -> Result<Vec<Kept>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        queue_journal::table.order(queue_journal::kept_at.asc()).select(Kept::as_select()).load(c).await
-    })?)
+    Ok(db.conn().await?.tx().load_as::<Kept, _>(queue_journal::table.order(queue_journal::kept_at.asc())).await?)
 }

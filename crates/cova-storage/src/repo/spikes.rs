@@ -2,13 +2,11 @@
 //! numbered with the keyword alerts (`accounts.alert_seq`) so that each list polls after the
 //! last number seen, and the `spike.alert` event queued with each alert in one transaction.
 
-use super::outbox::insert_in as outbox_in;
 use crate::schema::{accounts, spike_alerts, spike_settings};
-use crate::{Db, Result, in_transaction, with_conn};
+use crate::{Db, Result, Tx};
 use cova_domain::spikes::{self, Kind, Sensitivity, Settings};
 use cova_messages::{Outgoing, SpikeAlertEvent};
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 
 /// The subject of the account's own settings.
 pub const ACCOUNT: &str = "";
@@ -26,20 +24,13 @@ fn settings_of((enabled, sensitivity, min_comments, cooldown_min): SettingsRow) 
 
 /// The settings stored for `subject` (the account's: [`ACCOUNT`]), if any.
 pub async fn stored(db: &Db, account_id: &str, subject: &str) -> Result<Option<Settings>> {
-    let mut conn = db.conn().await?;
-    let row: Option<SettingsRow> = with_conn!(&mut conn, |c| {
-        spike_settings::table
-            .find((account_id, subject))
-            .select((
-                spike_settings::enabled,
-                spike_settings::sensitivity,
-                spike_settings::min_comments,
-                spike_settings::cooldown_min,
-            ))
-            .first(c)
-            .await
-            .optional()
-    })?;
+    let query = spike_settings::table.find((account_id, subject)).select((
+        spike_settings::enabled,
+        spike_settings::sensitivity,
+        spike_settings::min_comments,
+        spike_settings::cooldown_min,
+    ));
+    let row = db.conn().await?.tx().first::<SettingsRow, _>(query).await.optional()?;
     Ok(row.map(settings_of))
 }
 
@@ -56,7 +47,6 @@ pub async fn effective(db: &Db, account_id: &str, r#ref: &str, creator: Option<&
 
 /// Stores the settings of `subject`.
 pub async fn put(db: &Db, account_id: &str, subject: &str, s: &Settings, now: i64) -> Result<()> {
-    let mut conn = db.conn().await?;
     let values = (
         spike_settings::enabled.eq(s.enabled),
         spike_settings::sensitivity.eq(s.sensitivity.as_str()),
@@ -64,40 +54,30 @@ pub async fn put(db: &Db, account_id: &str, subject: &str, s: &Settings, now: i6
         spike_settings::cooldown_min.eq(i64::from(s.cooldown_min)),
         spike_settings::updated_at.eq(now),
     );
-    with_conn!(&mut conn, |c| {
-        diesel::insert_into(spike_settings::table)
-            .values((spike_settings::account_id.eq(account_id), spike_settings::subject.eq(subject), values))
-            .on_conflict((spike_settings::account_id, spike_settings::subject))
-            .do_update()
-            .set(values)
-            .execute(c)
-            .await
-    })?;
+    let upsert = diesel::insert_into(spike_settings::table)
+        .values((spike_settings::account_id.eq(account_id), spike_settings::subject.eq(subject), values))
+        .on_conflict((spike_settings::account_id, spike_settings::subject))
+        .do_update()
+        .set(values);
+    db.conn().await?.tx().execute(upsert).await?;
     Ok(())
 }
 
 /// Removes the settings of a post or creator (it follows the account's again); true when
 /// there were some.
 pub async fn remove(db: &Db, account_id: &str, subject: &str) -> Result<bool> {
-    let mut conn = db.conn().await?;
-    let n = with_conn!(&mut conn, |c| {
-        diesel::delete(spike_settings::table.find((account_id, subject))).execute(c).await
-    })?;
+    let n = db.conn().await?.tx().execute(diesel::delete(spike_settings::table.find((account_id, subject)))).await?;
     Ok(n > 0)
 }
 
 /// When the last alert of `kind` on the post ended (its window's end).
 pub async fn last_end(db: &Db, account_id: &str, r#ref: &str, kind: Kind) -> Result<Option<i64>> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        spike_alerts::table
-            .filter(spike_alerts::account_id.eq(account_id))
-            .filter(spike_alerts::ref_.eq(r#ref))
-            .filter(spike_alerts::kind.eq(kind.as_str()))
-            .select(diesel::dsl::max(spike_alerts::window_end))
-            .first::<Option<i64>>(c)
-            .await
-    })?)
+    let query = spike_alerts::table
+        .filter(spike_alerts::account_id.eq(account_id))
+        .filter(spike_alerts::ref_.eq(r#ref))
+        .filter(spike_alerts::kind.eq(kind.as_str()))
+        .select(diesel::dsl::max(spike_alerts::window_end));
+    Ok(db.conn().await?.tx().first::<Option<i64>, _>(query).await?)
 }
 
 /// A recorded alert: its number and the event it was announced with (JSON).
@@ -128,70 +108,83 @@ pub async fn record(
     trace: &str,
     now: i64,
 ) -> Result<Option<Alert>> {
+    let mut t = db.begin().await?;
+    let alert = record_in(&mut t.tx(), event, kind, (window_start, window_end), cooldown_min, trace, now).await?;
+    t.commit().await?;
+    Ok(alert)
+}
+
+/// The body of [`record`]'s transaction.
+async fn record_in(
+    tx: &mut Tx<'_>,
+    event: &SpikeAlertEvent,
+    kind: Kind,
+    (window_start, window_end): (i64, i64),
+    cooldown_min: u32,
+    trace: &str,
+    now: i64,
+) -> Result<Option<Alert>> {
     let body = serde_json::to_string(event).unwrap_or_default();
-    let mut conn = db.conn().await?;
-    in_transaction!(&mut conn, |c| {
-        // Locks the account's row until commit: alerts are numbered in commit order, and two
-        // checks of one spike are told apart under the lock.
-        let seq: i64 = diesel::update(accounts::table.find(&event.account_id))
-            .set(accounts::alert_seq.eq(accounts::alert_seq + 1))
-            .returning(accounts::alert_seq)
-            .get_result(c)
-            .await?;
-        let last: Option<i64> = spike_alerts::table
-            .filter(spike_alerts::account_id.eq(&event.account_id))
-            .filter(spike_alerts::ref_.eq(&event.r#ref))
-            .filter(spike_alerts::kind.eq(kind.as_str()))
-            .select(diesel::dsl::max(spike_alerts::window_end))
-            .first(c)
-            .await?;
-        if spikes::cooling(kind, last, window_end, cooldown_min) {
+    // Locks the account's row until commit: alerts are numbered in commit order, and two
+    // checks of one spike are told apart under the lock.
+    let seq: i64 = tx
+        .get_result(
             diesel::update(accounts::table.find(&event.account_id))
-                .set(accounts::alert_seq.eq(seq - 1))
-                .execute(c)
-                .await?;
-            return Ok(None);
-        }
-        diesel::insert_into(spike_alerts::table)
-            .values((
-                spike_alerts::id.eq(&event.id),
-                spike_alerts::account_id.eq(&event.account_id),
-                spike_alerts::seq.eq(seq),
-                spike_alerts::kind.eq(&event.kind),
-                spike_alerts::ref_.eq(&event.r#ref),
-                spike_alerts::window_start.eq(window_start),
-                spike_alerts::window_end.eq(window_end),
-                spike_alerts::body.eq(&body),
-                spike_alerts::created_at.eq(now),
-            ))
-            .execute(c)
+                .set(accounts::alert_seq.eq(accounts::alert_seq + 1))
+                .returning(accounts::alert_seq),
+        )
+        .await?;
+    let last: Option<i64> = tx
+        .first(
+            spike_alerts::table
+                .filter(spike_alerts::account_id.eq(&event.account_id))
+                .filter(spike_alerts::ref_.eq(&event.r#ref))
+                .filter(spike_alerts::kind.eq(kind.as_str()))
+                .select(diesel::dsl::max(spike_alerts::window_end)),
+        )
+        .await?;
+    if spikes::cooling(kind, last, window_end, cooldown_min) {
+        tx.execute(diesel::update(accounts::table.find(&event.account_id)).set(accounts::alert_seq.eq(seq - 1)))
             .await?;
-        outbox_in!(c, &Outgoing::event(event), trace, now);
-        Ok(Some(Alert {
-            id: event.id.clone(),
-            seq,
-            kind: event.kind.clone(),
-            r#ref: event.r#ref.clone(),
-            window_start,
-            window_end,
-            body: body.clone(),
-            created_at: now,
-        }))
-    })
+        return Ok(None);
+    }
+    tx.execute(diesel::insert_into(spike_alerts::table).values((
+        spike_alerts::id.eq(&event.id),
+        spike_alerts::account_id.eq(&event.account_id),
+        spike_alerts::seq.eq(seq),
+        spike_alerts::kind.eq(&event.kind),
+        spike_alerts::ref_.eq(&event.r#ref),
+        spike_alerts::window_start.eq(window_start),
+        spike_alerts::window_end.eq(window_end),
+        spike_alerts::body.eq(&body),
+        spike_alerts::created_at.eq(now),
+    )))
+    .await?;
+    crate::repo::outbox::queue(tx, &Outgoing::event(event), trace, now).await?;
+    Ok(Some(Alert {
+        id: event.id.clone(),
+        seq,
+        kind: event.kind.clone(),
+        r#ref: event.r#ref.clone(),
+        window_start,
+        window_end,
+        body,
+        created_at: now,
+    }))
 }
 
 /// The account's spike alerts numbered after `since`, oldest first; of one post when `ref` is
 /// given.
 pub async fn after(db: &Db, account_id: &str, r#ref: Option<&str>, since: i64, limit: i64) -> Result<Vec<Alert>> {
+    let numbered = spike_alerts::table
+        .filter(spike_alerts::account_id.eq(account_id))
+        .filter(spike_alerts::seq.gt(since))
+        .order(spike_alerts::seq.asc())
+        .limit(limit);
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        let mut q = spike_alerts::table
-            .filter(spike_alerts::account_id.eq(account_id))
-            .filter(spike_alerts::seq.gt(since))
-            .into_boxed();
-        if let Some(r) = r#ref {
-            q = q.filter(spike_alerts::ref_.eq(r));
-        }
-        q.order(spike_alerts::seq.asc()).limit(limit).select(Alert::as_select()).load(c).await
-    })?)
+    let mut tx = conn.tx();
+    Ok(match r#ref {
+        Some(r) => tx.load_as::<Alert, _>(numbered.filter(spike_alerts::ref_.eq(r))).await?,
+        None => tx.load_as::<Alert, _>(numbered).await?,
+    })
 }

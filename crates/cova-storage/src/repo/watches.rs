@@ -6,7 +6,7 @@ use crate::repo::balances::NewHold;
 use crate::repo::jobs::new::NewJob;
 use crate::repo::outbox::NewMessage;
 use crate::schema::{accounts, analyses, balances, jobs, outbox, reservations};
-use crate::{Change, Db, Result, StorageError, Tx, with_conn};
+use crate::{Change, Db, Result, StorageError, Tx};
 use cova_domain::JobKind;
 use cova_domain::JobStatus;
 use cova_domain::money::{self, Admission, AnalyzeRequest, Stage};
@@ -36,23 +36,21 @@ pub struct DueWatch {
 /// Turns off the due watches whose follow ended (a post found through a creator is watched for
 /// its first days only); answers how many.
 pub async fn end_followed(db: &Db, now: i64) -> Result<usize> {
+    let ended = analyses::table
+        .filter(analyses::watch_enabled.eq(true))
+        .filter(analyses::watch_next_run_at.le(now))
+        .filter(analyses::watch_until.le(now));
+    let turn_off =
+        diesel::update(ended).set((analyses::watch_enabled.eq(false), analyses::watch_next_run_at.eq(None::<i64>)));
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        diesel::update(
-            analyses::table
-                .filter(analyses::watch_enabled.eq(true))
-                .filter(analyses::watch_next_run_at.le(now))
-                .filter(analyses::watch_until.le(now)),
-        )
-        .set((analyses::watch_enabled.eq(false), analyses::watch_next_run_at.eq(None::<i64>)))
-        .execute(c)
-        .await
-    })?)
+    // Borrowed: with diesel-async's `RunQueryDsl` in scope, a `Tx` value would be taken as a query.
+    let tx = &mut conn.tx();
+    Ok(tx.execute(turn_off).await?)
 }
 
 /// Claims up to `limit` due watches of library entries, earliest first.
 pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
-    let mut conn = db.conn().await?;
+    let mut t = db.begin().await?;
     let due = analyses::watch_enabled
         .eq(true)
         .and(analyses::saved_at.is_not_null())
@@ -60,7 +58,7 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
         .and(analyses::watch_claimed_until.le(now))
         .and(analyses::watch_until.is_null().or(analyses::watch_until.gt(now)));
     let ids = crate::claim_rows!(
-        &mut conn,
+        &mut t.tx(),
         analyses::table,
         analyses::id,
         due,
@@ -68,26 +66,24 @@ pub async fn claim_due(db: &Db, now: i64, limit: i64) -> Result<Vec<DueWatch>> {
         limit,
         analyses::watch_claimed_until.eq(now + CLAIM_MS)
     )?;
+    t.commit().await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let mut conn = db.conn().await?;
     let mut claimed = Vec::with_capacity(ids.len());
+    let tx = &mut conn.tx();
     for chunk in ids.chunks(500) {
-        let part: Vec<DueWatch> = with_conn!(&mut conn, |c| {
-            analyses::table
-                .filter(analyses::id.eq_any(chunk))
-                .select((
-                    analyses::id,
-                    analyses::account_id,
-                    analyses::ref_,
-                    analyses::url,
-                    analyses::watch_interval_min,
-                    analyses::watch_claimed_until,
-                    analyses::max_comments,
-                ))
-                .load(c)
-                .await
-        })?;
+        let query = analyses::table.filter(analyses::id.eq_any(chunk)).select((
+            analyses::id,
+            analyses::account_id,
+            analyses::ref_,
+            analyses::url,
+            analyses::watch_interval_min,
+            analyses::watch_claimed_until,
+            analyses::max_comments,
+        ));
+        let part = tx.load::<DueWatch, _>(query).await?;
         claimed.extend(part);
     }
     Ok(claimed)

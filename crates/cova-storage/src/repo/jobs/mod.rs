@@ -18,11 +18,12 @@ pub use waiting::{wake_stale, wake_waiting};
 
 use super::balances::Closed;
 use crate::schema::{analyses, job_comments, job_leases, jobs};
-use crate::{Change, Db, Result, StorageError, Tx, with_conn, with_read_conn};
+use crate::{Change, Db, Result, StorageError, Tx};
 use cova_domain::{AnalysisStatus, JobKind, JobStatus};
 use cova_messages::{AiCommand, AnalyzeCommand, JobError, JobEvent, JobEventType, Outgoing};
+use diesel::dsl;
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel::query_dsl::methods;
 
 /// A job: typed status and kind (stored as text, read through `cova_domain`'s mapping).
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, serde::Serialize, serde::Deserialize)]
@@ -144,52 +145,58 @@ pub async fn poll_many(db: &Db, job_ids: &[&str]) -> Result<Vec<Polled>> {
         return Ok(Vec::new());
     }
     let mut conn = db.read_conn().await?;
-    type Row = (Job, Option<AnalysisStatus>, Option<String>);
-    let rows: Vec<Row> = with_read_conn!(&mut conn, |c| {
-        jobs::table
-            .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
-            .filter(jobs::id.eq_any(job_ids))
-            .select((Job::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
-            .load::<Row>(c)
-            .await
-    })?;
-    let ai_ids: Vec<&str> =
-        rows.iter().filter(|(j, _, _)| j.kind == JobKind::Ai).map(|(j, _, _)| j.id.as_str()).collect();
+    let mut read = conn.read();
+    let query = with_analysis().filter(jobs::id.eq_any(job_ids));
+    let rows = read.load_as::<(Job, Option<AnalysisOf>), _>(query).await?;
+    let ai_ids: Vec<&str> = rows.iter().filter(|(j, _)| j.kind == JobKind::Ai).map(|(j, _)| j.id.as_str()).collect();
     let mut ai: Vec<crate::repo::ai::AiJob> = if ai_ids.is_empty() {
         Vec::new()
     } else {
-        with_read_conn!(&mut conn, |c| {
-            ai_jobs::table
-                .filter(ai_jobs::job_id.eq_any(&ai_ids))
-                .select(crate::repo::ai::AiJob::as_select())
-                .load(c)
-                .await
-        })?
+        read.load_as::<crate::repo::ai::AiJob, _>(ai_jobs::table.filter(ai_jobs::job_id.eq_any(&ai_ids))).await?
     };
     Ok(rows
         .into_iter()
-        .map(|(job, analysis_status, last_job_id)| {
-            let current = analysis_status
-                .and_then(|status| super::analyses::breakdown_job(status, last_job_id.as_deref()))
-                == Some(job.id.as_str());
+        .map(|(job, analysis)| {
+            let current = analysis.is_some_and(|a| a.breakdown_of(&job));
             let ai = ai.iter().position(|a| a.job_id == job.id).map(|i| ai.swap_remove(i));
             Polled { job, current, ai }
         })
         .collect())
 }
 
+/// What the analysis of a job's post says of the job's comments (read with the job, through
+/// [`with_analysis`]).
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = analyses)]
+struct AnalysisOf {
+    status: AnalysisStatus,
+    last_job_id: Option<String>,
+}
+
+impl AnalysisOf {
+    /// The analysis names this job as the scrape its comments come from.
+    fn breakdown_of(&self, job: &Job) -> bool {
+        super::analyses::breakdown_job(self.status, self.last_job_id.as_deref()) == Some(job.id.as_str())
+    }
+}
+
+/// The account's analysis of the job's post.
+type SamePost = dsl::And<dsl::Eq<analyses::account_id, jobs::account_id>, dsl::Eq<analyses::ref_, jobs::ref_>>;
+
+/// Jobs, each with the account's analysis of its post when there is one ([`AnalysisOf`]).
+fn with_analysis() -> dsl::LeftJoinOn<jobs::table, analyses::table, SamePost> {
+    jobs::table
+        .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
+}
+
 /// Analyses of the account that are queued or in progress.
 pub async fn count_running(db: &Db, account_id: &str) -> Result<i64> {
-    let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        jobs::table
-            .filter(jobs::account_id.eq(account_id))
-            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .count()
-            .get_result::<i64>(c)
-            .await
-    })?)
+    let query = jobs::table
+        .filter(jobs::account_id.eq(account_id))
+        .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+        .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+        .count();
+    Ok(db.conn().await?.tx().get_result::<i64, _>(query).await?)
 }
 
 /// What the scraper may do with a delivered command.
@@ -292,23 +299,17 @@ async fn start_in(tx: &mut Tx<'_>, job_id: &str, owner: &str, lease_ms: i64, day
 /// Extends `owner`'s lease to `now + lease_ms` while its worker is alive; false when another
 /// worker holds the job now (this one's lease expired and was taken over).
 pub async fn renew_lease(db: &Db, job_id: &str, owner: &str, lease_ms: i64, now: i64) -> Result<bool> {
-    let mut conn = db.conn().await?;
-    let renewed = with_conn!(&mut conn, |c| {
-        diesel::update(job_leases::table.find(job_id))
-            .filter(job_leases::owner.eq(owner))
-            .set(job_leases::expires_at.eq(now + lease_ms))
-            .execute(c)
-            .await
-    })?;
+    let renew = diesel::update(job_leases::table.find(job_id))
+        .filter(job_leases::owner.eq(owner))
+        .set(job_leases::expires_at.eq(now + lease_ms));
+    let renewed = db.conn().await?.tx().execute(renew).await?;
     Ok(renewed == 1)
 }
 
 /// Gives the job up for now (a transient failure will be retried by any worker).
 pub async fn release_lease(db: &Db, job_id: &str, owner: &str) -> Result<()> {
-    let mut conn = db.conn().await?;
-    with_conn!(&mut conn, |c| {
-        diesel::delete(job_leases::table.find(job_id).filter(job_leases::owner.eq(owner))).execute(c).await
-    })?;
+    let lease = job_leases::table.find(job_id).filter(job_leases::owner.eq(owner));
+    db.conn().await?.tx().execute(diesel::delete(lease)).await?;
     Ok(())
 }
 
@@ -381,15 +382,12 @@ pub(crate) async fn ended(db: &Db, job_id: &str, done: Option<Ended>) -> bool {
 /// twice, which is harmless: a worker finds the job finished, or held, and lets it be.
 pub async fn reissue_unfinished(db: &Db, min_age_ms: i64, dry_run: bool, now: i64) -> Result<Vec<Job>> {
     let mut conn = db.conn().await?;
-    let stuck: Vec<Job> = with_conn!(&mut conn, |c| {
-        jobs::table
-            .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
-            .filter(jobs::created_at.le(now - min_age_ms))
-            .order(jobs::created_at.asc())
-            .select(Job::as_select())
-            .load(c)
-            .await
-    })?;
+    let mut tx = conn.tx();
+    let query = jobs::table
+        .filter(jobs::status.eq_any(JobStatus::RUNNING_STR))
+        .filter(jobs::created_at.le(now - min_age_ms))
+        .order(jobs::created_at.asc());
+    let stuck = tx.load_as::<Job, _>(query).await?;
     if dry_run {
         return Ok(stuck);
     }
@@ -398,7 +396,7 @@ pub async fn reissue_unfinished(db: &Db, min_age_ms: i64, dry_run: bool, now: i6
             JobKind::Analyze => Outgoing::command(&AnalyzeCommand { job_id: job.id.clone() }),
             JobKind::Ai => Outgoing::command(&AiCommand { job_id: job.id.clone() }),
         };
-        crate::repo::outbox::queue(&mut conn.tx(), &command, "{}", now).await?;
+        crate::repo::outbox::queue(&mut tx, &command, "{}", now).await?;
     }
     Ok(stuck)
 }
@@ -413,20 +411,16 @@ pub enum StartedBy<'a> {
 /// The most recent analyze job started with this credential.
 pub async fn latest_started_by(db: &Db, account_id: &str, by: StartedBy<'_>) -> Result<Option<Job>> {
     let mut conn = db.conn().await?;
-    Ok(with_conn!(&mut conn, |c| {
-        let query = jobs::table.filter(jobs::account_id.eq(account_id)).into_boxed();
-        let query = match by {
-            StartedBy::Token(id) => query.filter(jobs::token_id.eq(id)),
-            StartedBy::Session(id) => query.filter(jobs::session_id.eq(id)),
-        };
-        query
-            .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-            .order(jobs::created_at.desc())
-            .select(Job::as_select())
-            .first(c)
-            .await
-            .optional()
-    })?)
+    let mut tx = conn.tx();
+    let query = jobs::table
+        .filter(jobs::account_id.eq(account_id))
+        .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
+        .order(jobs::created_at.desc());
+    let latest = match by {
+        StartedBy::Token(id) => tx.first_as::<Job, _>(query.filter(jobs::token_id.eq(id))).await,
+        StartedBy::Session(id) => tx.first_as::<Job, _>(query.filter(jobs::session_id.eq(id))).await,
+    };
+    Ok(latest.optional()?)
 }
 
 /// What a listing of an account's jobs keeps.
@@ -451,47 +445,67 @@ pub async fn list(
     before: Option<(i64, String)>,
     limit: i64,
 ) -> Result<Vec<(Job, bool)>> {
+    use diesel_async::RunQueryDsl as Run;
+    let query = with_analysis()
+        .filter(jobs::account_id.eq(account_id))
+        .filter(jobs::kind.eq(kind))
+        .order((jobs::created_at.desc(), jobs::id.desc()))
+        .limit(limit);
+    type Row = (Job, Option<AnalysisOf>);
+    // The filters vary, so the statement is boxed, and a boxed statement names its database.
     let mut conn = db.conn().await?;
-    type Row = (Job, Option<AnalysisStatus>, Option<String>);
-    let rows: Vec<Row> = with_conn!(&mut conn, |c| {
-        let mut q = jobs::table
-            .left_join(analyses::table.on(analyses::account_id.eq(jobs::account_id).and(analyses::ref_.eq(jobs::ref_))))
-            .filter(jobs::account_id.eq(account_id))
-            .filter(jobs::kind.eq(kind))
-            .select((Job::as_select(), analyses::status.nullable(), analyses::last_job_id.nullable()))
-            .into_boxed();
-        if let Some(status) = filter.status {
-            q = q.filter(jobs::status.eq(status));
+    let rows: Vec<Row> = match conn.tx() {
+        Tx::Pg(c) => {
+            Run::load(narrowed(query.into_boxed(), filter, before.as_ref()).select(Row::as_select()), c).await?
         }
-        if let Some(r#ref) = filter.r#ref {
-            q = q.filter(jobs::ref_.eq(r#ref));
+        Tx::Sqlite(c) => {
+            Run::load(narrowed(query.into_boxed(), filter, before.as_ref()).select(Row::as_select()), c).await?
         }
-        if let Some(after) = filter.created_after {
-            q = q.filter(jobs::created_at.ge(after));
-        }
-        if let Some(before) = filter.created_before {
-            q = q.filter(jobs::created_at.lt(before));
-        }
-        if let Some(batch_id) = filter.batch_id {
-            q = q.filter(jobs::batch_id.eq(batch_id));
-        }
-        if let Some((at, id)) = &before {
-            q = q.filter(jobs::created_at.lt(*at).or(jobs::created_at.eq(*at).and(jobs::id.lt(id.clone()))));
-        }
-        q.order((jobs::created_at.desc(), jobs::id.desc())).limit(limit).load(c).await
-    })?;
+    };
     Ok(rows
         .into_iter()
-        .map(|(job, status, last_job_id)| {
+        .map(|(job, analysis)| {
             let current = match job.kind {
-                JobKind::Analyze => {
-                    status.and_then(|s| super::analyses::breakdown_job(s, last_job_id.as_deref()))
-                        == Some(job.id.as_str())
-                }
+                JobKind::Analyze => analysis.is_some_and(|a| a.breakdown_of(&job)),
                 // An AI job's result is its own, kept with it.
                 JobKind::Ai => job.status == JobStatus::Complete,
             };
             (job, current)
         })
         .collect())
+}
+
+/// The keyset condition of a page: created before `(created_at, id)` in the listing's order.
+type Older =
+    dsl::Or<dsl::Lt<jobs::created_at, i64>, dsl::And<dsl::Eq<jobs::created_at, i64>, dsl::Lt<jobs::id, String>>>;
+
+/// A listing's query narrowed by the filter and to the jobs after `before` (`(created_at, id)`).
+fn narrowed<'a, Q>(mut q: Q, filter: &JobFilter<'a>, before: Option<&(i64, String)>) -> Q
+where
+    Q: methods::FilterDsl<dsl::Eq<jobs::status, JobStatus>, Output = Q>
+        + methods::FilterDsl<dsl::Eq<jobs::ref_, &'a str>, Output = Q>
+        + methods::FilterDsl<dsl::GtEq<jobs::created_at, i64>, Output = Q>
+        + methods::FilterDsl<dsl::Lt<jobs::created_at, i64>, Output = Q>
+        + methods::FilterDsl<dsl::Eq<jobs::batch_id, &'a str>, Output = Q>
+        + methods::FilterDsl<Older, Output = Q>,
+{
+    if let Some(status) = filter.status {
+        q = q.filter(jobs::status.eq(status));
+    }
+    if let Some(r#ref) = filter.r#ref {
+        q = q.filter(jobs::ref_.eq(r#ref));
+    }
+    if let Some(after) = filter.created_after {
+        q = q.filter(jobs::created_at.ge(after));
+    }
+    if let Some(before) = filter.created_before {
+        q = q.filter(jobs::created_at.lt(before));
+    }
+    if let Some(batch_id) = filter.batch_id {
+        q = q.filter(jobs::batch_id.eq(batch_id));
+    }
+    if let Some((at, id)) = before {
+        q = q.filter(jobs::created_at.lt(*at).or(jobs::created_at.eq(*at).and(jobs::id.lt(id.clone()))));
+    }
+    q
 }
