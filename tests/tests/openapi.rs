@@ -1086,7 +1086,10 @@ async fn ai(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     assert_eq!(read.status, 200);
     let cancel = "/api/v1/analyze/batch/{batch_id}/cancel";
     let cancelled = caller.call(post.clone(), cancel, &format!("{batches}/{batch_id}/cancel"), t, None, &[]).await;
-    assert_eq!((cancelled.status, cancelled.body["status"].as_str()), (200, Some("cancelled")));
+    // The list may have finished before the cancel arrived (the simulator answers at once): then
+    // the cancel answers the finished batch unchanged. batch.rs holds a running list to cancel.
+    let status = cancelled.body["status"].as_str();
+    assert!(cancelled.status == 200 && matches!(status, Some("cancelled" | "complete")), "{}", cancelled.body);
     let missing = caller.call(get.clone(), one, &format!("{batches}/no-such-batch"), t, None, &[]).await;
     assert_eq!(missing.status, 404);
 

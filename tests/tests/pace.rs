@@ -139,3 +139,51 @@ async fn a_flood_of_links_that_lead_nowhere_costs_the_platform_at_most_the_failu
     assert_eq!(app.sim.requests().iter().filter(|r| r.path.contains("/share/nowhere")).count(), asked);
     app.stop().await;
 }
+
+/// The platform's requests in the order it received them, from `since` on, named by whose
+/// they are: `F` for a flood link, `R` for anything else (media downloads are another host).
+fn order(app: &cova_tests::TestApp, since: usize) -> String {
+    app.sim.requests()[since..]
+        .iter()
+        .filter(|r| !r.path.starts_with("/cdn/"))
+        .map(|r| if r.path.contains("/share/flood") { 'F' } else { 'R' })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_from_one_account_delays_another_accounts_reel_by_one_turn_per_request_at_most() {
+    let app = spawn_app_with(|c| {
+        c.platforms.instagram.requests_per_second = 20.0;
+        c.limits.api_requests_per_minute = 1_000_000;
+    })
+    .await;
+    let (reader, token) = app.integrator().await;
+    app.grant(&reader, 1_000).await;
+    let reader = app.client(Some(&token));
+    let (_, flood) = app.integrator().await;
+    let flooder = app.client(Some(&flood));
+    let since = app.sim.requests().len();
+    let alone = run(&reader, &reel(I::Normal, 5)).await;
+    assert_eq!(alone["status"], "complete", "{alone}");
+    let reel_requests = order(&app, since).len();
+
+    // Three lists of 100 share links that lead nowhere, then the reel while they are counted.
+    for list in 0..3 {
+        let urls: Vec<String> = (0..100).map(|k| format!("https://www.instagram.com/share/flood{list}x{k}/")).collect();
+        let preview = flooder.post_json("/api/v1/analyze/batch/preview", json!({ "urls": urls })).await.ok();
+        assert_eq!(preview["items"].as_array().map(Vec::len), Some(100), "{preview}");
+    }
+    let since = app.sim.requests().len();
+    // Another reel of 5 comments (a media id outside the scenarios' scheme: `pk % 1000` comments).
+    let flooded = run(&reader, &format!("https://www.instagram.com/reel/{}/", cova_sim::shortcode_of(6_005))).await;
+    assert_eq!(flooded["status"], "complete", "{flooded}");
+    // From the reel's first request to its last, each of its requests waited for one flood
+    // turn at most (deficit round robin between the two accounts).
+    let seen = order(&app, since);
+    let (first, last) = (seen.find('R').expect("the reel's requests"), seen.rfind('R').expect("its last"));
+    let during = &seen[first..=last];
+    let mine = during.matches('R').count();
+    assert_eq!(mine, reel_requests, "the same requests as alone: {seen}");
+    assert!(during.matches('F').count() <= mine, "more than one flood turn per reel request: {seen}");
+    app.stop().await;
+}

@@ -5,6 +5,7 @@
 
 mod ops;
 mod pace;
+pub use pace::CacheQueues;
 
 use anyhow::{Context, bail};
 use cova_config::{Config, DatabaseBackend};

@@ -9,7 +9,8 @@ use std::time::Duration;
 /// How long an unused queue is kept (each write keeps it this long again).
 const KEPT: Duration = Duration::from_secs(3600);
 
-pub(crate) struct CacheQueues(pub cova_cache::Cache);
+/// The queue store of every cova process (public for the benchmarks, which measure it).
+pub struct CacheQueues(pub cova_cache::Cache);
 
 fn key(route: &str) -> String {
     format!("pace:{route}")

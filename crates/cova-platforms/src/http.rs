@@ -17,6 +17,8 @@ use tokio::time::Instant;
 use url::Url;
 
 pub(crate) struct HttpSettings {
+    /// The platform, first in queue keys: two platforms never share a queue, even on one host.
+    pub platform: &'static str,
     pub user_agent: String,
     pub cookies: BTreeMap<String, String>,
     pub proxies: Vec<String>,
@@ -344,7 +346,7 @@ impl Http {
     async fn turn(&self, host: &str, route: &Route) -> Result<tokio::sync::OwnedSemaphorePermit, PlatformError> {
         let rps = self.settings.requests_per_second;
         let interval = if rps > 0.0 && rps.is_finite() { Duration::from_secs_f64(1.0 / rps) } else { Duration::ZERO };
-        let key = format!("{host}|{}", route.name);
+        let key = format!("{}|{host}|{}", self.settings.platform, route.name);
         self.settings.turns.turn(&key, host, interval, &self.gate(host)).await
     }
 

@@ -29,7 +29,7 @@ pub use model::{
     CollectOutcome, Comment, CommentAuthor, Cover, DescriptionKeywords, Hashtag, Media, Metadata, MetadataAuthor,
     Metrics, Sound, search_text,
 };
-pub use turns::{QueueStore, StoredQueue, UNSEEN_SHARERS};
+pub use turns::{QueueStore, StoredQueue, Turns, UNSEEN_SHARERS};
 pub use urls::{ParsedUrl, Platform, PostRef, ShortHost, ShortLink, parse_url};
 
 use std::sync::Arc;

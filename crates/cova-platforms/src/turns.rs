@@ -70,12 +70,15 @@ enum Place {
 }
 
 /// The queues of one deployment's platform requests, as this process sees them.
-pub(crate) struct Turns {
+pub struct Turns {
     shared: Option<Arc<dyn QueueStore>>,
     /// Every queue when none is shared; the fallback queues while the shared one is away.
     local: Mutex<HashMap<String, Queue>>,
     /// Wakes this process' waiters of a queue when one of them leaves it.
     wake: Mutex<HashMap<String, Arc<Notify>>>,
+    /// This process' changes of a shared queue, one at a time: its own waiters then never
+    /// race each other's writes (only other processes' writes can make one read again).
+    changing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Per queue, the processes that shared it when last seen.
     sharers: Mutex<HashMap<String, u32>>,
     /// This process, in the queues' list of members.
@@ -108,6 +111,7 @@ impl Turns {
             shared,
             local: Mutex::default(),
             wake: Mutex::default(),
+            changing: Mutex::default(),
             sharers: Mutex::default(),
             process: rand::random::<u64>().max(1),
             away: AtomicBool::new(false),
@@ -265,6 +269,8 @@ impl Turns {
                 return Ok((result, now));
             }
         };
+        let one_at_a_time = lock(&self.changing).entry(key.to_owned()).or_default().clone();
+        let _mine = one_at_a_time.lock().await;
         for _ in 0..CONFLICT_TRIES {
             let loaded = store.load(key).await?;
             // A queue written by another version of cova, or damaged, starts afresh.

@@ -36,6 +36,7 @@ impl YouTube {
             ))
         })?;
         let http = Http::new(HttpSettings {
+            platform: "youtube",
             user_agent: "cova/1 (YouTube Data API client)".into(),
             cookies: BTreeMap::new(),
             proxies: Vec::new(),

@@ -859,7 +859,7 @@ mod instagram {
         let host = url::Url::parse(sim.base_url()).expect("url").host_str().expect("host").to_owned();
         // The visitor's page and post query on the direct route; the comments with the session.
         let want: std::collections::BTreeSet<String> =
-            [format!("{host}|direct"), format!("{host}|direct+session-1")].into_iter().collect();
+            [format!("instagram|{host}|direct"), format!("instagram|{host}|direct+session-1")].into_iter().collect();
         assert_eq!(seen, want);
         assert!(seen.iter().all(|k| !k.contains(cova_sim::instagram::SESSION)));
     }

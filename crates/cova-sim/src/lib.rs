@@ -28,7 +28,7 @@ pub use payments::{
 };
 pub use rules::{
     InstagramScenario, TikTokScenario, YouTubeScenario, decode_instagram_pk, decode_short_code, decode_tiktok_id,
-    decode_youtube_id, instagram_pk, instagram_shortcode, short_code, tiktok_post_id, youtube_video_id,
+    decode_youtube_id, instagram_pk, instagram_shortcode, short_code, shortcode_of, tiktok_post_id, youtube_video_id,
 };
 pub use server::{RecordedRequest, SimHandle, serve, spawn};
 pub use smtp::SentMail;

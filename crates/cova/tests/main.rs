@@ -10,4 +10,5 @@ mod kill;
 mod mail;
 mod notifier;
 mod observability;
+mod pace;
 mod scheduler;

@@ -79,6 +79,7 @@ impl Reader {
         }
         let cfg = &settings.cfg;
         let http = Http::new(HttpSettings {
+            platform: "instagram",
             user_agent: cfg.user_agent.clone(),
             cookies,
             proxies: proxy.into_iter().collect(),

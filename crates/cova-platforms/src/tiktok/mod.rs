@@ -68,6 +68,7 @@ impl TikTok {
             cfg.short_link_base_url.as_deref().map(|u| parse_base("tiktok.short_link_base_url", u)).transpose()?;
         let signer_url = cfg.signer_url.as_deref().map(|u| parse_base("tiktok.signer_url", u)).transpose()?;
         let http = Http::new(HttpSettings {
+            platform: "tiktok",
             user_agent: cfg.user_agent.clone(),
             cookies: cfg.cookies.clone(),
             proxies: cfg.proxies.clone(),
