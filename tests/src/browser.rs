@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long a wait for the page gives up after. Waits end as soon as the page is there, so
@@ -51,18 +51,12 @@ impl Driver {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
         let profile = tempfile::tempdir().expect("profile dir");
         let mut driver = Driver { http, base: format!("http://127.0.0.1:{port}"), process, profile };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let ready = driver.http.get(format!("{}/status", driver.base)).send().await;
-            if let Ok(r) = ready
-                && let Ok(v) = r.json::<Value>().await
-                && v["value"]["ready"] == true
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "chromedriver did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::until_within("chromedriver to be ready", WAIT, async || {
+            let ready = driver.http.get(format!("{}/status", driver.base)).send().await.ok()?;
+            let status = ready.json::<Value>().await.ok()?;
+            (status["value"]["ready"] == true).then_some(())
+        })
+        .await;
         // Flags for a machine without network: no background connections, a fresh profile.
         let args = [
             "--headless=new",
@@ -141,16 +135,12 @@ impl Driver {
 
     /// Waits for an element matching `css` to exist and be displayed.
     pub async fn find(&self, css: &str) -> Element {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(el) = self.find_now(css).await
-                && self.try_call("GET", &format!("/element/{}/displayed", el.0), None).await == Ok(json!(true))
-            {
-                return el;
-            }
-            assert!(Instant::now() < deadline, "no visible `{css}` on {} after {WAIT:?}", self.current_url().await);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::until_within(&format!("a visible `{css}`"), WAIT, async || {
+            let el = self.find_now(css).await?;
+            let displayed = self.try_call("GET", &format!("/element/{}/displayed", el.0), None).await;
+            (displayed == Ok(json!(true))).then_some(el)
+        })
+        .await
     }
 
     /// How many elements match `css` now.
@@ -197,45 +187,32 @@ impl Driver {
 
     /// Waits until the text of `css` satisfies `test`; returns it.
     pub async fn wait_text(&self, css: &str, what: &str, test: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(el) = self.find_now(css).await
-                && let Ok(v) = self.try_call("GET", &format!("/element/{}/text", el.0), None).await
-                && let Some(text) = v.as_str()
-                && test(text)
-            {
-                return text.to_owned();
-            }
-            assert!(Instant::now() < deadline, "`{css}` never showed {what}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::until_within(&format!("`{css}` to show {what}"), WAIT, async || {
+            let el = self.find_now(css).await?;
+            let text = self.try_call("GET", &format!("/element/{}/text", el.0), None).await.ok()?;
+            text.as_str().filter(|t| test(t)).map(str::to_owned)
+        })
+        .await
     }
 
     /// Waits until the page's URL satisfies `test`.
     pub async fn wait_url(&self, what: &str, test: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let url = self.current_url().await;
-            if test(&url) {
-                return url;
-            }
-            assert!(Instant::now() < deadline, "the browser never reached {what}; it is at {url}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let from = self.current_url().await;
+        crate::until_within(&format!("the browser to reach {what} from {from}"), WAIT, async || {
+            Some(self.current_url().await).filter(|url| test(url))
+        })
+        .await
     }
 
     /// Answers the page's open `confirm()` dialog (waiting for it): OK when `accept`, else Cancel.
     pub async fn answer_dialog(&self, accept: bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(text) = self.try_call("GET", "/alert/text", None).await {
-                let action = if accept { "/alert/accept" } else { "/alert/dismiss" };
-                self.raw("POST", action, Some(json!({}))).await;
-                return text.as_str().unwrap_or_default().to_owned();
-            }
-            assert!(Instant::now() < deadline, "no dialog opened on {}", self.current_url().await);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let text = crate::until_within("a dialog to open", WAIT, async || {
+            self.try_call("GET", "/alert/text", None).await.ok()
+        })
+        .await;
+        let action = if accept { "/alert/accept" } else { "/alert/dismiss" };
+        self.raw("POST", action, Some(json!({}))).await;
+        text.as_str().unwrap_or_default().to_owned()
     }
 
     /// Sets a form control's value as a paste would, and tells the page it changed.

@@ -4,6 +4,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use std::time::Duration;
 
 /// The error body: exactly `{detail, code}`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -192,16 +193,19 @@ impl Client {
         done
     }
 
-    /// Polls the job every 50 ms until it is complete or failed (bounded).
+    /// Waits (at most a minute) until the job is complete or failed, and returns it: the one
+    /// way tests wait for a job.
     pub async fn wait_job(&self, job_id: &str) -> serde_json::Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let job = self.job(job_id).await.ok();
-            if job["status"] == "complete" || job["status"] == "failed" {
-                return job;
+        // Each look owns what it uses: tasks spawn this wait, and rustc cannot yet prove `Send`
+        // a closure's future that borrows.
+        let (client, id) = (self.clone(), job_id.to_owned());
+        crate::until_within(&format!("job {job_id} to finish"), Duration::from_secs(60), move || {
+            let (client, id) = (client.clone(), id.clone());
+            async move {
+                let job = client.job(&id).await.ok();
+                (job["status"] == "complete" || job["status"] == "failed").then_some(job)
             }
-            assert!(std::time::Instant::now() < deadline, "job {job_id} did not finish: {job}");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }

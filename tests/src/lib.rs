@@ -13,6 +13,8 @@ pub mod workspace;
 
 pub use client::{ApiError, Client, Reply, Usage};
 pub use cova_testdb::TestDatabase;
+/// How scenarios wait for what happens in the background: the waits every crate's tests share.
+pub use cova_testdb::{WAIT, eventually, until, until_within};
 
 use cova_app::{Role, Stack};
 use cova_auth::ScopeSet;
@@ -83,32 +85,6 @@ pub fn flat_comments(comments: &serde_json::Value) -> Vec<serde_json::Value> {
         out.extend(c["replies"].as_array().cloned().unwrap_or_default());
     }
     out
-}
-
-/// How long [`until`] and [`eventually`] wait for what they wait for.
-pub const WAIT: Duration = Duration::from_secs(30);
-
-/// Waits (real time, at most [`WAIT`]) until `found` has something, and answers it.
-pub async fn until<T>(what: &str, found: impl AsyncFnMut() -> Option<T>) -> T {
-    until_within(what, WAIT, found).await
-}
-
-/// Waits (real time, at most `limit`: for work that takes longer by design, such as a lease
-/// running out) until `found` has something, and answers it.
-pub async fn until_within<T>(what: &str, limit: Duration, mut found: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(value) = found().await {
-            return value;
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits (real time, at most [`WAIT`]) until `done`.
-pub async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    until_within(what, WAIT, async || done().await.then_some(())).await
 }
 
 /// The bucket every test's media live in (each under its own prefix) on the S3 test server.

@@ -81,28 +81,23 @@ impl Browser {
 }
 
 /// The link of `kind` (`confirm` or `reset`) in the newest e-mail to `email` that has one
-/// (mail goes out in the background: waits up to 10 s for it).
+/// (mail goes out in the background: waits for it).
 pub async fn mailed_link(app: &TestApp, email: &str, kind: &str) -> String {
     let marker = format!("/#/{kind}/");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let found = app
-            .sim
+    let text = crate::until(&format!("an e-mail with a {kind} link to {email}"), async || {
+        app.sim
             .mails()
             .into_iter()
             .rev()
             .filter(|m| m.to.iter().any(|to| to.eq_ignore_ascii_case(email)))
             .map(|m| m.body_text())
-            .find(|text| text.contains(&marker));
-        if let Some(text) = found {
-            let at = text.find(&marker).expect("marker");
-            let start = text[..at].rfind("http").expect("link start");
-            let end = text[at..].find(char::is_whitespace).map_or(text.len(), |n| at + n);
-            return text[start..end].to_owned();
-        }
-        assert!(std::time::Instant::now() < deadline, "no e-mail with a {kind} link to {email}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            .find(|text| text.contains(&marker))
+    })
+    .await;
+    let at = text.find(&marker).expect("marker");
+    let start = text[..at].rfind("http").expect("link start");
+    let end = text[at..].find(char::is_whitespace).map_or(text.len(), |n| at + n);
+    text[start..end].to_owned()
 }
 
 /// The token at the end of an e-mailed link.

@@ -10,7 +10,7 @@ use cova_domain::time::parse_rfc3339;
 use cova_sim::{TikTokScenario, tiktok_post_id};
 use cova_tests::{Client, TestApp, spawn_app, spawn_app_with, spawn_on_clock, tiktok_url};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Collects the post and answers its ref.
 async fn collected(client: &Client, id: u64) -> String {
@@ -313,23 +313,18 @@ async fn ai_events_and_commands_match_their_schemas() {
     wait_ai(&client, started["id"].as_str().expect("id")).await;
 
     let event_schema = cova_tests::schema("job-event.schema.json");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let message = tokio::time::timeout(deadline - Instant::now(), events.next())
-            .await
-            .expect("the AI event in time")
-            .expect("open");
+    let body = cova_tests::until("the AI job's event", async || {
+        let message = tokio::time::timeout(Duration::from_secs(20), events.next()).await.ok()??;
         let body: Value = serde_json::from_slice(&message.payload).expect("JSON");
         cova_tests::assert_valid(&event_schema, &body);
-        if body["kind"] == "ai" {
-            assert_eq!(
-                (body["type"].as_str(), body["job_id"].as_str(), body["ref"].as_str()),
-                (Some("job.complete"), started["id"].as_str(), Some(r#ref.as_str()))
-            );
-            assert!(body["error"].is_null());
-            break;
-        }
-    }
+        (body["kind"] == "ai").then_some(body)
+    })
+    .await;
+    assert_eq!(
+        (body["type"].as_str(), body["job_id"].as_str(), body["ref"].as_str()),
+        (Some("job.complete"), started["id"].as_str(), Some(r#ref.as_str()))
+    );
+    assert!(body["error"].is_null());
     let command_schema = cova_tests::schema("ai-command.schema.json");
     let commands: Vec<Value> =
         app.outbox_payloads("command").await.iter().map(|p| serde_json::from_str(p).expect("JSON")).collect();

@@ -379,12 +379,9 @@ async fn a_platform_that_stays_unavailable_fails_the_job_after_the_last_attempt(
     assert!(done["error"]["detail"].as_str().unwrap_or_default().contains("2 attempts"), "{}", done["error"]);
     assert_eq!(used(&app, &token).await, (0, 0, 500), "nothing charged");
     // On either queue (in-process or RabbitMQ) the command ends in the dead-letter queue.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let dead = || async { app.backends.queue.dead_letter_count("scraper").await.expect("dead-letter count") };
-    while dead().await == 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(dead().await, 1, "the command ends in the dead-letter queue");
+    let dead = async || app.backends.queue.dead_letter_count("scraper").await.expect("dead-letter count");
+    cova_tests::eventually("the command in the dead-letter queue", async || dead().await > 0).await;
+    assert_eq!(dead().await, 1, "the command ends in the dead-letter queue once");
     app.stop().await;
 }
 

@@ -27,8 +27,14 @@ impl Shots {
 
     async fn take(&self, driver: &Driver, name: &str) {
         if let Some(dir) = &self.0 {
-            // Let fonts and the last answer settle so the picture shows the page, not its loading.
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            // Fonts loaded and the page drawn with them, so the picture shows the page, not its loading.
+            driver
+                .execute_async(
+                    "const done = arguments[arguments.length - 1]; \
+                     document.fonts.ready.then(() => requestAnimationFrame(() => requestAnimationFrame(done)));",
+                    serde_json::json!([]),
+                )
+                .await;
             std::fs::write(dir.join(format!("{name}.png")), driver.screenshot().await).expect("screenshot written");
         }
     }
@@ -113,21 +119,18 @@ async fn the_workspace_in_a_browser() {
     driver.click("#preview-submit").await;
     driver.find("#preview").await;
     driver.click("#analyze-submit").await;
-    let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    loop {
+    // Every step the bar shows on the way, until the job ends.
+    let mut seen: Vec<(String, f64, f64)> = Vec::new();
+    cova_tests::until_within("the job to finish in the page", std::time::Duration::from_secs(120), async || {
         let status = driver.text("#analyze-status").await;
         let value = driver.property("#analyze-progress", "value").await.as_f64().unwrap_or(0.0);
         let max = driver.property("#analyze-progress", "max").await.as_f64().unwrap_or(0.0);
-        if seen.last().map(|(s, v, _): &(String, f64, f64)| (s.as_str(), *v)) != Some((status.as_str(), value)) {
+        if seen.last().map(|(s, v, _)| (s.as_str(), *v)) != Some((status.as_str(), value)) {
             seen.push((status.clone(), value, max));
         }
-        if status == "complete" || status == "failed" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the job did not finish: {seen:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        (status == "complete" || status == "failed").then_some(())
+    })
+    .await;
     let (status, value, max) = seen.last().cloned().expect("a status");
     assert_eq!(status, "complete", "{seen:?}");
     assert!(max > 0.0 && value == max, "the bar is full at the end: {seen:?}");

@@ -5,7 +5,7 @@ use cova_tests::spawn_app;
 use serde_json::Value;
 use std::time::Duration;
 
-use cova_tests::{assert_valid, schema};
+use cova_tests::{assert_valid, schema, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_events_and_commands_match_their_schemas() {
@@ -93,19 +93,16 @@ async fn keyword_alert_events_match_their_schema() {
     let job = client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok();
     client.wait_job(job["job_id"].as_str().expect("id")).await;
     let alert_schema = schema("keyword-alert-event.schema.json");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let mut alerts = 0;
-    while alerts < 3 {
-        assert!(std::time::Instant::now() < deadline, "alert events in time");
-        let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(20), events.next()).await else { continue };
-        if message.routing_key != "keyword.alert" {
-            continue;
-        }
-        let body: Value = serde_json::from_slice(&message.payload).expect("event is JSON");
+    for _ in 0..3 {
+        let body = until("a keyword.alert event", async || {
+            let message = tokio::time::timeout(Duration::from_secs(20), events.next()).await.ok()??;
+            (message.routing_key == "keyword.alert")
+                .then(|| serde_json::from_slice::<Value>(&message.payload).expect("event is JSON"))
+        })
+        .await;
         assert_valid(&alert_schema, &body);
         assert_eq!(body["account_id"], account.id.as_str());
         assert_eq!(body["ref"], format!("tiktok:{id}"));
-        alerts += 1;
     }
     app.stop().await;
 }

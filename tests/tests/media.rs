@@ -279,11 +279,9 @@ async fn a_media_store_that_is_down_answers_503_and_fails_no_job() {
     let entry = collect(&client, tiktok_post_id(TikTokScenario::Normal, 12)).await;
     assert_eq!(entry["status"], "ready", "the comments are in although no image could be kept");
     let cover = entry["metadata"]["media"][0]["url"].as_str().expect("a cover");
-    let started = std::time::Instant::now();
     let (status, headers, body) = get(&client, cover, &[]).await;
     assert_eq!((status, error_code(&body).as_str()), (503, "unavailable"));
     assert!(headers.contains_key("retry-after"));
-    assert!(started.elapsed() < Duration::from_secs(15), "answered within the store's retry bound");
     // Readiness names the store.
     let (status, _, body) = get(&client, "/readyz", &[]).await;
     assert_eq!(status, 503);

@@ -3,7 +3,7 @@
 //! allowance, tokens, packs paid through the simulator's provider, anonymous metadata.
 
 use cova_sim::{TikTokScenario, tiktok_post_id};
-use cova_storage::repo::{accounts, balances};
+use cova_storage::repo::{accounts, balances, sessions};
 use cova_tests::workspace::{Browser, PASSWORD, link_token, mailed_link, set_cookie_value, signed_in, signed_up};
 use cova_tests::{Client, TestApp, spawn_app_with};
 use reqwest::{Method, StatusCode};
@@ -354,7 +354,7 @@ async fn the_free_allowance_is_spent_only_by_session_jobs() {
     // From the session: paid from the allowance, and not saved to the library.
     let (status, job) = browser.call(Method::POST, "/api/v1/analyze", Some(json!({"url": post(49)}))).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{job}");
-    let done = wait(&browser, job["job_id"].as_str().expect("id")).await;
+    let done = token.wait_job(job["job_id"].as_str().expect("id")).await;
     assert_eq!(done["result"]["comments_total"], 49, "{done}");
     let left = accounts::get(app.db(), &account.id).await.expect("account").free_comments_left;
     assert_eq!(left, 100 - 49, "49 comments from the free allowance");
@@ -366,7 +366,7 @@ async fn the_free_allowance_is_spent_only_by_session_jobs() {
     // A session job bigger than what is left holds all of it and no more without a pack.
     let (status, job) = browser.call(Method::POST, "/api/v1/analyze", Some(json!({"url": post(80)}))).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{job}");
-    let done = wait(&browser, job["job_id"].as_str().expect("id")).await;
+    let done = token.wait_job(job["job_id"].as_str().expect("id")).await;
     assert_eq!(done["result"]["truncated"], true, "{done}");
     assert_eq!(accounts::get(app.db(), &account.id).await.expect("account").free_comments_left, 0);
     let (status, body) = browser.call(Method::POST, "/api/v1/analyze", Some(json!({"url": post(30)}))).await;
@@ -379,17 +379,6 @@ async fn the_free_allowance_is_spent_only_by_session_jobs() {
     let balance = balances::current(app.db(), &account.id, app.now()).await.expect("balance");
     assert_eq!(balance.spent, 30);
     app.stop().await;
-}
-
-async fn wait(browser: &Browser, job_id: &str) -> Value {
-    for _ in 0..600 {
-        let (_, job) = browser.call(Method::GET, &format!("/api/v1/analyze/{job_id}"), None).await;
-        if job["status"] == "complete" || job["status"] == "failed" {
-            return job;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("job {job_id} did not finish");
 }
 
 #[tokio::test]
@@ -587,12 +576,12 @@ async fn sessions_and_links_expire_on_the_clock() {
 
     // Idle: every request keeps the session alive for 30 more minutes; silence ends it.
     let mut browser = signed_up(&app, "idle@example.com").await;
+    let idle = accounts::find_by_email(app.db(), "idle@example.com").await.expect("db").expect("account");
     browser.login("idle@example.com", PASSWORD).await;
     for _ in 0..2 {
         clock.advance(minutes(29));
         assert_eq!(browser.call(Method::GET, "/api/v1/usage", None).await.0, StatusCode::OK);
-        // The idle expiry moves in the background; let it land before the clock moves on.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        kept_alive(&app, &idle.id).await;
     }
     clock.advance(minutes(31));
     let (status, body) = browser.call(Method::GET, "/api/v1/usage", None).await;
@@ -603,7 +592,7 @@ async fn sessions_and_links_expire_on_the_clock() {
     for _ in 0..4 {
         clock.advance(minutes(25));
         assert_eq!(browser.call(Method::GET, "/api/v1/usage", None).await.0, StatusCode::OK);
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        kept_alive(&app, &idle.id).await;
     }
     clock.advance(minutes(21));
     assert_eq!(
@@ -612,4 +601,15 @@ async fn sessions_and_links_expire_on_the_clock() {
         "past the absolute end"
     );
     app.stop().await;
+}
+
+/// Waits until a request at the clock's present has pushed the account's session forward: the
+/// gateway writes the idle expiry in the background, and the clock must not move before it lands.
+async fn kept_alive(app: &TestApp, account_id: &str) {
+    let now = app.now();
+    cova_tests::eventually("the session's idle expiry pushed forward", async || {
+        let live = sessions::live_of_account(app.db(), account_id, now).await.expect("sessions");
+        live.iter().any(|s| s.last_seen_at == now)
+    })
+    .await;
 }

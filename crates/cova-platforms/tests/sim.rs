@@ -245,10 +245,13 @@ async fn collect_while_posting(
         let post = post.clone();
         tokio::spawn(async move { collect(&p, &post, 100_000).await })
     };
-    while list_requests(&sim) < 10 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    cova_testdb::eventually("ten top-level pages asked for", async || list_requests(&sim) >= 10).await;
+    // The platform holds its answers while the comments are posted: the collection is known
+    // to be under way when they are, whatever the machine's speed.
+    sim.pause();
+    assert!(!collecting.is_finished(), "the collection ended before the comments were posted");
     post_comments(&sim);
+    sim.resume();
     let (outcome, flat) = collecting.await.expect("joins").expect("collects");
     (sim, outcome, flat)
 }
@@ -601,11 +604,17 @@ async fn client_hygiene_cookies_user_agent_signer() {
     }
 }
 
-/// The span of the requests the simulator received, first to last, in µs.
-fn received_span(sim: &cova_sim::SimHandle, path: &str) -> (usize, i64) {
+/// Now, in µs on the clock the simulator stamps the requests it receives with.
+fn now_us() -> i64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("a clock after 1970");
+    i64::try_from(since_epoch.as_micros()).expect("µs fit an i64")
+}
+
+/// How many requests under `path` the simulator received, and how long after `since_us` the
+/// last of them arrived, in µs.
+fn received_since(sim: &cova_sim::SimHandle, path: &str, since_us: i64) -> (usize, i64) {
     let times: Vec<i64> = sim.requests().iter().filter(|r| r.path.starts_with(path)).map(|r| r.received_us).collect();
-    let span = times.iter().max().copied().unwrap_or(0) - times.iter().min().copied().unwrap_or(0);
-    (times.len(), span)
+    (times.len(), times.iter().max().map_or(0, |last| last - since_us))
 }
 
 #[tokio::test]
@@ -614,14 +623,15 @@ async fn request_rate_is_limited_per_host() {
     let mut cfg = config(&sim);
     cfg.tiktok.requests_per_second = 40.0;
     let p = Platforms::new(&cfg).expect("config");
+    let sent = now_us();
     for _ in 0..9 {
         p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
     }
-    // As the platform saw them: nine requests at 40/s span at least eight intervals of 25 ms
-    // (less a little for the delivery of the first).
-    let (n, span) = received_span(&sim, "/@");
+    // At 40/s the ninth request reaches the platform eight intervals of 25 ms after the first
+    // was sent at the earliest (a slow machine only adds to it).
+    let (n, last) = received_since(&sim, "/@", sent);
     assert_eq!(n, 9);
-    assert!(span >= 190_000, "{span} µs");
+    assert!(last >= 200_000, "the ninth request arrived {last} µs after the first was sent");
 }
 
 /// The queues kept in a cache shared by two processes' adapters (as `cova-app` wires it).
@@ -661,12 +671,13 @@ async fn processes_that_share_a_queue_keep_one_rate_per_host_between_them() {
             p.metadata(&tiktok(S::Normal, 1)).await.expect("metadata");
         }
     };
+    let sent = now_us();
     tokio::join!(each(one), each(two));
-    // Ten requests at 20/s between both span at least nine intervals of 50 ms as the platform
-    // saw them (alone, each would need only four).
-    let (n, span) = received_span(&sim, "/@");
+    // Ten requests at 20/s between both: the last reaches the platform nine intervals of 50 ms
+    // after the first was sent at the earliest (alone, each would need only four).
+    let (n, last) = received_since(&sim, "/@", sent);
     assert_eq!(n, 10);
-    assert!(span >= 440_000, "{span} µs");
+    assert!(last >= 450_000, "the tenth request arrived {last} µs after the first was sent");
 }
 
 struct FailingSink {

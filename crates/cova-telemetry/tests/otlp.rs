@@ -1,7 +1,6 @@
 //! Spans reach an OTLP/HTTP collector when `telemetry.otlp_endpoint` is set.
 
 use cova_config::TelemetryConfig;
-use std::time::{Duration, Instant};
 
 #[test]
 fn spans_are_exported_over_otlp_http() {
@@ -16,14 +15,9 @@ fn spans_are_exported_over_otlp_http() {
     let guard = cova_telemetry::init(&cfg).expect("telemetry starts");
     tracing::info_span!("request", request.id = "abc").in_scope(|| tracing::info!("inside a span"));
     drop(guard); // flushes the batch
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let export = loop {
-        if let Some(r) = sim.requests().into_iter().find(|r| r.path == "/v1/traces") {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "the collector received no export");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let export = rt.block_on(cova_testdb::until("an export at the collector", async || {
+        sim.requests().into_iter().find(|r| r.path == "/v1/traces")
+    }));
     assert_eq!(export.method, "POST");
     assert!(export.body_bytes > 0);
     drop(sim);

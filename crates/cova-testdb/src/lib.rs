@@ -1,6 +1,11 @@
 //! Isolated databases for tests: a fresh SQLite file, or a fresh PostgreSQL database when
 //! `COVA_TEST_DATABASE_URL` names a server. Used by every test that needs a database; a crate
-//! of its own so that `cova-storage` carries no test code and no test-only dependency.
+//! of its own so that `cova-storage` carries no test code and no test-only dependency. Also
+//! the waits every crate's tests share ([`until`], [`eventually`]).
+
+mod wait;
+
+pub use wait::{WAIT, eventually, until, until_within};
 
 use cova_config::DatabaseConfig;
 use cova_storage::{Db, Result, StorageError};

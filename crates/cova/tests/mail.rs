@@ -3,7 +3,6 @@
 
 use crate::common::Cova;
 use cova_testdb::TestDatabase;
-use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mailed_link_is_in_its_file_and_never_in_the_log() {
@@ -32,14 +31,10 @@ async fn a_mailed_link_is_in_its_file_and_never_in_the_log() {
     assert_eq!(signup.status(), 202);
 
     // The mail goes out in the background: wait for its log line.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let line = loop {
-        if let Some(line) = log.lines().into_iter().find(|l| l.contains("e-mail written to a file")) {
-            break line;
-        }
-        assert!(Instant::now() < deadline, "no mail log line: {:?}", log.lines());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let line = cova_tests::until("the mail's log line", async || {
+        log.lines().into_iter().find(|l| l.contains("e-mail written to a file"))
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
     let logged: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");

@@ -5,10 +5,10 @@
 use cova_app::Role;
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
 use cova_tests::receiver::{Receiver, Reply, TestCa};
-use cova_tests::{TestDatabase, real_backend, spawn_stack, use_receivers};
+use cova_tests::{TestDatabase, eventually, real_backend, spawn_stack, until_within, use_receivers};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and RabbitMQ: run with make test-real"]
@@ -52,11 +52,7 @@ async fn a_killed_notifier_loses_no_delivery() {
     client.wait_job(job["job_id"].as_str().expect("id")).await;
 
     let mut first = cova.start_until("notifier", "deliveries running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while receiver.received().is_empty() {
-        assert!(Instant::now() < deadline, "the first notifier delivers");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the first notifier to deliver", async || !receiver.received().is_empty()).await;
     let _ = first.kill();
     let _ = first.wait();
     let mut second = cova.start_until("notifier", "deliveries running");
@@ -66,15 +62,12 @@ async fn a_killed_notifier_loses_no_delivery() {
             .cloned()
             .unwrap_or_default()
     };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
+    // The killed process's claims pass to the second one only once they time out (9 s).
+    until_within("every delivery to complete", Duration::from_secs(90), async || {
         let items = log().await;
-        if !items.is_empty() && items.iter().all(|d| d["state"] == "delivered") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "every delivery completes: {items:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        (!items.is_empty() && items.iter().all(|d| d["state"] == "delivered")).then_some(())
+    })
+    .await;
     let _ = second.kill();
     let _ = second.wait();
     let items = log().await;

@@ -5,10 +5,11 @@
 
 use cova_sim::{ExportedSpan, SimConfig, TikTokScenario, tiktok_post_id};
 use cova_testdb::TestDatabase;
+use cova_tests::{eventually, until};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::common::{Cova, Log, metrics_base, series, sum_where};
 
@@ -21,8 +22,6 @@ struct Running {
     gateway_ops: String,
     scraper_ops: String,
     token: String,
-    /// The gateway's (or `serve`'s) log.
-    log: Log,
     cova: Cova,
     prefix: String,
     queue_url: Option<String>,
@@ -70,16 +69,16 @@ async fn start(db: &TestDatabase, sim: &cova_sim::SimHandle, split: bool) -> Run
             .expect("token")
             .to_owned();
     let (front, base, front_log) = cova.start_logging(if split { "gateway" } else { "serve" });
-    let gateway_ops = metrics_base(&front_log);
+    let gateway_ops = metrics_base(&front_log).await;
     let mut procs = vec![front];
     let scraper_ops = if split {
         let (worker, log): (Child, Log) = cova.start_collecting("scraper", "scraper consuming");
         procs.push(worker);
-        metrics_base(&log)
+        metrics_base(&log).await
     } else {
         gateway_ops.clone()
     };
-    Running { procs, base, gateway_ops, scraper_ops, token, log: front_log, cova, prefix, queue_url }
+    Running { procs, base, gateway_ops, scraper_ops, token, cova, prefix, queue_url }
 }
 
 fn rand_suffix() -> u32 {
@@ -107,25 +106,10 @@ async fn analyze(run: &Running, http: &reqwest::Client) -> Value {
         .expect("post");
     assert_eq!(res.status(), 202);
     let created: Value = res.json().await.expect("json");
-    let id = created["job_id"].as_str().expect("job id").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let job: Value = http
-            .get(format!("{}/api/v1/analyze/{id}?limit=1", run.base))
-            .bearer_auth(&run.token)
-            .send()
-            .await
-            .expect("poll")
-            .json()
-            .await
-            .expect("json");
-        if job["status"] == "complete" || job["status"] == "failed" {
-            assert_eq!(job["status"], "complete", "{job}");
-            return job;
-        }
-        assert!(Instant::now() < deadline, "the job did not finish: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let id = created["job_id"].as_str().expect("job id");
+    let job = cova_tests::Client::new(&run.base, Some(&run.token)).wait_job(id).await;
+    assert_eq!(job["status"], "complete", "{job}");
+    job
 }
 
 async fn get(http: &reqwest::Client, url: &str) -> (u16, String) {
@@ -135,16 +119,12 @@ async fn get(http: &reqwest::Client, url: &str) -> (u16, String) {
 
 /// Waits until the job's events have been handled everywhere (the counters are final).
 async fn metrics_once(http: &reqwest::Client, ops: &str, ready: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    until("the metrics to settle", async || {
         let (status, text) = get(http, &format!("{ops}/metrics")).await;
         assert_eq!(status, 200);
-        if ready(&text) {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "metrics never settled:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ready(&text).then_some(text)
+    })
+    .await
 }
 
 async fn metrics_count_a_job(split: bool) {
@@ -252,21 +232,12 @@ async fn one_trace_runs_from_the_request_to_the_platform_calls() {
     analyze(&run, &http).await;
 
     // Spans are exported in batches: wait for the platform calls to arrive.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let spans = loop {
+    let spans = until("the platform calls' and the outbox's spans", async || {
         let spans = sim.spans();
         let platform = spans.iter().filter(|s| s.name == "platform_request").count();
-        if platform >= 2 && spans.iter().any(|s| s.name == "outbox_publish") {
-            break spans;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "spans never arrived: {spans:?}; exports: {:?}; log: {:?}",
-            sim.requests().iter().filter(|r| r.path.starts_with("/v1/")).map(|r| r.body_bytes).collect::<Vec<_>>(),
-            run.log.lines().iter().filter(|l| !l.contains("\"INFO\"")).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        (platform >= 2 && spans.iter().any(|s| s.name == "outbox_publish")).then_some(spans)
+    })
+    .await;
     let by_id: HashMap<&str, &ExportedSpan> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let parent = |s: &ExportedSpan| by_id.get(s.parent_span_id.as_str()).copied();
 
@@ -316,7 +287,7 @@ async fn a_worker_without_its_broker_is_not_ready() {
     };
     run_ok(&cova, &["migrate"]);
     let (mut scraper, log) = cova.start_collecting("scraper", "cova metrics on ");
-    let ops = metrics_base(&log);
+    let ops = metrics_base(&log).await;
     let http = reqwest::Client::new();
     assert_eq!(get(&http, &format!("{ops}/healthz")).await.0, 200, "alive");
     let res = http.get(format!("{ops}/readyz")).send().await.expect("readyz");
@@ -353,17 +324,11 @@ async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
     // Two cuts; each time the consumer comes back.
     for cut in 1..=2 {
         proxy.cut();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while log
-            .lines()
-            .iter()
-            .filter(|l| l.contains("scraper consuming") || l.contains("consumer reconnected"))
-            .count()
-            <= cut
-        {
-            assert!(Instant::now() < deadline, "no reconnect after cut {cut}: {:?}", log.lines());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(&format!("a reconnect after cut {cut}"), async || {
+            let lines = log.lines();
+            lines.iter().filter(|l| l.contains("scraper consuming") || l.contains("consumer reconnected")).count() > cut
+        })
+        .await;
     }
     let _ = scraper.kill();
     let _ = scraper.wait();

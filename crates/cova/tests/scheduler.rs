@@ -3,9 +3,9 @@
 //! RabbitMQ (split roles need a shared queue), so it runs with `make test-real`.
 
 use cova_testdb::TestDatabase;
-use cova_tests::real_backend;
+use cova_tests::{real_backend, until_within};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Accounts, each with one due watch among `WATCHES_PER_ACCOUNT`.
 const ACCOUNTS: i64 = 1_000;
@@ -67,11 +67,11 @@ async fn two_schedulers_start_each_due_watch_exactly_once() {
     let (mut second, second_log) = env.start_collecting("scheduler", "scheduler running");
     let url_ref = url.as_str();
     let started = |n: i64| async move {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while count(url_ref, "SELECT COUNT(*) AS n FROM analyses WHERE watch_last_run_at IS NOT NULL").await < n {
-            assert!(Instant::now() < deadline, "the schedulers did not start {n} runs in time");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let sql = "SELECT COUNT(*) AS n FROM analyses WHERE watch_last_run_at IS NOT NULL";
+        until_within(&format!("the schedulers to start {n} runs"), Duration::from_secs(90), async || {
+            (count(url_ref, sql).await >= n).then_some(())
+        })
+        .await;
     };
     started(ACCOUNTS).await;
     // Both keep ticking over the million: one more watch made due is started, which proves
@@ -178,19 +178,17 @@ async fn two_schedulers_list_each_due_creator_once_per_period() {
     let (mut first, _) = env.start_collecting("scheduler", "scheduler running");
     let (mut second, _) = env.start_collecting("scheduler", "scheduler running");
     let period = |n: i64| format!("SELECT COUNT(*) AS n FROM creators WHERE last_run_at >= {n}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while count(&url, &period(1)).await < CREATORS {
-        assert!(Instant::now() < deadline, "the schedulers did not list every creator in time");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let listed = async |since: i64, what: &str| {
+        until_within(what, Duration::from_secs(60), async || {
+            (count(&url, &period(since)).await >= CREATORS).then_some(())
+        })
+        .await;
+    };
+    listed(1, "the schedulers to list every creator").await;
     // A second period: every creator due again (with as long to list them as the first had).
-    let deadline = Instant::now() + Duration::from_secs(60);
     let marker = cova_domain::time::now_ms();
     conn.batch_execute("UPDATE creators SET next_run_at = 0").await.expect("due again");
-    while count(&url, &period(marker)).await < CREATORS {
-        assert!(Instant::now() < deadline, "the schedulers did not list every creator again in time");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    listed(marker, "the schedulers to list every creator again").await;
     for child in [&mut first, &mut second] {
         let _ = child.kill();
         let _ = child.wait();

@@ -151,18 +151,15 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The metrics listener's base URL (`http://addr`) from a process' log, waiting up to 30 s.
-pub fn metrics_base(log: &Log) -> String {
+/// The metrics listener's base URL (`http://addr`) from a process' log, once it is there.
+pub async fn metrics_base(log: &Log) -> String {
     const MARKER: &str = "cova metrics on ";
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(rest) = log.lines().iter().find_map(|l| l.split(MARKER).nth(1).map(str::to_owned)) {
-            let url: String = rest.chars().take_while(|c| *c != '"').collect();
-            return url.trim_end_matches("/metrics").to_owned();
-        }
-        assert!(std::time::Instant::now() < deadline, "no metrics address in the log");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let rest = cova_tests::until("the metrics address in the log", async || {
+        log.lines().iter().find_map(|l| l.split(MARKER).nth(1).map(str::to_owned))
+    })
+    .await;
+    let url: String = rest.chars().take_while(|c| *c != '"').collect();
+    url.trim_end_matches("/metrics").to_owned()
 }
 
 /// The value of one series (`name{labels}` exactly as exposed), 0 when absent.
