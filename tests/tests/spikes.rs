@@ -42,6 +42,9 @@ fn steady(from: i64, to: i64, per_hour: f64, seed: &mut u64, tone: Tone) -> Vec<
 }
 
 /// `n` comments evenly over the `minutes` before `to`.
+/// The steady post's usual comments an hour.
+const RATE: f64 = 4.0;
+
 fn burst(to: i64, minutes: i64, n: i64, tone: Tone) -> Vec<(i64, Tone)> {
     (0..n).map(|i| ((to - minutes * 60_000 + minutes * 60_000 * i / n) / 1000, tone)).collect()
 }
@@ -89,29 +92,29 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     assert_eq!((&defaults["enabled"], &defaults["sensitivity"]), (&json!(true), &json!("balanced")), "{defaults}");
     assert_eq!(defaults["judged"]["min_comments"], 20);
 
-    // Two weeks of a steady post, collected every twelve hours: no alert.
+    // Two weeks of a steady post at 4 comments an hour, collected every day: no alert.
     // A post of no comments of its own: the test posts them all, at chosen times.
     let id = tiktok_post_id(TikTokScenario::Normal, 0).to_string();
     let r#ref = format!("tiktok:{id}");
     let mut seed = 7;
-    let step = 12 * HOUR;
-    app.sim.post_comments(&id, &steady(t0, t0 + step, 12.0, &mut seed, Tone::Usual));
+    let step = 24 * HOUR;
+    app.sim.post_comments(&id, &steady(t0, t0 + step, RATE, &mut seed, Tone::Usual));
     set_time(&app, &clock, t0 + step);
     collected(&client, client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok()).await;
-    for k in 1..28 {
+    for k in 1..14 {
         let (from, to) = (t0 + k * step, t0 + (k + 1) * step);
-        app.sim.post_comments(&id, &steady(from, to, 12.0, &mut seed, Tone::Usual));
+        app.sim.post_comments(&id, &steady(from, to, RATE, &mut seed, Tone::Usual));
         set_time(&app, &clock, to);
         collected(&client, client.refresh(&r#ref).await.ok()).await;
     }
     app.notifier_caught_up().await;
     assert!(alerts(&client).await.is_empty(), "no alert on a steady post");
-    let fortnight = t0 + 28 * step;
+    let fortnight = t0 + 14 * step;
 
     let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
     // A burst: 60 comments in the last 40 minutes besides the usual ones.
     let at = fortnight + 6 * HOUR;
-    let mut posted = steady(fortnight, at, 12.0, &mut seed, Tone::Usual);
+    let mut posted = steady(fortnight, at, RATE, &mut seed, Tone::Usual);
     posted.extend(burst(at, 40, 60, Tone::Usual));
     app.sim.post_comments(&id, &posted);
     set_time(&app, &clock, at);
@@ -122,7 +125,7 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     let in_window = posted.iter().filter(|(t, _)| *t * 1000 >= at - HOUR).count() as u64;
     assert_eq!(alert["comments"], in_window, "{alert}");
     let expected = alert["expected"].as_f64().expect("expected");
-    assert!((8.0..=16.0).contains(&expected), "about 12 an hour usually: {alert}");
+    assert!((2.0..=6.0).contains(&expected), "about 4 an hour usually: {alert}");
     assert_eq!(alert["window_end"], cova_domain::time::rfc3339(at));
     assert_eq!(alert["examples"].as_array().map(Vec::len), Some(3), "{alert}");
     assert!(alert["top_terms"].is_array() && alert["sentiment"]["positive"].is_number(), "{alert}");

@@ -55,6 +55,20 @@ impl Label {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|l| l.as_str() == s)
     }
+
+    /// The label as stored with a comment (its place in [`Label::ALL`]).
+    pub const fn code(self) -> i16 {
+        match self {
+            Label::Positive => 0,
+            Label::Neutral => 1,
+            Label::Negative => 2,
+        }
+    }
+
+    /// The label of a stored code.
+    pub fn from_code(code: i16) -> Option<Self> {
+        usize::try_from(code).ok().and_then(|i| Self::ALL.get(i).copied())
+    }
 }
 
 /// What an analyzer says of one comment.

@@ -10,6 +10,7 @@ pub mod keyword_alerts;
 pub mod known_counts;
 pub mod outbox;
 pub mod periodic;
+pub mod sentiment;
 pub mod spike_alerts;
 pub mod worker;
 

@@ -6,6 +6,7 @@
 //! creator's earlier posts at the same age (a take-off). An alert says what happened in figures and words and is
 //! announced as a `spike.alert` event; a spike that goes on is one alert (the cooldown).
 
+use crate::sentiment;
 use cova_analyzers::{Analyzer, Comment as Analyzed, Label, Offline};
 use cova_domain::money;
 use cova_domain::spikes::{self, Check, Decision, Kind, Spike, Takeoff};
@@ -17,7 +18,7 @@ use cova_storage::repo::breakdown;
 use cova_storage::repo::{analyses, balances, creators, spikes as store};
 
 /// The baseline's comments whose sentiment is judged: the latest ones before the window.
-const BASELINE_JUDGED: usize = 1_000;
+const BASELINE_JUDGED: i64 = 1_000;
 /// The window's comments whose sentiment is judged (the latest; all of them are counted).
 const WINDOW_JUDGED: i64 = 2_000;
 /// Terms and example comments an alert carries.
@@ -42,44 +43,42 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     if !settings.enabled || !money::pack_bought(balances::current(db, account_id, now).await?.granted) {
         return Ok(0);
     }
-    // Counting reads the comments' times alone; only the comments judged are read whole.
-    let times = breakdown::posted_since(db, job, now - spikes::HISTORY_MS).await?;
+    // Comments stored before labels were kept are judged now, once.
+    crate::sentiment::judge_new(db, job).await?;
+    // The database counts the comments per bucket; labels are read, not judged again.
     let width = i64::from(spikes::BUCKET_MIN) * 60_000;
-    let first = times.iter().filter(|t| **t < now).min().copied();
+    let (first, so_far) = breakdown::posted_between(db, job, (now - spikes::HISTORY_MS, now)).await?;
     let buckets = spikes::history_buckets(first, now);
-    let counts = spikes::counts(&times, now, spikes::BUCKET_MIN, buckets);
+    let history_start = now - buckets as i64 * width;
+    let counts = breakdown::posted_per_bucket(db, job, history_start, width, buckets).await?;
     let window_ms = spikes::WINDOW_BUCKETS as i64 * width;
     let start = now - window_ms;
-    let history_start = now - buckets as i64 * width;
-    let window_read = parse(&breakdown::posted_in(db, job, (start, now), WINDOW_JUDGED).await?);
-    let before_read = parse(&breakdown::posted_in(db, job, (history_start, start), BASELINE_JUDGED as i64).await?);
-    let (window, before): (Vec<&Read>, Vec<&Read>) = (window_read.iter().collect(), before_read.iter().collect());
-    let offline = Offline::new();
-    let negative = |list: &[&Read]| list.iter().filter(|c| offline.label(&c.text).sentiment == Label::Negative).count();
+    let (negative, judged) =
+        sentiment::negative_of(&breakdown::sentiments_in(db, job, (start, now), WINDOW_JUDGED).await?);
+    let mut base =
+        sentiment::negative_of(&breakdown::sentiments_in(db, job, (history_start, start), BASELINE_JUDGED).await?);
     let young = young(db, account_id, &analysis, now).await?;
     // A creator's new post with little history of its own is judged against its creator's
     // usual share: the earlier posts' comments fill its baseline up to `BASELINE_JUDGED`.
-    let mut creators_usual: Vec<Read> = Vec::new();
     if let Some(y) = &young
-        && before.len() < BASELINE_JUDGED
+        && base.1 < BASELINE_JUDGED as u64
         && !y.jobs.is_empty()
     {
-        let each = ((BASELINE_JUDGED - before.len()) / y.jobs.len()).max(1) as i64;
+        let each = ((BASELINE_JUDGED as u64 - base.1) / y.jobs.len() as u64).max(1) as i64;
         for job in &y.jobs {
-            creators_usual.extend(parse(&breakdown::chunk(db, job, -1, each).await?));
+            crate::sentiment::judge_new(db, job).await?;
+            let (n, of) = sentiment::negative_of(&breakdown::first_sentiments(db, job, each).await?);
+            base = (base.0 + n, base.1 + of);
         }
     }
-    let usual: Vec<&Read> = creators_usual.iter().collect();
-    // A creator's new post is younger than the two weeks read: these are all its comments.
-    let so_far = times.iter().filter(|t| **t < now).count() as u64;
     let last = async |kind| store::last_end(db, account_id, r#ref, kind).await;
     let check = Check {
         settings,
         counts: &counts,
-        negative: negative(&window) as u64,
-        judged: window.len() as u64,
-        base_negative: (negative(&before) + negative(&usual)) as u64,
-        base_judged: (before.len() + usual.len()) as u64,
+        negative,
+        judged,
+        base_negative: base.0,
+        base_judged: base.1,
         last_volume: last(Kind::Volume).await?,
         last_sentiment: last(Kind::Sentiment).await?,
         takeoff: young.as_ref().map(|y| Takeoff { count: so_far, earlier: &y.earlier }),
@@ -100,6 +99,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         None => None,
     };
     let baseline_share = spikes::baseline_share(check.base_negative, check.base_judged);
+    let offline = Offline::new();
     let trace = cova_telemetry::current_trace_json();
     let mut recorded = 0;
     for spike in raised {
@@ -110,7 +110,12 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
             }
             _ => (start, Vec::new()),
         };
-        let comments: Vec<&Read> = if life.is_empty() { window.clone() } else { life.iter().collect() };
+        let window = if life.is_empty() {
+            parse(&breakdown::posted_in(db, job, (start, now), WINDOW_JUDGED).await?)
+        } else {
+            life
+        };
+        let comments: Vec<&Read> = window.iter().collect();
         let about = About::of(&offline, &comments).await;
         let event = SpikeAlertEvent {
             event_type: SpikeEventType::SpikeAlert,
@@ -130,7 +135,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
             comments: spike.observed,
             expected: round2(spike.expected),
             negative_share: round2(
-                spike.share.unwrap_or_else(|| share(negative(&comments) as u64, comments.len() as u64)),
+                spike.share.unwrap_or_else(|| share(negative_of(&offline, &comments), comments.len() as u64)),
             ),
             baseline_negative_share: round2(spike.baseline_share.unwrap_or(baseline_share)),
             sentiment: about.sentiment,
@@ -238,6 +243,11 @@ pub async fn judging(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result
         .await?
         .map(|y| (y.earlier.len(), y.published_at + spikes::TAKEOFF_MAX_AGE_MS));
     Ok(Some(Judging { volume_from: first.map(spikes::volume_judged_from), takeoff }))
+}
+
+/// How many of an alert's comments are negative.
+fn negative_of(offline: &Offline, comments: &[&Read]) -> u64 {
+    comments.iter().filter(|c| offline.label(&c.text).sentiment == Label::Negative).count() as u64
 }
 
 fn share(part: u64, of: u64) -> f64 {

@@ -141,6 +141,7 @@ diesel::table! {
         first_seen_at -> Nullable<BigInt>,
         thread -> Nullable<BigInt>,
         comments_day -> BigInt,
+        sentiment -> Nullable<SmallInt>,
     }
 }
 

@@ -698,6 +698,18 @@ fn only_the_exact_amount_in_the_checkouts_currency_pays() {
 /// Scrapes post `tiktok:{n}` for `account` through the scraper's calls: created and started at
 /// `started`, five comments stored, completed at `finished` (left collecting when `None`).
 async fn scrape(db: &cova_storage::Db, account: &str, n: i64, started: i64, finished: Option<i64>) -> String {
+    let comments: Vec<(String, i64)> = (0..5).map(|c| (format!("c{c}"), 0)).collect();
+    scrape_of(db, account, n, (started, finished), &comments).await
+}
+
+/// A scrape of `tiktok:{n}` that stored `comments` (`(id, posted_at)`).
+async fn scrape_of(
+    db: &cova_storage::Db,
+    account: &str,
+    n: i64,
+    (started, finished): (i64, Option<i64>),
+    comments: &[(String, i64)],
+) -> String {
     use cova_storage::repo::jobs::{self, CreateOutcome, NewAnalyze, Scraped, Start, StoredComment};
     let (r#ref, url) = (format!("tiktok:{n}"), format!("https://www.tiktok.com/@a/video/{n}"));
     let new = NewAnalyze {
@@ -719,17 +731,19 @@ async fn scrape(db: &cova_storage::Db, account: &str, n: i64, started: i64, fini
     let lease = ("scraper", 3_600_000);
     let start = jobs::start(db, &job.id, lease.0, lease.1, started).await.expect("start");
     assert!(matches!(start, Start::Collect { .. }), "{start:?}");
-    let comments: Vec<StoredComment> = (0..5)
-        .map(|c| StoredComment {
-            comment_id: format!("c{c}"),
+    let comments: Vec<StoredComment> = comments
+        .iter()
+        .map(|(c, posted_at)| StoredComment {
+            comment_id: c.clone(),
             parent_id: None,
             body: format!(r#"{{"text":"comment {c}"}}"#),
             likes: 0,
-            posted_at: 0,
+            posted_at: *posted_at,
             search: format!("comment {c}"),
         })
         .collect();
-    jobs::append_comments(db, &job.id, lease, &comments, Some(5), started).await.expect("append");
+    let expected = Some(comments.len() as i64);
+    jobs::append_comments(db, &job.id, lease, &comments, expected, started).await.expect("append");
     if let Some(at) = finished {
         assert!(jobs::complete(db, &job.id, lease.0, &Scraped::default(), "{}", at).await.expect("complete"));
     }
@@ -1124,5 +1138,46 @@ async fn concurrent_checks_of_one_spike_record_one_alert() {
     let all = spikes::after(&db, &a.id, None, 0, 100).await.expect("list");
     assert_eq!(all.iter().map(|x| x.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
     assert_eq!(all[2].id, later.id);
+    t.drop_database().await.expect("drop");
+}
+
+/// A spike check's reads: the database counts comments per bucket exactly as the domain's
+/// bucket rule does, and a comment's stored sentiment follows it to the next scrape of the post
+/// while the comments new to it wait to be judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_counts_follow_the_domain_rule_and_sentiments_carry_to_the_next_scrape() {
+    use cova_storage::repo::breakdown;
+    const MIN: i64 = 60_000;
+    let t = TestDatabase::create().await;
+    let db = t.db().await;
+    seed_runs(&db, &[("a1", 10_000, 0)], &[], &[]).await;
+    let now = NOW;
+    let times = [now - 1, now - 10 * MIN, now - 10 * MIN - 1, now, now - 35 * MIN - 5, now - 45 * MIN, 0];
+    let first: Vec<(String, i64)> = times.iter().enumerate().map(|(i, at)| (format!("c{i}"), *at)).collect();
+    let a = scrape_of(&db, "a1", 1, (now, Some(now)), &first).await;
+    let width = 10 * MIN;
+    let per_bucket = breakdown::posted_per_bucket(&db, &a, now - 4 * width, width, 4).await.expect("buckets");
+    assert_eq!(per_bucket, cova_domain::spikes::counts(&times, now, 10, 4));
+    assert_eq!(per_bucket, vec![1, 0, 1, 2]);
+    let between = breakdown::posted_between(&db, &a, (now - 40 * MIN, now)).await.expect("between");
+    assert_eq!(between, (Some(now - 35 * MIN - 5), 4));
+
+    // Judged once: every comment waits, then none.
+    assert_eq!(breakdown::unjudged(&db, &a, 100).await.expect("unjudged").len(), times.len());
+    let labels: Vec<(String, i16)> =
+        first.iter().enumerate().map(|(i, (id, _))| (id.clone(), (i % 3) as i16)).collect();
+    breakdown::store_sentiments(&db, &a, &labels).await.expect("store");
+    assert!(breakdown::unjudged(&db, &a, 100).await.expect("unjudged").is_empty());
+    let window = breakdown::sentiments_in(&db, &a, (now - 10 * MIN, now), 10).await.expect("window");
+    assert_eq!(window, vec![Some(0), Some(1)], "the latest first");
+
+    // The next scrape of the post: the known comments keep their labels, a new one waits.
+    let mut second = first.clone();
+    second.push(("new".into(), now + MIN));
+    let b = scrape_of(&db, "a1", 1, (now + 2 * MIN, Some(now + 2 * MIN)), &second).await;
+    let waiting = breakdown::unjudged(&db, &b, 100).await.expect("unjudged");
+    assert_eq!(waiting.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), vec!["new"]);
+    let carried = breakdown::first_sentiments(&db, &b, 3).await.expect("carried");
+    assert_eq!(carried, vec![Some(0), Some(1), Some(2)]);
     t.drop_database().await.expect("drop");
 }

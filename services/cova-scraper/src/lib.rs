@@ -83,7 +83,13 @@ impl JobRunner for Scraper {
         trace: &str,
         now: i64,
     ) -> Result<bool, cova_storage::StorageError> {
-        jobs::complete(&self.backends.db, &claimed.job.id, &claimed.owner, &output.scraped, trace, now).await
+        let db = &self.backends.db;
+        let done = jobs::complete(db, &claimed.job.id, &claimed.owner, &output.scraped, trace, now).await?;
+        // The new comments' sentiment, judged once here (a spike check judges what is left).
+        if done && let Err(e) = cova_runtime::sentiment::judge_new(db, &claimed.job.id).await {
+            tracing::warn!(error = %e, "judging the new comments' sentiment failed; the post's next check does it");
+        }
+        Ok(done)
     }
 
     fn completed(&self, output: &Collected, took: Duration) {

@@ -316,9 +316,65 @@ pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// When each comment of a scrape (replies included) posted at or after `since` (unix ms) was
-/// posted, in no order: what a spike check counts, without reading the comments themselves.
-pub async fn posted_since(db: &Db, job_id: &str, since: i64) -> Result<Vec<i64>> {
+/// When the first comment of a scrape posted in `[since, before)` (unix ms) was posted, and how
+/// many were: a spike check's history, counted by the database.
+pub async fn posted_between(db: &Db, job_id: &str, (since, before): (i64, i64)) -> Result<(Option<i64>, u64)> {
+    let mut conn = db.conn().await?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok((None, 0)) };
+    let (first, n) = tx
+        .first::<(Option<i64>, i64), _>(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::posted_at.ge(since.max(1)))
+                .filter(job_comments::posted_at.lt(before))
+                .select((dsl::min(job_comments::posted_at), dsl::count_star())),
+        )
+        .await?;
+    Ok((first, u64::try_from(n).unwrap_or(0)))
+}
+
+#[derive(diesel::QueryableByName)]
+struct Bucket {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    bucket: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    comments: i64,
+}
+
+/// How many comments of a scrape were posted in each of `buckets` spans of `width` ms from
+/// `start` on (oldest first): counted by the database, so that a check never reads the rows.
+pub async fn posted_per_bucket(db: &Db, job_id: &str, start: i64, width: i64, buckets: usize) -> Result<Vec<u64>> {
+    use diesel::sql_types::{BigInt, Text};
+    let mut out = vec![0u64; buckets];
+    let width = width.max(1);
+    let end = start.saturating_add(width.saturating_mul(i64::try_from(buckets).unwrap_or(i64::MAX)));
+    let mut conn = db.conn().await?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(out) };
+    let sql = crate::pool::bind_params(
+        tx.is_postgres(),
+        "SELECT (posted_at - ?) / ? AS bucket, COUNT(*) AS comments FROM job_comments \
+         WHERE job_id = ? AND comments_day = ? AND posted_at >= ? AND posted_at < ? GROUP BY 1",
+    );
+    let query = diesel::sql_query(sql)
+        .bind::<BigInt, _>(start)
+        .bind::<BigInt, _>(width)
+        .bind::<Text, _>(job_id)
+        .bind::<BigInt, _>(day)
+        .bind::<BigInt, _>(start.max(1))
+        .bind::<BigInt, _>(end);
+    for b in tx.load::<Bucket, _>(query).await? {
+        if let Some(slot) = usize::try_from(b.bucket).ok().and_then(|i| out.get_mut(i)) {
+            *slot = u64::try_from(b.comments).unwrap_or(0);
+        }
+    }
+    Ok(out)
+}
+
+/// The stored sentiment codes (`None`: not judged yet) of up to `limit` comments of a scrape
+/// posted in `[from, to)` (unix ms), the latest first: what a spike check reads of them.
+pub async fn sentiments_in(db: &Db, job_id: &str, (from, to): (i64, i64), limit: i64) -> Result<Vec<Option<i16>>> {
     let mut conn = db.conn().await?;
     let tx = &mut conn.tx();
     let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
@@ -326,10 +382,60 @@ pub async fn posted_since(db: &Db, job_id: &str, since: i64) -> Result<Vec<i64>>
         .load(
             job_comments::table
                 .filter(rows_of(job_id, day))
-                .filter(job_comments::posted_at.ge(since.max(1)))
-                .select(job_comments::posted_at),
+                .filter(job_comments::posted_at.ge(from.max(1)))
+                .filter(job_comments::posted_at.lt(to))
+                .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+                .limit(limit)
+                .select(job_comments::sentiment),
         )
         .await?)
+}
+
+/// The stored sentiment codes of a scrape's first `limit` comments in collection order.
+pub async fn first_sentiments(db: &Db, job_id: &str, limit: i64) -> Result<Vec<Option<i16>>> {
+    let mut conn = db.conn().await?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    Ok(tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .order(job_comments::position.asc())
+                .limit(limit)
+                .select(job_comments::sentiment),
+        )
+        .await?)
+}
+
+/// Up to `limit` comments of a scrape whose sentiment is not stored yet: `(comment id, body)`.
+pub async fn unjudged(db: &Db, job_id: &str, limit: i64) -> Result<Vec<(String, String)>> {
+    let mut conn = db.conn().await?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
+    Ok(tx
+        .load(
+            job_comments::table
+                .filter(rows_of(job_id, day))
+                .filter(job_comments::sentiment.is_null())
+                .order(job_comments::position.asc())
+                .limit(limit)
+                .select((job_comments::comment_id, job_comments::body)),
+        )
+        .await?)
+}
+
+/// Stores the sentiment code of each `(comment id, code)` of a scrape, in one transaction.
+pub async fn store_sentiments(db: &Db, job_id: &str, judged: &[(String, i16)]) -> Result<()> {
+    let mut t = db.begin().await?;
+    {
+        let tx = &mut t.tx();
+        let Some(day) = day_in(tx, job_id).await? else { return Ok(()) };
+        for (comment_id, code) in judged {
+            let row = job_comments::table.filter(rows_of(job_id, day)).filter(job_comments::comment_id.eq(comment_id));
+            tx.execute(diesel::update(row).set(job_comments::sentiment.eq(*code))).await?;
+        }
+    }
+    t.commit().await
 }
 
 /// Up to `limit` comments of a scrape posted in `[from, to)` (unix ms), the latest first.

@@ -388,7 +388,7 @@ pub struct Scraped {
 }
 
 /// Completes the job once, in one transaction: the collected comments become the account's
-/// analysis of the post (comments already known keep their `first_seen_at`; the previous
+/// analysis of the post (comments already known keep their `first_seen_at` and sentiment; the previous
 /// breakdown is released); only comments new to the analysis are charged, at most the hold
 /// (new comments beyond it are not kept, and the job reports `truncated`); the rest of the
 /// hold returns to the balance; a token's job is bookmarked; the `job.complete` event is
@@ -397,9 +397,9 @@ pub async fn complete(db: &Db, job_id: &str, owner: &str, scraped: &Scraped, tra
     // Each statement names the days of the scrapes it reads (see `comment_days`).
     let carry_sql = crate::pool::bind_params(
         db.is_postgres(),
-        "UPDATE job_comments SET first_seen_at = (SELECT p.first_seen_at FROM job_comments p \
-         WHERE p.job_id = ? AND p.comments_day = ? AND p.comment_id = job_comments.comment_id) \
-         WHERE job_id = ? AND comments_day = ?",
+        "UPDATE job_comments SET (first_seen_at, sentiment) = (SELECT p.first_seen_at, p.sentiment \
+         FROM job_comments p WHERE p.job_id = ? AND p.comments_day = ? \
+         AND p.comment_id = job_comments.comment_id) WHERE job_id = ? AND comments_day = ?",
     );
     let thread_sql = crate::pool::bind_params(
         db.is_postgres(),

@@ -1,0 +1,1 @@
+ALTER TABLE job_comments DROP COLUMN sentiment;
