@@ -36,7 +36,7 @@ pub const MEMBER_TTL_US: i64 = 600_000_000;
 /// An asker whose lookups failed this often within the failed-lookups window
 /// ([`crate::limits::FAILED_LOOKUPS`]) waits behind people: its further lookups are background
 /// (a flood of links that lead nowhere then delays nobody's job, and is still never starved).
-pub const DEMOTE_AFTER_FAILURES: u32 = 3;
+pub const DEMOTE_AFTER_FAILURES: u32 = 2;
 
 /// The class of a lookup (a list's count, a link followed after its request was answered) by
 /// an asker whose lookups failed `failures` times lately.

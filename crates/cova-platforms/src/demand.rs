@@ -4,7 +4,7 @@
 //! its asker's, and none is sent once the asker has gone.
 
 use cova_domain::pace::Class;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,9 @@ struct Inner {
     interactive_left: AtomicU32,
     /// Cancelled once the asker is answered or gone: its requests not yet sent never are.
     answered: CancellationToken,
+    /// Once set, every request of the asker is background, also one already waiting (an
+    /// account whose lookups keep failing moves behind people at once).
+    behind: Arc<AtomicBool>,
 }
 
 impl Default for Demand {
@@ -37,11 +40,23 @@ impl Default for Demand {
 
 impl Demand {
     fn new(account: &str, interactive: u32, answered: CancellationToken) -> Self {
+        Self::with_flag(account, interactive, answered, Arc::default())
+    }
+
+    fn with_flag(account: &str, interactive: u32, answered: CancellationToken, behind: Arc<AtomicBool>) -> Self {
         let known = OnceLock::new();
         if !account.is_empty() {
             let _ = known.set(account.to_owned());
         }
-        Self { inner: Arc::new(Inner { account: known, interactive_left: AtomicU32::new(interactive), answered }) }
+        let interactive_left = AtomicU32::new(interactive);
+        Self { inner: Arc::new(Inner { account: known, interactive_left, answered, behind }) }
+    }
+
+    /// A person waits for every request until `behind` is set (by whoever learns that the
+    /// asker's lookups keep failing); from then on every request, waiting ones included, is
+    /// background.
+    pub fn interactive_until(account: &str, behind: Arc<AtomicBool>) -> Self {
+        Self::with_flag(account, u32::MAX, CancellationToken::new(), behind)
     }
 
     /// A person waits for every request (a lookup, a list's counts, a short link).
@@ -93,8 +108,16 @@ impl Demand {
         self.inner.account.get().map_or("", String::as_str)
     }
 
+    /// Whether the asker's requests have been moved behind people's.
+    pub(crate) fn is_behind(&self) -> bool {
+        self.inner.behind.load(Ordering::Relaxed)
+    }
+
     /// The class of the next request, counting it.
     pub(crate) fn next_class(&self) -> Class {
+        if self.is_behind() {
+            return Class::Background;
+        }
         let counted =
             self.inner.interactive_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| match left {
                 0 => None,

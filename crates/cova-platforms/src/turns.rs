@@ -187,6 +187,7 @@ impl Turns {
         };
         let wake = self.wake(key);
         let mut leave = Leave { turns: self.clone(), key: key.to_owned(), place, ticket: None };
+        let mut class = class;
         loop {
             let woken = wake.notified();
             tokio::pin!(woken);
@@ -202,12 +203,23 @@ impl Turns {
             };
             let ticket = leave.ticket;
             let process = self.process;
+            // Moved behind people while waiting: its place becomes a background one.
+            let demoted = class == Class::Interactive && demand.is_behind();
+            if demoted {
+                class = Class::Background;
+            }
             let ((id, turn), now) = self
                 .change(place, key, |q, now| {
-                    let id = ticket.unwrap_or_else(|| {
-                        q.seen(process, now);
-                        q.enqueue(account, class, now)
-                    });
+                    let id = match ticket {
+                        Some(id) if !demoted => id,
+                        held => {
+                            if let Some(id) = held {
+                                q.cancel(id);
+                            }
+                            q.seen(process, now);
+                            q.enqueue(account, class, now)
+                        }
+                    };
                     (id, q.take(id, now, interval_us))
                 })
                 .await?;
@@ -385,6 +397,36 @@ mod tests {
             // Turns are taken on the store's clock, which is this one here.
             assert!(pair[1] - pair[0] >= 19_000, "turns {} µs apart", pair[1] - pair[0]);
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_moved_behind_people_while_waiting_lets_another_accounts_go_first() {
+        let turns = Arc::new(Turns::new(None));
+        let g = gate();
+        // Long enough that both wait while the test looks (a look takes up to 50 ms).
+        let interval = Duration::from_secs(1);
+        drop(turns.turn("h|direct", "h", interval, &g).await.expect("the first turn"));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let behind = Arc::new(AtomicBool::new(false));
+        let waiter = |demand: Demand, name: &'static str| {
+            let (turns, g, order) = (turns.clone(), g.clone(), order.clone());
+            tokio::spawn(demand.scope(async move {
+                drop(turns.turn("h|direct", "h", interval, &g).await.expect("a turn"));
+                lock(&order).push(name);
+            }))
+        };
+        // The flood's lookup waits first, as a person's; then another account's request.
+        let flood = waiter(Demand::interactive_until("flood", behind.clone()), "flood");
+        let queued = |n: usize| lock(&turns.local).get("h|direct").is_some_and(|q| q.tickets.len() == n);
+        cova_testdb::eventually("the flood's ticket", async || queued(1)).await;
+        let person = waiter(Demand::interactive("person"), "person");
+        cova_testdb::eventually("both tickets", async || queued(2)).await;
+        // Its lookups keep failing: it moves behind people before its turn.
+        behind.store(true, Ordering::Relaxed);
+        for task in [flood, person] {
+            task.await.expect("task");
+        }
+        assert_eq!(*lock(&order), ["person", "flood"]);
     }
 
     #[tokio::test]

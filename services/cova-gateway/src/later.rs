@@ -21,6 +21,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
@@ -128,11 +129,24 @@ pub struct Later {
     at_once: Arc<Semaphore>,
     /// Per asker and platform, its lookups under way.
     per_asker: Arc<Mutex<HashMap<(String, Platform), Gate>>>,
+    /// Per asker, whether its lookups wait behind people (`pace::lookup_class`): set by the
+    /// failure that makes it so, so that its lookups already waiting move back at once.
+    behind: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
 }
 
 impl Later {
     pub fn new(platforms: Platforms, cache: Cache, clock: Clock) -> Self {
-        Self { platforms, cache, clock, at_once: Arc::new(Semaphore::new(AT_ONCE)), per_asker: Arc::default() }
+        let at_once = Arc::new(Semaphore::new(AT_ONCE));
+        Self { platforms, cache, clock, at_once, per_asker: Arc::default(), behind: Arc::default() }
+    }
+
+    fn behind(&self, asker: &str) -> Arc<AtomicBool> {
+        let mut flags = self.behind.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if flags.len() > 10_000 {
+            // Flags nobody holds are made again when needed.
+            flags.retain(|_, f| Arc::strong_count(f) > 1);
+        }
+        flags.entry(asker.to_owned()).or_default().clone()
     }
 
     fn asker_gate(&self, asker: &str, platform: Platform) -> Gate {
@@ -239,10 +253,9 @@ impl Later {
             return;
         };
         // An asker whose lookups keep failing waits behind people (`pace::lookup_class`).
-        let demand = match cova_domain::pace::lookup_class(failures) {
-            Class::Interactive => Demand::interactive(asker),
-            Class::Background => Demand::background(asker),
-        };
+        let behind = self.behind(asker);
+        behind.store(cova_domain::pace::lookup_class(failures) == Class::Background, Ordering::Relaxed);
+        let demand = Demand::interactive_until(asker, behind);
         demand.scope(self.look_up(asker, what, spent)).await;
     }
 
@@ -300,6 +313,11 @@ impl Later {
             tracing::debug!(error = %e, "keeping a failed lookup failed");
         }
         count_failure(&self.cache, asker).await;
+        // Past the bound, this asker's lookups still waiting go behind people's at once.
+        let failures = self.failures(asker).await;
+        if failures.is_none_or(|f| cova_domain::pace::lookup_class(f) == Class::Background) {
+            self.behind(asker).store(true, Ordering::Relaxed);
+        }
     }
 
     /// The asker's failed lookups lately, while they allow another lookup; `None` once they
