@@ -85,9 +85,15 @@ impl JobRunner for Scraper {
     ) -> Result<bool, cova_storage::StorageError> {
         let db = &self.backends.db;
         let done = jobs::complete(db, &claimed.job.id, &claimed.owner, &output.scraped, trace, now).await?;
-        // The new comments' sentiment, judged once here (a spike check judges what is left).
-        if done && let Err(e) = cova_runtime::sentiment::judge_new(db, &claimed.job.id).await {
-            tracing::warn!(error = %e, "judging the new comments' sentiment failed; the post's next check does it");
+        if done {
+            // The new comments' sentiment, judged once, after the job's end so that nobody
+            // waits for it (a spike check judges whatever is left).
+            let (db, job_id) = (db.clone(), claimed.job.id.clone());
+            tokio::spawn(async move {
+                if let Err(e) = cova_runtime::sentiment::judge_new(&db, &job_id).await {
+                    tracing::warn!(error = %e, "judging the new comments' sentiment failed; the post's next check does it");
+                }
+            });
         }
         Ok(done)
     }
