@@ -1,7 +1,7 @@
-//! Each stored comment's sentiment, judged once by the offline analyzer when the comment is
-//! first stored and kept with it (a later scrape of the post carries it over): spike checks and
-//! the AI jobs' sentiment read labels instead of judging a post's history again. Comments
-//! stored before labels were kept are judged at their post's next check, once.
+//! Each stored comment's sentiment, judged once by the offline analyzer (at the first spike
+//! check after the scrape that stored it, which runs after every collection of a post in the
+//! library) and kept with it (a later scrape of the post carries it over): spike checks read
+//! labels instead of judging a post's history again, and judge only the comments new to it.
 
 use cova_analyzers::{Label, Offline};
 use cova_storage::repo::breakdown;

@@ -43,7 +43,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     if !settings.enabled || !money::pack_bought(balances::current(db, account_id, now).await?.granted) {
         return Ok(0);
     }
-    // Comments stored before labels were kept are judged now, once.
+    // The comments new since the last check are judged now, once (the rest carry their labels).
     crate::sentiment::judge_new(db, job).await?;
     // The database counts the comments per bucket; labels are read, not judged again.
     let width = i64::from(spikes::BUCKET_MIN) * 60_000;

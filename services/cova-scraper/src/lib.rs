@@ -83,19 +83,7 @@ impl JobRunner for Scraper {
         trace: &str,
         now: i64,
     ) -> Result<bool, cova_storage::StorageError> {
-        let db = &self.backends.db;
-        let done = jobs::complete(db, &claimed.job.id, &claimed.owner, &output.scraped, trace, now).await?;
-        if done {
-            // The new comments' sentiment, judged once, after the job's end so that nobody
-            // waits for it (a spike check judges whatever is left).
-            let (db, job_id) = (db.clone(), claimed.job.id.clone());
-            tokio::spawn(async move {
-                if let Err(e) = cova_runtime::sentiment::judge_new(&db, &job_id).await {
-                    tracing::warn!(error = %e, "judging the new comments' sentiment failed; the post's next check does it");
-                }
-            });
-        }
-        Ok(done)
+        jobs::complete(&self.backends.db, &claimed.job.id, &claimed.owner, &output.scraped, trace, now).await
     }
 
     fn completed(&self, output: &Collected, took: Duration) {

@@ -424,18 +424,18 @@ pub async fn unjudged(db: &Db, job_id: &str, limit: i64) -> Result<Vec<(String, 
         .await?)
 }
 
-/// Stores the sentiment code of each `(comment id, code)` of a scrape, in one transaction.
+/// Stores the sentiment code of each `(comment id, code)` of a scrape, row by row: each write
+/// holds one row's lock at a time, so that it never deadlocks with a removal of the same rows
+/// (a label not written is judged again later).
 pub async fn store_sentiments(db: &Db, job_id: &str, judged: &[(String, i16)]) -> Result<()> {
-    let mut t = db.begin().await?;
-    {
-        let tx = &mut t.tx();
-        let Some(day) = day_in(tx, job_id).await? else { return Ok(()) };
-        for (comment_id, code) in judged {
-            let row = job_comments::table.filter(rows_of(job_id, day)).filter(job_comments::comment_id.eq(comment_id));
-            tx.execute(diesel::update(row).set(job_comments::sentiment.eq(*code))).await?;
-        }
+    let mut conn = db.conn().await?;
+    let tx = &mut conn.tx();
+    let Some(day) = day_in(tx, job_id).await? else { return Ok(()) };
+    for (comment_id, code) in judged {
+        let row = job_comments::table.filter(rows_of(job_id, day)).filter(job_comments::comment_id.eq(comment_id));
+        tx.execute(diesel::update(row).set(job_comments::sentiment.eq(*code))).await?;
     }
-    t.commit().await
+    Ok(())
 }
 
 /// Up to `limit` comments of a scrape posted in `[from, to)` (unix ms), the latest first.
