@@ -83,7 +83,7 @@ async fn spike_checks(report: &mut Report) {
 
 /// A spike check after a re-scrape that added 0, 20 and 200 comments (in the last hour) to a
 /// post of 2,000, 4,000 and 4,700 over two weeks (5,000 is the per-post limit): the check itself (buckets counted by the
-/// database, labels read), and the judging of the new comments that the scrape did once.
+/// database, labels read), and the judging of the new comments, done once by the first check.
 async fn checks_after_a_rescrape(report: &mut Report) {
     use cova_sim::Tone;
     const HOUR: i64 = 3_600_000;
@@ -117,7 +117,7 @@ async fn checks_after_a_rescrape(report: &mut Report) {
             let done = client.wait_job(queued["job_id"].as_str().expect("job")).await;
             assert_eq!(done["status"], "complete", "{done}");
             app.notifier_caught_up().await;
-            // What the scrape judged once: its new comments (first seen now), labelled again.
+            // What the first check judged once: the new comments (first seen now), labelled again.
             let job = done["job_id"].as_str().expect("job_id");
             let fresh = cova_storage::repo::breakdown::first_seen_at(app.db(), job, now).await.expect("new rows");
             assert_eq!(fresh.len() as i64, added, "the re-scrape's new comments");
@@ -140,7 +140,7 @@ async fn checks_after_a_rescrape(report: &mut Report) {
             report.add(
                 &format!("spike_check_after_rescrape_{n}_plus_{added}"),
                 format!(
-                    "{} of CPU per check ({rounds} checks; a post of {n} comments over two weeks, re-scraped with {added} new; embedded backends) + {} judging the new comments once, in the scrape",
+                    "{} of CPU per check ({rounds} checks; a post of {n} comments over two weeks, re-scraped with {added} new; embedded backends) + {} judging the new comments once, at the first check after the scrape",
                     ms(check),
                     ms(judging)
                 ),
