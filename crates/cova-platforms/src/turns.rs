@@ -282,7 +282,13 @@ impl Turns {
             }
         };
         let one_at_a_time = lock(&self.changing).entry(key.to_owned()).or_default().clone();
-        let _mine = one_at_a_time.lock().await;
+        // While the store is away, one waiter at a time tries it; the others pace themselves
+        // at once rather than wait for each other's time-outs.
+        let _mine = if self.away.load(Ordering::Relaxed) {
+            one_at_a_time.try_lock_owned().map_err(|_| "the shared queue is being tried again".to_owned())?
+        } else {
+            one_at_a_time.lock_owned().await
+        };
         for _ in 0..CONFLICT_TRIES {
             let loaded = store.load(key).await?;
             // A queue written by another version of cova, or damaged, starts afresh.
