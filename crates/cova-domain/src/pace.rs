@@ -36,7 +36,16 @@ pub const MEMBER_TTL_US: i64 = 600_000_000;
 /// An asker whose lookups failed this often within the failed-lookups window
 /// ([`crate::limits::FAILED_LOOKUPS`]) waits behind people: its further lookups are background
 /// (a flood of links that lead nowhere then delays nobody's job, and is still never starved).
-pub const DEMOTE_AFTER_FAILURES: u32 = 2;
+/// One: a link that leads nowhere is rare in a person's list and the rule of a flood, whose
+/// every interactive turn is one another account's person waits for; a person's list with a
+/// dead link is counted as fast as before while nobody else waits.
+pub const DEMOTE_AFTER_FAILURES: u32 = 1;
+
+/// A person's job: its first this many platform requests go before background work, the rest
+/// are background. Four covers what a person sees first on every platform (the post, its
+/// metadata, the first page of comments and the first page of replies): the whole of a small
+/// post, so that another account's flood never stands between a person and a short result.
+pub const JOB_FIRST_REQUESTS: u32 = 4;
 
 /// The class of a lookup (a list's count, a link followed after its request was answered) by
 /// an asker whose lookups failed `failures` times lately.

@@ -69,7 +69,7 @@ impl JobRunner for Scraper {
         // A job a person started (with a token or in the workspace) has its first pages before
         // background work; a watch run or a creator's post is background throughout.
         let demand = if job.token_id.is_some() || job.session_id.is_some() {
-            Demand::first_interactive(&job.account_id, INTERACTIVE_REQUESTS)
+            Demand::first_interactive(&job.account_id, cova_domain::pace::JOB_FIRST_REQUESTS)
         } else {
             Demand::background(&job.account_id)
         };
@@ -220,10 +220,6 @@ impl Scraper {
         }
     }
 }
-
-/// A person's job: its first requests (the post, its first pages of comments) go before
-/// background work.
-const INTERACTIVE_REQUESTS: u32 = 3;
 
 /// Why a job ends `quota_exceeded` once its post's size is known.
 const QUOTA_DETAIL: &str =
