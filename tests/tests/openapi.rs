@@ -1256,3 +1256,91 @@ async fn plain(
 ) -> Answer {
     caller.call(method.clone(), path, path, None, body, headers).await
 }
+
+/// The document and the server agree at the edges of every constraint the review sent: a value
+/// the document admits is never refused as input (400), and a value it refuses always is,
+/// with a `{detail, code}` that names no server type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documents_constraints_are_the_servers_at_their_edges() {
+    let app = spawn_app_with(|_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100_000).await;
+    let client = app.client(Some(&token));
+    let doc = document();
+    let schema = |name: &str| doc["components"]["schemas"][name].clone();
+    let param = |name: &str| doc["components"]["parameters"][name]["schema"].clone();
+    let mut disagreements = Vec::new();
+    let mut check = |what: String, admitted: bool, status: u16, body: &[u8]| {
+        if admitted == (status == 400) {
+            disagreements.push(format!(
+                "{what}: the document {}, the server {status}",
+                if admitted { "admits it" } else { "refuses it" }
+            ));
+        }
+        if status == 400 {
+            let text = String::from_utf8_lossy(body);
+            for rust in ["u32", "u64", "i64", "Option", "Integer"] {
+                assert!(!text.contains(&format!("expected {rust}")), "{what}: {text}");
+            }
+        }
+    };
+
+    // Bodies: each field alone, at and beyond its bounds, integral numbers, null.
+    let settings = schema("SpikeSettingsBody");
+    let fields: [(&str, &[Value]); 4] = [
+        ("cooldown_min", &[json!(29), json!(30), json!(60.0), json!(60.5), json!(10080), json!(10081), Value::Null]),
+        ("min_comments", &[json!(4), json!(5), json!(5.0), json!(10000), json!(10001), Value::Null]),
+        ("sensitivity", &[json!("strict"), json!("loud"), Value::Null]),
+        ("enabled", &[json!(true), json!(1), Value::Null]),
+    ];
+    for (field, values) in fields {
+        for value in values {
+            let body = json!({ field: value });
+            let admitted = schema_errors(&doc, &settings, &body).is_empty();
+            let (status, _, bytes) =
+                client.raw(client.request(Method::PUT, "/api/v1/spike-alerts/settings").json(&body)).await;
+            check(format!("PUT /spike-alerts/settings {body}"), admitted, status.as_u16(), &bytes);
+        }
+    }
+    let analyze = schema("AnalyzeBody");
+    for (n, cap) in
+        [Value::Null, json!(0), json!(1), json!(2.0), json!(5000), json!(5001), json!(1.5)].into_iter().enumerate()
+    {
+        let body = json!({"url": tiktok(10 + n as u64), "max_comments": cap});
+        let admitted = schema_errors(&doc, &analyze, &body).is_empty();
+        let (status, _, bytes) = client.raw(client.request(Method::POST, "/api/v1/analyze").json(&body)).await;
+        check(format!("POST /analyze {body}"), admitted, status.as_u16(), &bytes);
+    }
+
+    // Refs: what the patterns admit is what the server reads as a post.
+    let refs = [
+        "tiktok:0",
+        "tiktok:1",
+        "tiktok:9999999999999999999",
+        "youtube:BGQWPY4IigY",
+        "instagram:CKZ7-7Ghk2j",
+        "instagram:P__________",
+        "instagram:Q__________",
+        "instagram:tR02K54bkQJ",
+        "instagram:B",
+        "tiktok:ù",
+        "",
+    ];
+    let (filter, spike_filter, quote) = (param("RefFilter"), param("SpikeRefFilter"), schema("AiQuoteBody"));
+    for r in refs {
+        let query = url::form_urlencoded::Serializer::new(String::new()).append_pair("ref", r).finish();
+        for (path, schema) in
+            [("/api/v1/analyze", &filter), ("/api/v1/ai/jobs", &filter), ("/api/v1/spike-alerts", &spike_filter)]
+        {
+            let admitted = schema_errors(&doc, schema, &json!(r)).is_empty();
+            let (status, _, bytes) = client.raw(client.request(Method::GET, &format!("{path}?{query}"))).await;
+            check(format!("GET {path}?ref={r}"), admitted, status.as_u16(), &bytes);
+        }
+        let body = json!({ "ref": r });
+        let admitted = schema_errors(&doc, &quote, &body).is_empty();
+        let (status, _, bytes) = client.raw(client.request(Method::POST, "/api/v1/ai/quote").json(&body)).await;
+        check(format!("POST /ai/quote {body}"), admitted, status.as_u16(), &bytes);
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+    app.stop().await;
+}

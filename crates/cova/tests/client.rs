@@ -385,6 +385,17 @@ fn without_a_service_errors_are_classified_before_or_at_the_connection() {
 
     let out = client(home, Some(closed.as_str()), None, &["usage"]);
     assert_fails(&out, 3, "no token");
+
+    // A malformed config file stops only the commands that need it: with COVA_URL and
+    // COVA_TOKEN set it is not read; without the token, the error names its line.
+    let config = home.join("config").join("cova");
+    std::fs::create_dir_all(&config).expect("config dir");
+    std::fs::write(config.join("client.toml"), "url = \"http://a\"\nthis is not toml\n").expect("config file");
+    let out = client(home, Some(closed.as_str()), Some(token.as_str()), &["usage"]);
+    assert_fails(&out, 7, "cannot connect");
+    let out = client(home, Some(closed.as_str()), None, &["usage"]);
+    assert_fails(&out, 1, "client.toml");
+    std::fs::remove_file(config.join("client.toml")).expect("config file removed");
     let out = client(home, Some(closed.as_str()), Some("hunter2"), &["usage"]);
     assert_fails(&out, 3, "not a cova token");
 

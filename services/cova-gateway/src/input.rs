@@ -46,7 +46,23 @@ pub fn json<T: serde::de::DeserializeOwned>(body: &Bytes, shape: &str) -> Result
     if body.is_empty() {
         return Err(ApiError::validation(format!("The body must be JSON: {shape}.")));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::validation(format!("Invalid JSON body: {e}")))
+    serde_json::from_slice(body).map_err(|e| ApiError::validation(format!("Invalid JSON body: {}", humane(&e))))
+}
+
+/// A JSON error in the words of JSON, not of the server's types: serde names the Rust type a
+/// field has (`expected u32`), which an integrator cannot act on.
+fn humane(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let Some(at) = text.find("expected ") else { return text };
+    let start = at + "expected ".len();
+    let rest = &text[start..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    let json = match &rest[..end] {
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        _ => return text,
+    };
+    format!("{}{json}{}", &text[..start], &rest[end..])
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,9 +155,10 @@ impl<'de> Deserialize<'de> for Integer {
 }
 
 /// An optional integer member of a JSON body, read as an [`Integer`] (with
-/// `#[serde(default, deserialize_with = "input::optional_integer")]`).
+/// `#[serde(default, deserialize_with = "input::optional_integer")]`): absent is `None`;
+/// `null` is refused, as the document's `integer` type says.
 pub fn optional_integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
-    Option::<Integer>::deserialize(deserializer).map(|value| value.map(|Integer(n)| n))
+    Integer::deserialize(deserializer).map(|Integer(n)| Some(n))
 }
 
 /// A present, possibly null, member: `Some(None)` for `null`, `None` when the member is absent
@@ -170,6 +187,7 @@ pub fn max_comments(value: Option<Integer>) -> Result<Option<i64>, ApiError> {
 #[serde(deny_unknown_fields)]
 struct AnalyzeBody {
     url: String,
+    #[serde(default, deserialize_with = "present")]
     max_comments: Option<Integer>,
 }
 

@@ -28,14 +28,16 @@ impl Settings {
     /// else from the config file.
     pub fn resolve(url: Option<&str>) -> Result<Self, ClientError> {
         let path = config_path();
-        let file = match &path {
-            Some(path) => FileSettings::load(path)?,
-            None => FileSettings::default(),
-        };
-        let url =
-            non_empty(url.map(str::to_owned)).or_else(|| non_empty(file.url)).unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let base = parse_base(&url)?;
+        let url = non_empty(url.map(str::to_owned));
         let from_env = non_empty(std::env::var("COVA_TOKEN").ok());
+        // The file is read only for what the flag and the environment leave unset: a broken
+        // file never stops a command that does not need it.
+        let file = match &path {
+            Some(path) if url.is_none() || from_env.is_none() => FileSettings::load(path)?,
+            _ => FileSettings::default(),
+        };
+        let url = url.or_else(|| non_empty(file.url)).unwrap_or_else(|| DEFAULT_URL.to_owned());
+        let base = parse_base(&url)?;
         let token = from_env.or_else(|| non_empty(file.token)).ok_or_else(|| {
             let place =
                 path.as_deref().map_or_else(|| "the client config file".to_owned(), |p| p.display().to_string());

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 struct BatchBody {
     urls: Vec<String>,
+    #[serde(default, deserialize_with = "input::present")]
     max_comments: Option<input::Integer>,
 }
 

@@ -3,7 +3,7 @@
 
 use super::{analyses, creators, notifications};
 use crate::error::HttpResult;
-use crate::input::{self, read_body};
+use crate::input::{self, Integer, read_body};
 use crate::metering::authorized;
 use crate::{AppState, backend_errors};
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -37,20 +37,20 @@ fn shown(s: &Settings, own: Option<bool>) -> Value {
     v
 }
 
-/// A body of `PUT …/settings`: any of the fields; the others keep their value.
+/// A body of `PUT …/settings`: any of the fields; the others keep their value. Only
+/// `min_comments` may be `null` (back to the sensitivity's minimum); integers may be sent as
+/// integral numbers (`60.0`), as JSON Schema counts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SettingsBody {
+    #[serde(default, deserialize_with = "input::present")]
     enabled: Option<bool>,
+    #[serde(default, deserialize_with = "input::present")]
     sensitivity: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    min_comments: Option<Option<u64>>,
-    cooldown_min: Option<u32>,
-}
-
-/// `null` is a value of its own (back to the sensitivity's minimum), not an absent field.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
-    Option::<u64>::deserialize(d).map(Some)
+    #[serde(default, deserialize_with = "input::present")]
+    min_comments: Option<Option<Integer>>,
+    #[serde(default, deserialize_with = "input::present")]
+    cooldown_min: Option<Integer>,
 }
 
 const SHAPE: &str = r#"{"enabled": true, "sensitivity": "balanced", "min_comments": null, "cooldown_min": 360}"#;
@@ -74,28 +74,36 @@ impl SettingsBody {
             ),
             None => None,
         };
-        if let Some(Some(m)) = self.min_comments
-            && !(MIN_COMMENTS_RANGE.0..=MIN_COMMENTS_RANGE.1).contains(&m)
-        {
-            return Err(ApiError::validation(format!(
-                "`min_comments` must be between {} and {}, or null for the sensitivity's own.",
-                MIN_COMMENTS_RANGE.0, MIN_COMMENTS_RANGE.1
-            )));
-        }
-        if let Some(cooldown) = self.cooldown_min
-            && !(COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(&cooldown)
-        {
-            return Err(ApiError::validation(format!(
-                "`cooldown_min` must be between {} and {} minutes.",
-                COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
-            )));
-        }
-        Ok(Change {
-            enabled: self.enabled,
-            sensitivity,
-            min_comments: self.min_comments,
-            cooldown_min: self.cooldown_min,
-        })
+        let min_comments = match self.min_comments {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(Integer(m))) => Some(Some(
+                u64::try_from(m)
+                    .ok()
+                    .filter(|m| (MIN_COMMENTS_RANGE.0..=MIN_COMMENTS_RANGE.1).contains(m))
+                    .ok_or_else(|| {
+                        ApiError::validation(format!(
+                            "`min_comments` must be between {} and {}, or null for the sensitivity's own.",
+                            MIN_COMMENTS_RANGE.0, MIN_COMMENTS_RANGE.1
+                        ))
+                    })?,
+            )),
+        };
+        let cooldown_min = match self.cooldown_min {
+            None => None,
+            Some(Integer(c)) => Some(
+                u32::try_from(c)
+                    .ok()
+                    .filter(|c| (COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(c))
+                    .ok_or_else(|| {
+                        ApiError::validation(format!(
+                            "`cooldown_min` must be between {} and {} minutes.",
+                            COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
+                        ))
+                    })?,
+            ),
+        };
+        Ok(Change { enabled: self.enabled, sensitivity, min_comments, cooldown_min })
     }
 }
 
@@ -321,7 +329,7 @@ pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpRes
         let since = notifications::since_param(p.since.as_deref())?;
         let limit = notifications::page_limit(p.limit)?;
         let r#ref = match p.r#ref.as_deref() {
-            None | Some("") => None,
+            None => None,
             Some(r) => Some(analyses::parse_ref(r)?.to_string()),
         };
         Ok((since, limit, r#ref))
