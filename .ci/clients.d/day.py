@@ -242,7 +242,7 @@ def verify(secret: str, headers: dict, body: bytes):
     """(verified, problem, payload): the Standard Webhooks verdict with the account's secret,
     which another secret must not pass; the legacy X-Signature is checked too, to say which
     signature is missing when one is."""
-    legacy = legacy_signature_ok(secret, headers.get("x-signature", ""), body)
+    legacy = legacy_signature_ok(secret, headers.get("x-signature", ""), headers.get("x-event-id", ""), body)
     try:
         payload = Webhook(secret).verify(body, headers)
     except WebhookVerificationError as e:
@@ -266,11 +266,14 @@ def verify(secret: str, headers: dict, body: bytes):
     return True, None, payload
 
 
-def legacy_signature_ok(secret: str, header: str, body: bytes) -> bool:
+def legacy_signature_ok(secret: str, header: str, event_id: str, body: bytes) -> bool:
+    """X-Signature as API.md's receiver checks it: v1 over the body, v2 over the event id too."""
     parts = dict(p.strip().partition("=")[::2] for p in header.split(",") if "=" in p)
-    t, v1 = parts.get("t", ""), parts.get("v1", "")
-    expected = hmac.new(secret.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return bool(t) and hmac.compare_digest(expected, v1)
+    t, v1, v2 = parts.get("t", ""), parts.get("v1", ""), parts.get("v2", "")
+    key = secret.encode()
+    expected_v1 = hmac.new(key, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    expected_v2 = hmac.new(key, t.encode() + b"." + event_id.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return bool(t) and hmac.compare_digest(expected_v1, v1) and hmac.compare_digest(expected_v2, v2)
 
 
 # ---- the day -------------------------------------------------------------------------------------

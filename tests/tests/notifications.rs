@@ -212,6 +212,9 @@ async fn webhooks_are_signed_and_job_webhooks_come_only_when_asked_for() {
         assert!(!cova_notify::verify(signature, "whsec_other", &r.body, now, 300));
         let event_id = r.header("x-event-id").expect("X-Event-Id");
         assert!(!event_id.is_empty());
+        // v2 signs the event id too: the same request under another id does not verify.
+        assert!(cova_notify::verify_event(signature, &secret, event_id, &r.body, now, 300));
+        assert!(!cova_notify::verify_event(signature, &secret, "another-id", &r.body, now, 300));
         // Signed the Standard Webhooks way too, over the same event id.
         assert_eq!(r.header("webhook-id"), Some(event_id));
         let t: i64 = r.header("webhook-timestamp").and_then(|t| t.parse().ok()).expect("webhook-timestamp");

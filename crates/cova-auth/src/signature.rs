@@ -1,6 +1,8 @@
 //! Webhook signatures: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`, the
 //! scheme of Stripe's `Stripe-Signature`. cova signs its own webhooks with it (`X-Signature`,
-//! with `X-Event-Id` identifying the event across retries) and verifies the payment provider's.
+//! with `X-Event-Id` identifying the event across retries, which `v2` signs too:
+//! `v2=<hex HMAC-SHA256(secret, "<t>.<event id>.<raw body>")>`) and verifies the payment
+//! provider's.
 //! A receiver recomputes the HMAC over the raw body, compares in constant time, and refuses
 //! timestamps older than its tolerance (5 minutes).
 //!
@@ -38,36 +40,67 @@ pub fn sign_standard(secret: &str, id: &str, t: i64, body: &[u8]) -> Option<Stri
     Some(format!("v1,{}", BASE64.encode(ctx.sign().as_ref())))
 }
 
-/// The `X-Signature` value for `body` sent at `t` (unix seconds).
-pub fn sign(secret: &str, t: i64, body: &[u8]) -> String {
+/// The hex HMAC-SHA256 of the parts, in order, keyed with the secret's bytes.
+fn hmac_hex(secret: &str, parts: &[&[u8]]) -> String {
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
     let mut ctx = hmac::Context::with_key(&key);
-    ctx.update(t.to_string().as_bytes());
-    ctx.update(b".");
-    ctx.update(body);
-    format!("t={t},v1={}", hex::encode(ctx.sign().as_ref()))
+    for part in parts {
+        ctx.update(part);
+    }
+    hex::encode(ctx.sign().as_ref())
 }
 
-/// What a receiver does: true when `header` signs `body` with `secret` and its timestamp is
-/// within `tolerance_s` of `now` (unix seconds).
-pub fn verify(header: &str, secret: &str, body: &[u8], now: i64, tolerance_s: i64) -> bool {
+/// The `X-Signature` value for `body` sent at `t` (unix seconds).
+pub fn sign(secret: &str, t: i64, body: &[u8]) -> String {
+    format!("t={t},v1={}", hmac_hex(secret, &[t.to_string().as_bytes(), b".", body]))
+}
+
+/// The `X-Signature` value of one of cova's events: `v1` as [`sign`], and `v2` over the event's
+/// id too (`"<t>.<id>.<raw body>"`), so that a captured request sent again under another
+/// `X-Event-Id` fails `v2` and a receiver deduplicating on the id handles it once.
+pub fn sign_event(secret: &str, t: i64, id: &str, body: &[u8]) -> String {
+    let v2 = hmac_hex(secret, &[t.to_string().as_bytes(), b".", id.as_bytes(), b".", body]);
+    format!("{},v2={v2}", sign(secret, t, body))
+}
+
+/// The timestamp and the signatures of one scheme (`v1`, `v2`) of a header.
+fn parsed(header: &str, scheme: &str) -> (Option<i64>, Vec<Vec<u8>>) {
     let mut t = None;
     let mut signatures = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
             Some(("t", v)) => t = v.parse::<i64>().ok(),
-            Some(("v1", v)) => signatures.extend(hex::decode(v).ok()),
+            Some((k, v)) if k == scheme => signatures.extend(hex::decode(v).ok()),
             _ => {}
         }
     }
+    (t, signatures)
+}
+
+/// Whether one of `signatures` is the HMAC of `message`, with `t` within `tolerance_s` of `now`.
+fn verified(secret: &str, t: Option<i64>, signatures: &[Vec<u8>], message: &[u8], now: i64, tolerance_s: i64) -> bool {
     let Some(t) = t else { return false };
     if (now - t).abs() > tolerance_s {
         return false;
     }
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-    let mut message = format!("{t}.").into_bytes();
-    message.extend_from_slice(body);
-    signatures.iter().any(|s| hmac::verify(&key, &message, s).is_ok())
+    signatures.iter().any(|s| hmac::verify(&key, message, s).is_ok())
+}
+
+/// What a receiver does: true when `header` signs `body` with `secret` (`v1`) and its timestamp
+/// is within `tolerance_s` of `now` (unix seconds).
+pub fn verify(header: &str, secret: &str, body: &[u8], now: i64, tolerance_s: i64) -> bool {
+    let (t, signatures) = parsed(header, "v1");
+    let message = [format!("{}.", t.unwrap_or_default()).as_bytes(), body].concat();
+    verified(secret, t, &signatures, &message, now, tolerance_s)
+}
+
+/// What a receiver of cova's events does: true when `header`'s `v2` signs the event `id` and
+/// `body` with `secret`, and its timestamp is within `tolerance_s` of `now`.
+pub fn verify_event(header: &str, secret: &str, id: &str, body: &[u8], now: i64, tolerance_s: i64) -> bool {
+    let (t, signatures) = parsed(header, "v2");
+    let message = [format!("{}.{id}.", t.unwrap_or_default()).as_bytes(), body].concat();
+    verified(secret, t, &signatures, &message, now, tolerance_s)
 }
 
 #[cfg(test)]
@@ -83,6 +116,26 @@ mod tests {
         assert!(!verify(&header, "other", br#"{"type":"test"}"#, 1_700_000_100, 300), "wrong secret");
         assert!(!verify(&header, "whsec_test", br#"{"type":"test"}"#, 1_700_000_301, 300), "too old");
         assert!(!verify("v1=00", "whsec_test", b"", 0, 300));
+    }
+
+    #[test]
+    fn event_signatures_cover_the_event_id() {
+        let body = br#"{"type":"test"}"#;
+        let header = sign_event("whsec_test", 1_700_000_000, "evt_1", body);
+        assert!(header.starts_with(&sign("whsec_test", 1_700_000_000, body)), "v1 unchanged: {header}");
+        assert!(verify(&header, "whsec_test", body, 1_700_000_100, 300));
+        assert!(verify_event(&header, "whsec_test", "evt_1", body, 1_700_000_100, 300));
+        assert!(!verify_event(&header, "whsec_test", "evt_2", body, 1_700_000_100, 300), "replayed under another id");
+        assert!(!verify_event(&header, "whsec_test", "evt_1", b"{}", 1_700_000_100, 300), "body changed");
+        assert!(!verify_event(&header, "whsec_test", "evt_1", body, 1_700_000_301, 300), "too old");
+        assert!(!verify_event(
+            &sign("whsec_test", 1_700_000_000, body),
+            "whsec_test",
+            "evt_1",
+            body,
+            1_700_000_000,
+            300
+        ));
     }
 
     /// The example of the Standard Webhooks specification, which its libraries test against.

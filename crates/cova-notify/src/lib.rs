@@ -4,6 +4,6 @@
 
 mod sender;
 
-pub use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign, verify};
+pub use cova_auth::signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign, sign_event, verify, verify_event};
 pub use cova_egress::{Guard, Refusal, is_public};
 pub use sender::{Outcome, SendError, Sender};

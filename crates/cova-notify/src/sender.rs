@@ -3,8 +3,8 @@
 //! bounded time and a bounded read of the answer; Telegram through the configured Bot API.
 
 use cova_auth::signature::{
-    EVENT_ID_HEADER, SIGNATURE_HEADER, STANDARD_ID_HEADER, STANDARD_SIGNATURE_HEADER, STANDARD_TIMESTAMP_HEADER, sign,
-    sign_standard,
+    EVENT_ID_HEADER, SIGNATURE_HEADER, STANDARD_ID_HEADER, STANDARD_SIGNATURE_HEADER, STANDARD_TIMESTAMP_HEADER,
+    sign_event, sign_standard,
 };
 use cova_config::NotifierConfig;
 use cova_egress::{Guard, Refusal};
@@ -106,7 +106,7 @@ impl Sender {
         let mut request = client
             .post(url)
             .header("content-type", "application/json")
-            .header(SIGNATURE_HEADER, sign(secret, now_s, body))
+            .header(SIGNATURE_HEADER, sign_event(secret, now_s, event_id, body))
             .header(EVENT_ID_HEADER, event_id);
         if let Some(standard) = sign_standard(secret, event_id, now_s, body) {
             request = request
