@@ -234,6 +234,9 @@ async fn with_model(model: &str, batch_tokens: usize) -> TestApp {
         c.ai.openai.model = model;
         c.ai.openai.batch_tokens = batch_tokens;
         c.ai.max_attempts = 2;
+        // The retries' waits are not what these tests look at.
+        c.ai.retry_base_ms = 10;
+        c.ai.openai.retry_base_ms = 10;
     })
     .await
 }

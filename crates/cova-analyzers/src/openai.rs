@@ -38,6 +38,7 @@ pub struct OpenAi {
     model: String,
     batch_tokens: usize,
     attempts: u32,
+    retry_base: Duration,
 }
 
 /// The answer of one batch, as the model must give it.
@@ -99,6 +100,7 @@ impl OpenAi {
             model: config.model.clone(),
             batch_tokens: config.batch_tokens,
             attempts: config.request_attempts.max(1),
+            retry_base: Duration::from_millis(config.retry_base_ms),
         })
     }
 
@@ -170,7 +172,7 @@ impl OpenAi {
         let mut last = String::new();
         for attempt in 0..self.attempts {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(500 << attempt.min(5))).await;
+                tokio::time::sleep(self.retry_base * (1 << (attempt - 1).min(5))).await;
             }
             match self.complete(instructions, input).await {
                 Ok((value, used)) => {

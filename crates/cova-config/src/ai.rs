@@ -55,6 +55,8 @@ pub struct OpenAiConfig {
     pub timeout_ms: u64,
     /// Attempts of one request on a transient failure (429, 5xx, timeout, invalid answer).
     pub request_attempts: u32,
+    /// The wait before the second attempt, doubled before each further one.
+    pub retry_base_ms: u64,
 }
 
 impl Default for OpenAiConfig {
@@ -66,6 +68,7 @@ impl Default for OpenAiConfig {
             batch_tokens: 6_000,
             timeout_ms: 60_000,
             request_attempts: 3,
+            retry_base_ms: 1_000,
         }
     }
 }
@@ -79,6 +82,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("batch_tokens", &self.batch_tokens)
             .field("timeout_ms", &self.timeout_ms)
             .field("request_attempts", &self.request_attempts)
+            .field("retry_base_ms", &self.retry_base_ms)
             .finish()
     }
 }

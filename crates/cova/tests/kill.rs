@@ -27,6 +27,9 @@ async fn job(http: &reqwest::Client, base: &str, token: &str, id: &str) -> Value
         .expect("json")
 }
 
+/// The scraper's lease in this test.
+const LEASE_MS: u64 = 3_000;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     let db = TestDatabase::create().await;
@@ -40,6 +43,8 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
         ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
         ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
         ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
+        // A short lease: the takeover is what is tested, not how long the deployed lease is.
+        ("COVA_SCRAPER__LEASE_MS".into(), LEASE_MS.to_string()),
     ];
     let queue_url = std::env::var("COVA_TEST_QUEUE_URL").ok();
     if let Some(url) = &queue_url {
@@ -86,8 +91,8 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     })
     .await;
     assert_eq!(started["status"], "in_progress", "{started}");
-    // The deployed lease: a killed worker's job is taken over once it runs out.
-    let lease = Duration::from_millis(cova_config::ScraperConfig::default().lease_ms);
+    // A killed worker's job is taken over once its lease runs out.
+    let lease = Duration::from_millis(LEASE_MS);
     let base = if let Some(w) = worker.as_mut() {
         kill(w);
         worker = Some(procs.start("scraper", false).0);
