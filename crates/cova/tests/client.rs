@@ -358,8 +358,11 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     // COVA_TOKEN wins over the file.
     let out = client(home, None, Some(unknown.as_str()), &["usage"]);
     assert_fails(&out, 3, "(unauthorized)");
+    // A broken file stops only a command that needs it: not one given the URL and the token.
     std::fs::write(config.as_path(), "tokn = \"x\"\n").expect("config file");
     let out = client(home, Some(base.as_str()), Some(full.as_str()), &["usage"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = client(home, Some(base.as_str()), None, &["usage"]);
     assert_fails(&out, 1, "unknown key `tokn`");
 
     drop(serve);
