@@ -67,14 +67,14 @@ pub enum CreateOutcome {
 /// transaction, with `job_id` for a new job.
 pub async fn create_analyze_in(
     tx: &mut Tx<'_>,
-    new: &NewAnalyze<'_>,
+    wanted: &NewAnalyze<'_>,
     job_id: &str,
     month: &str,
     trace: &str,
     now: i64,
 ) -> Result<CreateOutcome> {
-    lock(tx, new.account_id).await?;
-    match repeated(tx, new.account_id, new.idempotency_key, new.r#ref, now).await? {
+    lock(tx, wanted.account_id).await?;
+    match repeated(tx, wanted.account_id, wanted.idempotency_key, wanted.r#ref, now).await? {
         Some(Repeat::Conflict) => return Ok(CreateOutcome::IdempotencyConflict),
         Some(Repeat::Same(job)) => return Ok(CreateOutcome::Repeated(job)),
         None => {}
@@ -82,9 +82,9 @@ pub async fn create_analyze_in(
     let latest = tx
         .first_as::<Job, _>(
             jobs::table
-                .filter(jobs::account_id.eq(new.account_id))
+                .filter(jobs::account_id.eq(wanted.account_id))
                 .filter(jobs::kind.eq(JobKind::Analyze.as_str()))
-                .filter(jobs::ref_.eq(new.r#ref))
+                .filter(jobs::ref_.eq(wanted.r#ref))
                 .filter(jobs::status.ne(JobStatus::Failed.as_str()))
                 .order(jobs::created_at.desc()),
         )
@@ -92,24 +92,26 @@ pub async fn create_analyze_in(
         .optional()?;
     if let Some(job) = latest
         && let Some(dedup) = Dedup::of(job.status, job.finished_at, now)
-        && !(new.refresh && dedup == Dedup::RecentResult)
+        && !(wanted.refresh && dedup == Dedup::RecentResult)
     {
-        remember_key(tx, new.account_id, new.idempotency_key, &job.id, new.r#ref, now).await?;
+        remember_key(tx, wanted.account_id, wanted.idempotency_key, &job.id, wanted.r#ref, now).await?;
         return Ok(CreateOutcome::Deduplicated(job, dedup));
     }
-    let max_comments = match new.max_comments {
+    let max_comments = match wanted.max_comments {
         Cap::Set(cap) => cap,
         Cap::Kept => tx
-            .first::<Option<i64>, _>(analyses::table.find((new.account_id, new.r#ref)).select(analyses::max_comments))
+            .first::<Option<i64>, _>(
+                analyses::table.find((wanted.account_id, wanted.r#ref)).select(analyses::max_comments),
+            )
             .await
             .optional()?
             .flatten(),
     };
-    let account = balances::account_in(tx, new.account_id, month).await?;
+    let account = balances::account_in(tx, wanted.account_id, month).await?;
     let request = AnalyzeRequest {
-        refresh: new.refresh,
-        session: new.session_id.is_some(),
-        known_comments: new.known_comments,
+        refresh: wanted.refresh,
+        session: wanted.session_id.is_some(),
+        known_comments: wanted.known_comments,
         max_comments,
     };
     let hold = match money::admit_analyze(&account, &request) {
@@ -119,25 +121,25 @@ pub async fn create_analyze_in(
         Admission::ConcurrencyLimit => return Ok(CreateOutcome::ConcurrencyLimit),
     };
     // Decided under the lock: the conditional updates only guard against a bug.
-    if !balances::reserve_in(tx, new.account_id, job_id, month, hold, now).await? {
+    if !balances::reserve_in(tx, wanted.account_id, job_id, month, hold, now).await? {
         return Err(StorageError::Conflict("a balance changed under the account lock".into()));
     }
     let row = NewJob {
         id: job_id,
-        account_id: new.account_id,
-        token_id: new.token_id,
-        session_id: new.session_id,
+        account_id: wanted.account_id,
+        token_id: wanted.token_id,
+        session_id: wanted.session_id,
         kind: JobKind::Analyze,
-        r#ref: new.r#ref,
-        url: new.url,
+        r#ref: wanted.r#ref,
+        url: wanted.url,
         comments_expected: None,
-        batch_id: new.batch_id,
+        batch_id: wanted.batch_id,
         hold_stage: Stage::Opening,
         max_comments,
         free_allowance: request.free_allowance(),
     };
     let command = Outgoing::command(&AnalyzeCommand { job_id: job_id.to_owned() });
-    let job = insert_job(tx, &row, (new.idempotency_key, new.r#ref), &command, trace, now).await?;
+    let job = insert_job(tx, &row, (wanted.idempotency_key, wanted.r#ref), &command, trace, now).await?;
     Ok(CreateOutcome::Created { job, reserved: hold.amount })
 }
 
@@ -149,11 +151,11 @@ pub async fn create_analyze_in(
 /// The new job holds only its opening hold: the scraper sizes it once the post reports its
 /// size ([`size_hold`]), so one job never blocks the account's other analyses while it waits
 /// for a scraper.
-pub async fn create_analyze(db: &Db, new: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
+pub async fn create_analyze(db: &Db, wanted: NewAnalyze<'_>, trace_headers: &str, now: i64) -> Result<CreateOutcome> {
     let month = month_of(now);
     let job_id = crate::repo::new_id();
     let mut t = db.begin().await?;
-    let outcome = create_analyze_in(&mut t.tx(), &new, &job_id, &month, trace_headers, now).await?;
+    let outcome = create_analyze_in(&mut t.tx(), &wanted, &job_id, &month, trace_headers, now).await?;
     t.commit().await?;
     created(db, &outcome).await;
     Ok(outcome)
