@@ -83,8 +83,18 @@ async fn poll_through_outage(app: &cova_tests::TestApp, proxy: &Proxy, tokens: &
         pollers.push(tokio::spawn(async move {
             let mut served = Served::default();
             while !stop.is_cancelled() {
-                for ok in [client.job(&job).await.status == 200, client.usage().await.status == 200] {
-                    if ok { served.ok += 1 } else { served.failed += 1 }
+                let (polled, usage) = (client.job(&job).await, client.usage().await);
+                for (what, status, error) in [
+                    ("job poll", polled.status, polled.body.as_ref().err().map(|e| e.code.clone())),
+                    ("usage", usage.status, usage.body.as_ref().err().map(|e| e.code.clone())),
+                ] {
+                    if status == 200 {
+                        served.ok += 1;
+                    } else {
+                        // Said when it happens, so that a failed run tells which answer and when.
+                        println!("{what} answered {status} {error:?} at {:?}", std::time::SystemTime::now());
+                        served.failed += 1;
+                    }
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -92,10 +102,12 @@ async fn poll_through_outage(app: &cova_tests::TestApp, proxy: &Proxy, tokens: &
         }));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    println!("backend cut at {:?}", std::time::SystemTime::now());
     proxy.refuse(true);
     proxy.cut();
     tokio::time::sleep(Duration::from_secs(10)).await;
     proxy.refuse(false);
+    println!("backend back at {:?}", std::time::SystemTime::now());
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.cancel();
     let mut all = Served::default();
