@@ -40,31 +40,43 @@ pub fn sign_standard(secret: &str, id: &str, t: i64, body: &[u8]) -> Option<Stri
     Some(format!("v1,{}", BASE64.encode(ctx.sign().as_ref())))
 }
 
-/// The hex HMAC-SHA256 of the parts, in order, keyed with the secret's bytes.
-fn hmac_hex(secret: &str, parts: &[&[u8]]) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-    let mut ctx = hmac::Context::with_key(&key);
-    for part in parts {
-        ctx.update(part);
-    }
-    hex::encode(ctx.sign().as_ref())
+/// What `v1` signs: `<t>.<raw body>`.
+fn v1_message(t: i64, body: &[u8]) -> Vec<u8> {
+    [format!("{t}.").as_bytes(), body].concat()
+}
+
+/// What `v2` signs: `<t>.<event id>.<raw body>`.
+fn v2_message(t: i64, id: &str, body: &[u8]) -> Vec<u8> {
+    [format!("{t}.{id}.").as_bytes(), body].concat()
+}
+
+/// The hex HMAC-SHA256 of `message`, keyed with the secret's bytes.
+fn hmac_hex(secret: &str, message: &[u8]) -> String {
+    hex::encode(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes()), message).as_ref())
 }
 
 /// The `X-Signature` value for `body` sent at `t` (unix seconds).
 pub fn sign(secret: &str, t: i64, body: &[u8]) -> String {
-    format!("t={t},v1={}", hmac_hex(secret, &[t.to_string().as_bytes(), b".", body]))
+    format!("t={t},v1={}", hmac_hex(secret, &v1_message(t, body)))
 }
 
 /// The `X-Signature` value of one of cova's events: `v1` as [`sign`], and `v2` over the event's
-/// id too (`"<t>.<id>.<raw body>"`), so that a captured request sent again under another
-/// `X-Event-Id` fails `v2` and a receiver deduplicating on the id handles it once.
+/// id too, so that a captured request sent again under another `X-Event-Id` fails `v2` and a
+/// receiver deduplicating on the id handles it once.
 pub fn sign_event(secret: &str, t: i64, id: &str, body: &[u8]) -> String {
-    let v2 = hmac_hex(secret, &[t.to_string().as_bytes(), b".", id.as_bytes(), b".", body]);
-    format!("{},v2={v2}", sign(secret, t, body))
+    format!("{},v2={}", sign(secret, t, body), hmac_hex(secret, &v2_message(t, id, body)))
 }
 
-/// The timestamp and the signatures of one scheme (`v1`, `v2`) of a header.
-fn parsed(header: &str, scheme: &str) -> (Option<i64>, Vec<Vec<u8>>) {
+/// Whether `header` carries a `scheme` signature of `message(t)` with `secret`, its timestamp
+/// `t` within `tolerance_s` of `now`.
+fn verify_scheme(
+    header: &str,
+    scheme: &str,
+    secret: &str,
+    message: impl FnOnce(i64) -> Vec<u8>,
+    now: i64,
+    tolerance_s: i64,
+) -> bool {
     let mut t = None;
     let mut signatures = Vec::new();
     for part in header.split(',') {
@@ -74,33 +86,25 @@ fn parsed(header: &str, scheme: &str) -> (Option<i64>, Vec<Vec<u8>>) {
             _ => {}
         }
     }
-    (t, signatures)
-}
-
-/// Whether one of `signatures` is the HMAC of `message`, with `t` within `tolerance_s` of `now`.
-fn verified(secret: &str, t: Option<i64>, signatures: &[Vec<u8>], message: &[u8], now: i64, tolerance_s: i64) -> bool {
     let Some(t) = t else { return false };
     if (now - t).abs() > tolerance_s {
         return false;
     }
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-    signatures.iter().any(|s| hmac::verify(&key, message, s).is_ok())
+    let message = message(t);
+    signatures.iter().any(|s| hmac::verify(&key, &message, s).is_ok())
 }
 
 /// What a receiver does: true when `header` signs `body` with `secret` (`v1`) and its timestamp
 /// is within `tolerance_s` of `now` (unix seconds).
 pub fn verify(header: &str, secret: &str, body: &[u8], now: i64, tolerance_s: i64) -> bool {
-    let (t, signatures) = parsed(header, "v1");
-    let message = [format!("{}.", t.unwrap_or_default()).as_bytes(), body].concat();
-    verified(secret, t, &signatures, &message, now, tolerance_s)
+    verify_scheme(header, "v1", secret, |t| v1_message(t, body), now, tolerance_s)
 }
 
 /// What a receiver of cova's events does: true when `header`'s `v2` signs the event `id` and
 /// `body` with `secret`, and its timestamp is within `tolerance_s` of `now`.
 pub fn verify_event(header: &str, secret: &str, id: &str, body: &[u8], now: i64, tolerance_s: i64) -> bool {
-    let (t, signatures) = parsed(header, "v2");
-    let message = [format!("{}.{id}.", t.unwrap_or_default()).as_bytes(), body].concat();
-    verified(secret, t, &signatures, &message, now, tolerance_s)
+    verify_scheme(header, "v2", secret, |t| v2_message(t, id, body), now, tolerance_s)
 }
 
 #[cfg(test)]

@@ -74,37 +74,42 @@ impl SettingsBody {
             ),
             None => None,
         };
-        let min_comments = match self.min_comments {
-            None => None,
-            Some(None) => Some(None),
-            Some(Some(Integer(m))) => Some(Some(
-                u64::try_from(m)
-                    .ok()
-                    .filter(|m| (MIN_COMMENTS_RANGE.0..=MIN_COMMENTS_RANGE.1).contains(m))
-                    .ok_or_else(|| {
-                        ApiError::validation(format!(
+        let min_comments = self
+            .min_comments
+            .map(|m| {
+                m.map(|Integer(m)| {
+                    ranged(m, MIN_COMMENTS_RANGE, || {
+                        format!(
                             "`min_comments` must be between {} and {}, or null for the sensitivity's own.",
                             MIN_COMMENTS_RANGE.0, MIN_COMMENTS_RANGE.1
-                        ))
-                    })?,
-            )),
-        };
-        let cooldown_min = match self.cooldown_min {
-            None => None,
-            Some(Integer(c)) => Some(
-                u32::try_from(c)
-                    .ok()
-                    .filter(|c| (COOLDOWN_RANGE_MIN.0..=COOLDOWN_RANGE_MIN.1).contains(c))
-                    .ok_or_else(|| {
-                        ApiError::validation(format!(
-                            "`cooldown_min` must be between {} and {} minutes.",
-                            COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
-                        ))
-                    })?,
-            ),
-        };
+                        )
+                    })
+                })
+                .transpose()
+            })
+            .transpose()?;
+        let cooldown_min = self
+            .cooldown_min
+            .map(|Integer(c)| {
+                ranged(c, COOLDOWN_RANGE_MIN, || {
+                    format!(
+                        "`cooldown_min` must be between {} and {} minutes.",
+                        COOLDOWN_RANGE_MIN.0, COOLDOWN_RANGE_MIN.1
+                    )
+                })
+            })
+            .transpose()?;
         Ok(Change { enabled: self.enabled, sensitivity, min_comments, cooldown_min })
     }
+}
+
+/// `value` as a `T` within `range` (both ends included), else a validation error saying `why`.
+fn ranged<T: TryFrom<i64> + PartialOrd>(
+    value: i64,
+    range: (T, T),
+    why: impl FnOnce() -> String,
+) -> Result<T, ApiError> {
+    T::try_from(value).ok().filter(|v| *v >= range.0 && *v <= range.1).ok_or_else(|| ApiError::validation(why()))
 }
 
 /// A change on top of the settings that applied.
