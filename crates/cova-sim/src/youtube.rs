@@ -49,7 +49,13 @@ pub(crate) fn handle(state: &State, r: &Req) -> HttpResponse {
             "youtube.quota",
         );
     }
-    if scenario == YouTubeScenario::ServerErrorEvery3rd && state.bump(&format!("yt:{video}")).is_multiple_of(3) {
+    // Every third request of the video fails, but never the same request twice: a retry that
+    // interleaves with the video's other requests (replies are fetched side by side) could
+    // otherwise land on every third slot and fail all of its attempts.
+    if scenario == YouTubeScenario::ServerErrorEvery3rd
+        && state.bump(&format!("yt:{video}")).is_multiple_of(3)
+        && state.bump(&format!("yt-failed:{}?{:?}", r.path, r.query)) == 1
+    {
         return error(503, "backendError", "Backend Error", "global");
     }
     match method {
