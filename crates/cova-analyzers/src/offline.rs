@@ -40,6 +40,29 @@ impl Offline {
     pub fn label(&self, text: &str) -> CommentLabels {
         read(text).labels
     }
+
+    /// Labels many comments on their own, off the async workers: judging a few hundred
+    /// comments takes long enough to stall every request a worker serves meanwhile (a spike
+    /// check judging a fresh collection once held both workers of a two-core gateway for
+    /// 0.6 s, which the database's request bound took for an outage).
+    pub async fn label_all(texts: Vec<String>) -> Vec<CommentLabels> {
+        off_the_workers(move || texts.iter().map(|t| read(t).labels).collect()).await
+    }
+}
+
+/// Runs CPU-bound analysis on the blocking pool (inline where no runtime can take it: a
+/// current-thread runtime's only thread would wait for it anyway).
+async fn off_the_workers<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi {
+        return work();
+    }
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        // Only a panic in the work, or a runtime shutting down, gets here.
+        Err(e) => std::panic::resume_unwind(e.try_into_panic().unwrap_or_else(|_| Box::new("the runtime shut down"))),
+    }
 }
 
 fn read(text: &str) -> Read {
@@ -523,7 +546,8 @@ impl Analyzer for Offline {
     }
 
     async fn analyze(&self, comments: &[Comment], phrases: &[String]) -> Result<Analysis, AnalyzeError> {
-        Ok(analyze(comments, phrases))
+        let (comments, phrases) = (comments.to_vec(), phrases.to_vec());
+        Ok(off_the_workers(move || analyze(&comments, &phrases)).await)
     }
 }
 
@@ -684,6 +708,27 @@ mod tests {
 
     fn label(text: &str) -> CommentLabels {
         Offline::new().label(text)
+    }
+
+    #[test]
+    fn judging_runs_beside_the_async_workers_and_says_what_judging_alone_says() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("runtime");
+        let (worker, judge, labels) = runtime.block_on(async {
+            let (worker, judge) = tokio::spawn(async {
+                let worker = std::thread::current().id();
+                (worker, off_the_workers(|| std::thread::current().id()).await)
+            })
+            .await
+            .expect("task");
+            let labels = Offline::label_all(vec!["I love it".into(), "this is awful, total scam".into()]).await;
+            (worker, judge, labels)
+        });
+        assert_ne!(worker, judge, "the judging ran on the async worker");
+        assert_eq!(labels, vec![label("I love it"), label("this is awful, total scam")]);
+        // Without a multi-threaded runtime it runs in place.
+        let single = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let here = std::thread::current().id();
+        assert_eq!(single.block_on(off_the_workers(|| std::thread::current().id())), here);
     }
 
     #[test]

@@ -12,15 +12,16 @@ const STEP: i64 = 1_000;
 
 /// Judges the comments of a scrape whose sentiment is not stored yet and stores it; how many.
 pub async fn judge_new(db: &Db, job_id: &str) -> Result<usize, StorageError> {
-    let offline = Offline::new();
     let mut judged = 0;
     loop {
         let rows = breakdown::unjudged(db, job_id, STEP).await?;
         if rows.is_empty() {
             return Ok(judged);
         }
+        let (ids, texts): (Vec<String>, Vec<String>) = rows.into_iter().map(|(id, body)| (id, text_of(&body))).unzip();
+        let judged_now = Offline::label_all(texts).await;
         let labels: Vec<(String, i16)> =
-            rows.into_iter().map(|(id, body)| (id, label(&offline, &body).code())).collect();
+            ids.into_iter().zip(judged_now).map(|(id, l)| (id, l.sentiment.code())).collect();
         breakdown::store_sentiments(db, job_id, &labels).await?;
         judged += labels.len();
         if labels.len() < STEP as usize {
@@ -29,13 +30,12 @@ pub async fn judge_new(db: &Db, job_id: &str) -> Result<usize, StorageError> {
     }
 }
 
-/// The sentiment of one stored comment (its body as the API shows it).
-fn label(offline: &Offline, body: &str) -> Label {
-    let text = serde_json::from_str::<serde_json::Value>(body)
+/// The text of one stored comment (its body as the API shows it).
+fn text_of(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|c| c["text"].as_str().map(str::to_owned))
-        .unwrap_or_default();
-    offline.label(&text).sentiment
+        .unwrap_or_default()
 }
 
 /// How many of the stored codes are negative, and how many were judged.

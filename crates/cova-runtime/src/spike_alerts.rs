@@ -117,6 +117,10 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
         };
         let comments: Vec<&Read> = window.iter().collect();
         let about = About::of(&offline, &comments).await;
+        let negative_share = match spike.share {
+            Some(share) => share,
+            None => share(negative_of(&comments).await, comments.len() as u64),
+        };
         let event = SpikeAlertEvent {
             event_type: SpikeEventType::SpikeAlert,
             id: cova_storage::repo::new_id(),
@@ -134,9 +138,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
             window_end: cova_domain::time::rfc3339(now),
             comments: spike.observed,
             expected: round2(spike.expected),
-            negative_share: round2(
-                spike.share.unwrap_or_else(|| share(negative_of(&offline, &comments), comments.len() as u64)),
-            ),
+            negative_share: round2(negative_share),
             baseline_negative_share: round2(spike.baseline_share.unwrap_or(baseline_share)),
             sentiment: about.sentiment,
             top_terms: about.terms,
@@ -246,8 +248,9 @@ pub async fn judging(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result
 }
 
 /// How many of an alert's comments are negative.
-fn negative_of(offline: &Offline, comments: &[&Read]) -> u64 {
-    comments.iter().filter(|c| offline.label(&c.text).sentiment == Label::Negative).count() as u64
+async fn negative_of(comments: &[&Read]) -> u64 {
+    let labels = Offline::label_all(comments.iter().map(|c| c.text.clone()).collect()).await;
+    labels.iter().filter(|l| l.sentiment == Label::Negative).count() as u64
 }
 
 fn share(part: u64, of: u64) -> f64 {
