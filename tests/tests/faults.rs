@@ -598,3 +598,57 @@ async fn a_database_outage_during_a_spike_check_records_nothing_and_the_next_che
     assert_eq!((&items[0]["kind"], &items[0]["comments"]), (&json!("volume"), &json!(in_window)), "{listed}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with make test-real"]
+async fn a_creator_refresh_cut_short_by_an_outage_gives_its_claim_back() {
+    use cova_sim::{SimCreator, SimCreatorPost};
+    use reqwest::{Method, StatusCode};
+    const BRAND: u64 = 6_800_000_000_000_000_001;
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
+    let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
+    let proxy_port = proxy.addr.port();
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        through_proxy(c, proxy_port);
+        c.database.acquire_timeout_ms = 1_000;
+        c.database.connect_timeout_ms = 1_000;
+    })
+    .await;
+    app.sim.add_creator(SimCreator::tiktok(BRAND, "brand"));
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 100).await;
+    let client = app.client(Some(&token));
+    let add = client
+        .request(Method::POST, "/api/v1/creators")
+        .json(&serde_json::json!({"url": "https://www.tiktok.com/@brand"}));
+    assert_eq!(client.raw(add).await.0, StatusCode::CREATED);
+    let refresh = "/api/v1/creators/tiktok:user:6800000000000000001/refresh";
+
+    // A refresh whose listing answers slowly; the database goes away while it waits.
+    app.sim.set_latency_ms(1_500);
+    let asked_before = app.sim.requests().len();
+    let asking = {
+        let client = client.clone();
+        tokio::spawn(async move { client.raw(client.request(Method::POST, refresh)).await.0 })
+    };
+    cova_tests::eventually("the refresh to ask the platform", async || app.sim.requests().len() > asked_before).await;
+    proxy.refuse(true);
+    proxy.cut();
+    assert_eq!(asking.await.expect("refresh"), StatusCode::SERVICE_UNAVAILABLE, "the run could not record its end");
+    app.sim.set_latency_ms(0);
+    proxy.refuse(false);
+
+    // The database is back: the next refresh runs and finds the post published meanwhile,
+    // rather than answering `run_in_progress` until the claim (a minute) lapses.
+    let published = cova_domain::time::now_ms();
+    let id = tiktok_post_id(TikTokScenario::Normal, 7).to_string();
+    app.sim.publish(&BRAND.to_string(), SimCreatorPost { id: id.clone(), published_at_ms: published, pinned: false });
+    let run = cova_tests::until_within("a refresh to run again", Duration::from_secs(20), async || {
+        let (status, _, body) = client.raw(client.request(Method::POST, refresh)).await;
+        assert_ne!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        (status == StatusCode::OK).then(|| serde_json::from_slice::<serde_json::Value>(&body).expect("JSON"))
+    })
+    .await;
+    assert_eq!(run["found"], serde_json::json!([format!("tiktok:{id}")]), "{run}");
+    app.stop().await;
+}

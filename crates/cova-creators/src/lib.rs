@@ -79,9 +79,65 @@ pub enum Occasion {
 }
 
 /// Runs a creator this caller has claimed: lists its new posts, records them and the batch that
-/// collects them (whose URLs the caller then starts), and releases the claim. A platform failure is recorded on the creator (and
-/// answered in [`Run::error`]), not raised.
+/// collects them (whose URLs the caller then starts), and releases the claim, also when it
+/// fails or is dropped ([`Claim`]). A platform failure is recorded on the creator (and answered
+/// in [`Run::error`]), not raised.
 pub async fn run(
+    db: &Db,
+    platforms: &Platforms,
+    row: &CreatorRow,
+    occasion: Occasion,
+    trace: &str,
+    now: i64,
+) -> Result<Run, StorageError> {
+    // How long the claim lasts, on the clock of the process that gives it back.
+    let lasts = std::time::Duration::from_millis(u64::try_from(row.claimed_until - now).unwrap_or(0));
+    let mut claim = Claim { db, row, lasts, ended: false };
+    let run = run_claimed(db, platforms, row, occasion, trace, now).await;
+    // A run that returns has recorded its end (which released the claim) unless it failed.
+    claim.ended = run.is_ok();
+    run
+}
+
+/// The claim of a run under way. A run that fails to record its end (the database went away
+/// mid-run) or is dropped (its request timed out, its client left) gives the claim back as
+/// soon as the database answers, within the claim's lifetime: otherwise every refresh would
+/// answer `run_in_progress` and new posts would wait for the next period, for minutes.
+struct Claim<'a> {
+    db: &'a Db,
+    row: &'a CreatorRow,
+    lasts: std::time::Duration,
+    ended: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if self.ended {
+            return;
+        }
+        let (db, row) = (self.db.clone(), self.row.clone());
+        let lapses = std::time::Instant::now() + self.lasts;
+        runtime.spawn(async move {
+            let mut wait = std::time::Duration::from_millis(100);
+            loop {
+                match creators::give_back(&db, &row).await {
+                    Ok(()) => return,
+                    Err(e) => tracing::debug!(creator.r#ref = %row.r#ref, error = %e, "giving a claim back failed; trying again"),
+                }
+                // Past the claim's end it has lapsed by itself.
+                if std::time::Instant::now() >= lapses {
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(2));
+            }
+        });
+    }
+}
+
+/// [`run`], once the claim is in hand.
+async fn run_claimed(
     db: &Db,
     platforms: &Platforms,
     row: &CreatorRow,

@@ -76,7 +76,7 @@ impl Pass for Creators {
             for (row, result) in due.iter().zip(futures::future::join_all(runs).await) {
                 match result {
                     Ok(_) => listed += 1,
-                    // The claim expires and a later pass tries again.
+                    // The run gave its claim back: a later pass tries again.
                     Err(e) => {
                         tracing::warn!(creator.r#ref = %row.r#ref, error = %e, "recording a creator's run failed")
                     }

@@ -14,6 +14,10 @@ use std::collections::HashSet;
 /// How long a claim keeps other schedulers (and refreshes) off a creator: a listing retries a
 /// blocked platform for a while.
 pub const CLAIM_MS: i64 = 5 * 60_000;
+/// A refresh's claim: the refresh runs inside its request, which ends well within this (the
+/// request timeout, 30 s by default), giving the claim back; only a gateway killed mid-refresh
+/// leaves it to lapse.
+pub const ASKED_CLAIM_MS: i64 = 60_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
 #[diesel(table_name = creators)]
@@ -248,13 +252,22 @@ async fn claim_now_in(tx: &mut Tx<'_>, account_id: &str, r#ref: &str, now: i64) 
         .execute(
             diesel::update(creators::table.find(&row.id))
                 .filter(creators::claimed_until.le(now))
-                .set(creators::claimed_until.eq(now + CLAIM_MS)),
+                .set(creators::claimed_until.eq(now + ASKED_CLAIM_MS)),
         )
         .await?;
     if claimed == 0 {
         return Ok(None);
     }
     find(tx, account_id, r#ref).await
+}
+
+/// Gives back the claim `row` holds (a run that ended without recording its end: an outage, or
+/// its caller gone), so that the next refresh or pass runs at once instead of waiting out the
+/// claim. A claim taken since (or cleared by new settings) is left alone.
+pub async fn give_back(db: &Db, row: &CreatorRow) -> Result<()> {
+    let this_claim = creators::table.find(&row.id).filter(creators::claimed_until.eq(row.claimed_until));
+    db.conn().await?.tx().execute(diesel::update(this_claim).set(creators::claimed_until.eq(0))).await?;
+    Ok(())
 }
 
 /// The refs of the posts the creator's runs found so far.
