@@ -652,3 +652,26 @@ async fn a_creator_refresh_cut_short_by_an_outage_gives_its_claim_back() {
     assert_eq!(run["found"], serde_json::json!([format!("tiktok:{id}")]), "{run}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Redis: run with make test-real"]
+async fn a_finished_result_s_copies_are_kept_as_long_as_the_result() {
+    let cache_url = real_backend(CACHE_URL_VAR);
+    let app = spawn_app_with_sim(SimConfig::default(), |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let url = format!("https://www.tiktok.com/@a/video/{}", tiktok_post_id(TikTokScenario::Normal, 30));
+    let job = client.analyze(&url, None).await.ok()["job_id"].as_str().expect("id").to_owned();
+    assert_eq!(client.wait_job(&job).await["status"], "complete");
+    // The copies an outage answers from outlive the ten minutes of a running job's: a complete
+    // result never changes, so they last as long as it does (13 days left at the least).
+    let redis = redis::Client::open(cache_url.as_str()).expect("redis url");
+    let mut conn = redis.get_multiplexed_async_connection().await.expect("redis");
+    let prefix = &app.config.cache.prefix;
+    for key in [cova_snapshots::job_key(&job), cova_snapshots::first_page_key(&job)] {
+        let left: i64 = redis::cmd("PTTL").arg(format!("{prefix}:{key}")).query_async(&mut conn).await.expect("PTTL");
+        assert!(left > 13 * 86_400_000, "{key} is kept for {left} ms");
+    }
+    app.stop().await;
+}

@@ -16,7 +16,7 @@
 //! A copy outlives a change it missed only when its refresh failed (the cache did not answer
 //! just then, or the writer died between its commit and the refresh), and then for at most its
 //! freshness: [`ACCOUNT_TTL`], [`RUNNING_JOB_TTL`] or [`FINISHED_JOB_TTL`]. Copies are kept
-//! longer than that ([`KEPT_FOR`]) for one reason: while the database does not answer (or is
+//! longer than that ([`KEPT_FOR`], a finished result [`RESULT_KEPT_FOR`]) for one reason: while the database does not answer (or is
 //! marked unreachable, [`cova_storage::Db::bounded`]), a copy older than its freshness is still
 //! served (nothing can change without the database), so that polls and `/usage` go on
 //! answering through a database outage, at once.
@@ -47,6 +47,12 @@ pub const FINISHED_JOB_TTL: Duration = Duration::from_secs(600);
 /// How long an account's, a running job's or a batch's copy is kept: served past its
 /// freshness only while the database does not answer.
 pub const KEPT_FOR: Duration = Duration::from_secs(600);
+/// How long a finished job's copy and a complete job's first page are kept in a shared cache:
+/// the result's own lifetime. A finished result changes only when its comments are released,
+/// which renews its copy, so an outage can answer every result still kept; the cache's memory
+/// policy evicts the oldest first when it runs short. In-process (embedded) copies keep
+/// [`FINISHED_JOB_TTL`]: the embedded database never goes away.
+pub const RESULT_KEPT_FOR: Duration = cova_domain::limits::LIBRARY_LIFETIME;
 /// How long a token's copy is kept after its last lookup.
 pub const TOKEN_KEPT_FOR: Duration = Duration::from_secs(60);
 
@@ -150,7 +156,7 @@ impl Snapshots {
         match db.bounded(jobs::poll(db, job_id)).await {
             Ok(polled) => {
                 if let (Some(polled), Some(stamp)) = (&polled, stamp) {
-                    self.store(&key, stamp, polled, kept_for(polled)).await;
+                    self.store(&key, stamp, polled, self.kept_for(polled)).await;
                 }
                 Ok(polled)
             }
@@ -234,7 +240,7 @@ impl Snapshots {
 
     async fn keep_first_page(&self, job_id: &str, page: &FirstPage) {
         let Ok(bytes) = postcard::to_allocvec(page) else { return };
-        if let Err(e) = self.cache.set(&first_page_key(job_id), &bytes, FINISHED_JOB_TTL).await {
+        if let Err(e) = self.cache.set(&first_page_key(job_id), &bytes, self.result_kept_for()).await {
             tracing::debug!(error = %e, "keeping a first page failed; the next poll reads it");
         }
     }
@@ -275,7 +281,7 @@ impl Snapshots {
         }
         for polled in jobs::poll_many(db, job_ids).await? {
             let Some((_, stamp)) = stamps.iter().find(|(id, _)| *id == polled.job.id) else { continue };
-            self.store(&job_key(&polled.job.id), *stamp, &polled, kept_for(&polled)).await;
+            self.store(&job_key(&polled.job.id), *stamp, &polled, self.kept_for(&polled)).await;
             let job = &polled.job;
             if job.status == JobStatus::Complete && job.kind == JobKind::Analyze && polled.current {
                 let kept = self.cache.get(&first_page_key(&job.id)).await.ok().flatten();
@@ -315,9 +321,16 @@ fn fresh_for(polled: &Polled) -> Duration {
     if polled.job.status.is_finished() { FINISHED_JOB_TTL } else { RUNNING_JOB_TTL }
 }
 
-/// How long a job's copy is kept.
-fn kept_for(polled: &Polled) -> Duration {
-    if polled.job.status.is_finished() { FINISHED_JOB_TTL } else { KEPT_FOR }
+impl Snapshots {
+    /// How long a finished result's copies are kept.
+    fn result_kept_for(&self) -> Duration {
+        if self.cache.is_memory() { FINISHED_JOB_TTL } else { RESULT_KEPT_FOR }
+    }
+
+    /// How long a job's copy is kept.
+    fn kept_for(&self, polled: &Polled) -> Duration {
+        if polled.job.status.is_finished() { self.result_kept_for() } else { KEPT_FOR }
+    }
 }
 
 impl Changes for Snapshots {
