@@ -5,6 +5,9 @@
 //! IPv6 are refused). The caller connects to an address this guard returned, so the name is
 //! not resolved twice. Configured ranges are admitted (tests, private deployments).
 
+mod pinned;
+
+pub use pinned::PinnedClients;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 

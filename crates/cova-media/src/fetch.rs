@@ -5,8 +5,9 @@
 
 use bytes::{Bytes, BytesMut};
 use cova_config::MediaConfig;
-use cova_egress::{Guard, Refusal};
+use cova_egress::{Guard, PinnedClients, Refusal};
 use futures::StreamExt;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -86,6 +87,8 @@ pub struct Fetcher {
     timeout: Duration,
     max_bytes: usize,
     max_redirects: u8,
+    /// One client per (CDN host, checked address), shared by the fetcher's clones.
+    clients: Arc<PinnedClients>,
 }
 
 impl Fetcher {
@@ -98,6 +101,7 @@ impl Fetcher {
             timeout: Duration::from_millis(cfg.fetch_timeout_ms),
             max_bytes: cfg.max_bytes,
             max_redirects: cfg.max_redirects,
+            clients: Arc::default(),
         })
     }
 
@@ -135,16 +139,19 @@ impl Fetcher {
         let mut url = self.check(raw)?;
         for _ in 0..=self.max_redirects {
             let addr = self.guard.resolve_url(&url).await?;
-            let mut builder = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
+            let builder = || {
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .user_agent("Mozilla/5.0 (compatible; cova-media/1)")
+            };
+            // Connect to the checked address only; TLS still verifies the name.
+            let client = self.clients.get(&url, addr, builder).map_err(|e| FetchError::Network(e.to_string()))?;
+            let answer = client
+                .get(url.clone())
                 .timeout(deadline.saturating_duration_since(Instant::now()))
-                .user_agent("Mozilla/5.0 (compatible; cova-media/1)");
-            if let Some(host) = url.host_str() {
-                // Connect to the checked address only; TLS still verifies the name.
-                builder = builder.resolve(host, addr);
-            }
-            let client = builder.build().map_err(|e| FetchError::Network(e.to_string()))?;
-            let answer = client.get(url.clone()).send().await.map_err(|e| FetchError::Network(without_url(e)))?;
+                .send()
+                .await
+                .map_err(|e| FetchError::Network(without_url(e)))?;
             let status = answer.status();
             if status.is_redirection() {
                 let location = answer

@@ -7,18 +7,13 @@ use cova_auth::signature::{
     sign_event, sign_standard,
 };
 use cova_config::NotifierConfig;
-use cova_egress::{Guard, Refusal};
+use cova_egress::{Guard, PinnedClients, Refusal};
 use secrecy::ExposeSecret;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Bytes of a receiver's answer that are kept (for the delivery log).
 const ANSWER_BYTES: usize = 1_024;
-
-/// Webhook clients kept, one per checked (host, address); past this many the set starts over.
-const KEPT_CLIENTS: usize = 1_024;
 
 /// What the receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +54,7 @@ pub struct Sender {
     telegram_client: reqwest::Client,
     /// One client per (host, checked address): its connections are reused by the next
     /// delivery to the same receiver, and it can reach no address but the one checked.
-    clients: Mutex<HashMap<(String, SocketAddr), reqwest::Client>>,
+    clients: PinnedClients,
 }
 
 impl Sender {
@@ -82,7 +77,15 @@ impl Sender {
             .map_err(|e| e.to_string())?;
         let telegram =
             cfg.telegram_bot_token.clone().map(|t| (cfg.telegram_api_base_url.trim_end_matches('/').to_owned(), t));
-        Ok(Self { guard, timeout, connect_timeout, roots, telegram, telegram_client, clients: Mutex::default() })
+        Ok(Self {
+            guard,
+            timeout,
+            connect_timeout,
+            roots,
+            telegram,
+            telegram_client,
+            clients: PinnedClients::default(),
+        })
     }
 
     pub fn guard(&self) -> &Guard {
@@ -118,34 +121,17 @@ impl Sender {
         read(request).await
     }
 
-    /// The client that connects `url`'s host to `addr` only, kept for the next delivery there
-    /// (a name that resolves elsewhere later gets a client of its own).
+    /// The client that connects `url`'s host to `addr` only, kept for the next delivery there.
     fn client_for(&self, url: &url::Url, addr: SocketAddr) -> Result<reqwest::Client, SendError> {
-        let host = url.host_str().unwrap_or_default().to_owned();
-        let key = (host, addr);
-        let kept = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
-        if let Some(client) = kept {
-            return Ok(client);
-        }
-        let mut builder = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent("cova-webhooks/1");
-        if !key.0.is_empty() {
-            // Connect to the checked address; TLS still verifies the name.
-            builder = builder.resolve(&key.0, addr);
-        }
-        for root in &self.roots {
-            builder = builder.add_root_certificate(root.clone());
-        }
-        let client = builder.build().map_err(|e| SendError::Network(e.to_string()))?;
-        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if clients.len() >= KEPT_CLIENTS {
-            clients.clear();
-        }
-        clients.insert(key, client.clone());
-        Ok(client)
+        let builder = || {
+            let builder = reqwest::Client::builder()
+                .timeout(self.timeout)
+                .connect_timeout(self.connect_timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent("cova-webhooks/1");
+            self.roots.iter().fold(builder, |b, root| b.add_root_certificate(root.clone()))
+        };
+        self.clients.get(url, addr, builder).map_err(|e| SendError::Network(e.to_string()))
     }
 
     /// Sends `text` to a Telegram chat through the Bot API.
