@@ -118,7 +118,10 @@ async fn a_poisoned_outbox_row_does_not_stop_the_rows_behind_it() {
         rows.iter().any(|r| r.routing_key == "nobody-home" && r.attempts >= 1 && r.last_error.is_some())
     })
     .await;
-    assert_eq!(outbox::backlog(app.db()).await.expect("backlog"), 1, "only the bad row is left");
+    // The relay marks a row sent once the broker confirms it, which may be after a consumer
+    // has handled the message: the rows behind leave the backlog soon after they are seen.
+    eventually("only the bad row left in the outbox", async || outbox::backlog(app.db()).await.expect("backlog") == 1)
+        .await;
     app.stop().await;
 }
 
