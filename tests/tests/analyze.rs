@@ -276,8 +276,8 @@ async fn scopes_validation_and_the_order_of_checks() {
         (r#"{"url": 5}"#, "wrong type"),
         (r#"{}"#, "missing url"),
         (r#"{"url": "  "}"#, "empty url"),
-        (r#"{"url": "not a url"}"#, "not a URL"),
-        (r#"{"url": "https://example.com/video/1"}"#, "unsupported platform"),
+        (r#"{"url": "not a url"}"#, "is not a web address"),
+        (r#"{"url": "https://example.com/video/1"}"#, "Unsupported platform"),
         (r#"{"url": "https://www.tiktok.com/@someone"}"#, "not a post"),
     ] {
         let req =

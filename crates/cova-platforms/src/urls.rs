@@ -171,17 +171,19 @@ impl WebUrl {
 
 pub(crate) fn web_url(trimmed: &str) -> Result<WebUrl, PlatformError> {
     if trimmed.is_empty() {
-        return Err(PlatformError::InvalidUrl("not a URL: the url is empty".into()));
+        return Err(PlatformError::InvalidUrl("The link is empty: paste the post's address.".into()));
     }
     if trimmed.len() > MAX_INPUT {
-        return Err(PlatformError::InvalidUrl(format!("not a URL: longer than {MAX_INPUT} characters")));
+        return Err(PlatformError::InvalidUrl(format!(
+            "The link is longer than {MAX_INPUT} characters: paste the post's address alone."
+        )));
     }
     let with_scheme = if trimmed.contains("://") { trimmed.to_string() } else { format!("https://{trimmed}") };
-    let url = Url::parse(&with_scheme)
-        .map_err(|e| PlatformError::InvalidUrl(format!("not a URL: `{}` ({e})", clip(trimmed))))?;
+    // The parser's own words ("invalid international domain name") mean nothing to a person.
+    let url = Url::parse(&with_scheme).map_err(|_| not_a_link(trimmed))?;
     if url.scheme() != "https" && url.scheme() != "http" {
         return Err(PlatformError::InvalidUrl(format!(
-            "not a URL: scheme `{}` is not supported, use an https link",
+            "Links starting with `{}:` are not supported: paste the post's https link.",
             clip(url.scheme())
         )));
     }
@@ -189,13 +191,21 @@ pub(crate) fn web_url(trimmed: &str) -> Result<WebUrl, PlatformError> {
         .host_str()
         .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| PlatformError::InvalidUrl(format!("not a URL: `{}` has no host", clip(trimmed))))?;
+        .ok_or_else(|| not_a_link(trimmed))?;
     let looks_like_host =
         host.contains('.') || host.contains(':') || url.host().is_some_and(|h| !matches!(h, url::Host::Domain(_)));
     if !looks_like_host {
-        return Err(PlatformError::InvalidUrl(format!("not a URL: `{}` has no valid host", clip(trimmed))));
+        return Err(not_a_link(trimmed));
     }
     Ok(WebUrl { url, host })
+}
+
+/// What cannot be read as a web address, said with what to do instead.
+fn not_a_link(input: &str) -> PlatformError {
+    PlatformError::InvalidUrl(format!(
+        "`{}` is not a web address: paste the post's link, such as https://www.tiktok.com/@user/video/7301234567890123456.",
+        clip(input)
+    ))
 }
 
 /// Parses any supported post URL form. Never panics; errors say what was wrong.
@@ -246,7 +256,7 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, PlatformError> {
 /// The error of a host that is none of the platforms'.
 pub(crate) fn unsupported_host(host: &str) -> PlatformError {
     PlatformError::InvalidUrl(format!(
-        "unsupported platform: `{}` is not a TikTok, YouTube or Instagram host",
+        "Unsupported platform: `{}` is not a TikTok, YouTube or Instagram host.",
         clip(host)
     ))
 }
@@ -305,7 +315,7 @@ fn is_short_code(s: &str) -> bool {
 }
 
 fn not_a_post(input: &str, hint: &str) -> PlatformError {
-    PlatformError::InvalidUrl(format!("not a post URL: `{}`; {hint}", clip(input)))
+    PlatformError::InvalidUrl(format!("Not a post URL: `{}`; {hint}", clip(input)))
 }
 
 /// Bounds user input echoed in error details.
@@ -408,21 +418,24 @@ mod tests {
     #[test]
     fn errors_name_what_was_wrong() {
         let detail = |s: &str| parse_url(s).expect_err(s).to_string();
-        assert!(detail("").contains("not a URL"));
-        assert!(detail("http://").contains("not a URL"));
-        assert!(detail("just some words").contains("not a URL"));
-        assert!(detail("tiktok").contains("not a URL"));
-        assert!(detail("ftp://www.tiktok.com/@x/video/1").contains("not a URL"));
-        assert!(detail("https://www.facebook.com/reel/abc").contains("unsupported platform"));
-        assert!(detail("https://www.instagram.com/brand/").contains("not a post URL"));
-        assert!(detail("https://www.instagram.com/stories/brand/123/").contains("not a post URL"));
-        assert!(detail("https://www.tiktok.com/@scout2015").contains("not a post URL"));
-        assert!(detail("https://www.tiktok.com/@x/video/abc").contains("not a post URL"));
-        assert!(detail("https://www.tiktok.com/@x/video/0").contains("not a post URL"));
-        assert!(detail("https://www.tiktok.com/@x/video/99999999999999999999").contains("not a post URL"));
-        assert!(detail("https://www.youtube.com/shorts/short").contains("not a post URL"));
-        assert!(detail("https://www.youtube.com/watch?x=1").contains("not a post URL"));
-        assert!(detail("https://vm.tiktok.com/").contains("not a post URL"));
+        assert!(detail("").contains("The link is empty"));
+        assert!(detail("http://").contains("is not a web address"));
+        assert!(detail("just some words").contains("is not a web address"));
+        assert!(detail("tiktok").contains("is not a web address"));
+        assert!(detail("ftp://www.tiktok.com/@x/video/1").contains("`ftp:` are not supported"));
+        // A person's words, not the parser's, and a sentence: capital first, what to do next.
+        let words = detail("hello there");
+        assert!(!words.contains("international") && words.contains("paste the post's link"), "{words}");
+        assert!(detail("https://www.facebook.com/reel/abc").contains("Unsupported platform"));
+        assert!(detail("https://www.instagram.com/brand/").contains("Not a post URL"));
+        assert!(detail("https://www.instagram.com/stories/brand/123/").contains("Not a post URL"));
+        assert!(detail("https://www.tiktok.com/@scout2015").contains("Not a post URL"));
+        assert!(detail("https://www.tiktok.com/@x/video/abc").contains("Not a post URL"));
+        assert!(detail("https://www.tiktok.com/@x/video/0").contains("Not a post URL"));
+        assert!(detail("https://www.tiktok.com/@x/video/99999999999999999999").contains("Not a post URL"));
+        assert!(detail("https://www.youtube.com/shorts/short").contains("Not a post URL"));
+        assert!(detail("https://www.youtube.com/watch?x=1").contains("Not a post URL"));
+        assert!(detail("https://vm.tiktok.com/").contains("Not a post URL"));
         for s in ["", "https://x.y/z"] {
             assert_eq!(parse_url(s).expect_err(s).code().as_str(), "validation_error");
         }

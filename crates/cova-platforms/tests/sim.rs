@@ -526,9 +526,9 @@ async fn urls_and_short_links_resolve_to_refs() {
     assert_eq!(err.code().as_str(), "parse_error");
     assert!(err.detail().contains("home page"), "{err}");
     for (bad, detail) in [
-        ("notaurl", "not a URL"),
-        ("https://vimeo.com/1", "unsupported platform"),
-        ("https://www.tiktok.com/@x", "not a post URL"),
+        ("notaurl", "is not a web address"),
+        ("https://vimeo.com/1", "Unsupported platform"),
+        ("https://www.tiktok.com/@x", "Not a post URL"),
     ] {
         let err = p.resolve(bad).await.expect_err(bad);
         assert_eq!(err.code().as_str(), "validation_error");
