@@ -27,11 +27,14 @@ impl Shots {
 
     async fn take(&self, driver: &Driver, name: &str) {
         if let Some(dir) = &self.0 {
-            // Fonts loaded and the page drawn with them, so the picture shows the page, not its loading.
+            // Fonts loaded, the page drawn with them and a smooth scroll come to rest, so the
+            // picture shows the page, not its loading or its way to the part shown.
             driver
                 .execute_async(
-                    "const done = arguments[arguments.length - 1]; \
-                     document.fonts.ready.then(() => requestAnimationFrame(() => requestAnimationFrame(done)));",
+                    "const done = arguments[arguments.length - 1]; let last = -1; \
+                     const settle = () => { if (window.scrollY === last) { done(); return; } \
+                       last = window.scrollY; requestAnimationFrame(() => requestAnimationFrame(settle)); }; \
+                     document.fonts.ready.then(() => requestAnimationFrame(settle));",
                     serde_json::json!([]),
                 )
                 .await;
@@ -168,9 +171,12 @@ async fn the_workspace_in_a_browser() {
     driver
         .wait_text("#ai-status", "complete", |t| {
             assert!(!t.contains('_'), "the state in words, not {t:?}");
+            assert!(!t.contains("collecting"), "an AI run collects nothing: {t:?}");
             t.contains("complete")
         })
         .await;
+    let running = driver.text("#ai-quote-info").await;
+    assert!(running.contains("Analysis started") && !running.contains("job"), "in words, no job id: {running}");
     driver.find("#ai-result svg").await;
     assert!(driver.count("#ai-result svg").await >= 3, "sentiment, languages and topics are drawn");
     shots.take(&driver, "ai").await;
@@ -478,8 +484,9 @@ async fn rough_edges_found_in_the_walk_through() {
     app.grant(&account, 5_000).await;
     log_in(&driver, &base, email).await;
 
-    // 1. Channels: no channel, no ticked box; a channel typed in is on by default; Telegram is
-    // refused with the reason; the test's answer is a sentence.
+    // 1. Channels: no channel, no ticked box; a channel typed in is on by default, and off
+    // again once its field is cleared; without a bot, no Telegram chat is offered, in words;
+    // the test's answer is a sentence.
     driver.goto(&format!("{base}/#/alerts")).await;
     driver.find("#telegram-chat-id").await;
     driver.wait_text("#alerts-matched", "what is matched", |t| !t.contains("Loading")).await;
@@ -487,13 +494,16 @@ async fn rough_edges_found_in_the_walk_through() {
         assert_eq!(driver.property(channel, "checked").await, false, "{channel}: no channel, nothing enabled");
         assert_eq!(driver.property(channel, "disabled").await, true, "{channel}");
     }
-    driver.fill("#telegram-chat-id", "-1001234567890").await;
-    assert_eq!(driver.property("#telegram-enabled", "checked").await, true, "a chat id typed in is on");
-    assert_eq!(driver.property("#telegram-enabled", "disabled").await, false);
-    driver.click("#channels-save").await;
-    let refused = driver.wait_text(".alert", "the refusal", |t| !t.is_empty()).await;
-    assert!(refused.contains("no Telegram bot"), "{refused}");
-    driver.fill("#telegram-chat-id", "").await;
+    let unavailable = driver.wait_text("#telegram-unavailable", "why there is no Telegram", |t| !t.is_empty()).await;
+    assert!(unavailable.contains("not available") && unavailable.contains("webhook"), "{unavailable}");
+    assert_eq!(driver.property("#telegram-chat-id", "disabled").await, true, "no bot, no chat to type");
+    driver.fill("#webhook-url", "https://hooks.example.com/cova").await;
+    assert_eq!(driver.property("#webhook-enabled", "checked").await, true, "a URL typed in is on");
+    assert_eq!(driver.property("#webhook-enabled", "disabled").await, false);
+    driver.fill("#webhook-url", "").await;
+    assert_eq!(driver.property("#webhook-enabled", "checked").await, false, "a cleared URL is off");
+    assert_eq!(driver.property("#webhook-enabled", "disabled").await, true);
+    shots.take(&driver, "alerts-no-telegram").await;
     driver.fill("#webhook-url", "http://hooks.example.com/cova").await;
     driver.click("#channels-save").await;
     let refused = driver.wait_text(".alert", "the refusal", |t| t.contains("webhook")).await;
@@ -782,6 +792,9 @@ async fn the_second_walk_through_in_a_browser() {
         .ok();
     driver.click("#alerts-refresh").await;
     assert_eq!(driver.count("#alerts li.alert-item").await, matching);
+    // Each alert names its post as a spike alert does: by its title, not its ref.
+    let named = driver.text("#alerts li.alert-item .comment-head a").await;
+    assert!(named.contains(&first_words) && !named.contains("tiktok:"), "{named}");
     shots.take(&driver, "alerts-matched").await;
 
     // 4. The dashboard once the allowance is spent, and after logging in again.
@@ -919,6 +932,35 @@ async fn the_second_walk_through_in_a_browser() {
         .as_f64()
         .expect("a height");
     assert!(smallest >= 10.0, "chart text on a phone is {smallest} px");
+    // Both axis titles inside the chart, not cut at its edge.
+    let cut = driver
+        .execute(
+            "const svg = document.querySelector('#chart-comments-time svg').getBoundingClientRect(); \
+             return [...document.querySelectorAll('#chart-comments-time .chart-axis-title')] \
+               .map(t => [t.textContent, t.getBoundingClientRect()]) \
+               .filter(([, r]) => r.top < svg.top - 0.5 || r.bottom > svg.bottom + 0.5 || r.left < svg.left - 0.5 || r.right > svg.right + 0.5) \
+               .map(([text]) => text);",
+            serde_json::json!([]),
+        )
+        .await;
+    assert_eq!(cut, serde_json::json!([]), "axis titles cut on a phone");
+    // A reply's card shows no count of replies (it has none), where a comment's says how many.
+    let cards = driver
+        .execute(
+            "return [...document.querySelectorAll('#comments-table tr.comment-row')].map(r => r.innerText);",
+            serde_json::json!([]),
+        )
+        .await;
+    let cards: Vec<&str> = cards.as_array().expect("cards").iter().filter_map(serde_json::Value::as_str).collect();
+    assert!(cards.iter().any(|c| c.contains('↳')), "a reply among the rows drawn: {cards:?}");
+    assert!(cards.iter().all(|c| !c.contains("— replies")), "{cards:?}");
+    driver
+        .execute(
+            "document.querySelector('#chart-comments-time').scrollIntoView({block: 'start'});",
+            serde_json::json!([]),
+        )
+        .await;
+    shots.take(&driver, "comments-chart-phone").await;
     driver.set_value("#comments-view", "threads").await;
     driver.resize(1280, 900).await;
 
@@ -999,6 +1041,9 @@ async fn a_young_post_and_a_big_table_in_a_browser() {
     );
     let down = likes().await;
     assert!(down.windows(2).all(|w| w[0] >= w[1]) && down[0] > 0, "most liked first: {down:?}");
+    // The Sort menu says the table's order, whichever way a header sorted it.
+    let menu = "const s = document.querySelector('#comments-sort'); return s.options[s.selectedIndex].text;";
+    assert_eq!(driver.execute(menu, serde_json::json!([])).await, "Most liked");
     driver.click("#comments-table button[data-sort=likes]").await;
     assert_eq!(
         driver
@@ -1008,6 +1053,7 @@ async fn a_young_post_and_a_big_table_in_a_browser() {
     );
     let up = likes().await;
     assert!(up.windows(2).all(|w| w[0] <= w[1]), "least liked first: {up:?}");
+    assert_eq!(driver.execute(menu, serde_json::json!([])).await, "Least liked");
     assert_eq!(driver.count("#comments-table th[aria-sort]").await, 1, "one column is sorted");
 
     // Scrolled to the end: the last row is there, and still only the rows in view.
@@ -1173,6 +1219,25 @@ async fn a_spike_in_a_browser() {
     assert!(
         !marked.is_empty() && marked.contains(&tallest),
         "the burst's column is marked: {marked:?}, tallest {tallest}"
+    );
+    // The same hours turning negative too: both words readable, one under the other.
+    let overlapping = driver
+        .execute(
+            "const fig = document.querySelector('#chart-comments-time'); \
+             const m = fig.querySelector('rect.chart-mark'); \
+             CovaChart.mark(fig, [{start: +m.dataset.start, end: +m.dataset.end, kind: 'sentiment', label: 'turned negative'}]); \
+             const boxes = [...fig.querySelectorAll('.chart-mark-label')].map(l => l.getBoundingClientRect()); \
+             const svg = fig.querySelector('svg').getBoundingClientRect(); \
+             const inside = boxes.every(b => b.left >= svg.left - 0.5 && b.right <= svg.right + 0.5); \
+             return inside && boxes.length === 2 && !(boxes[0].left < boxes[1].right && boxes[1].left < boxes[0].right \
+               && boxes[0].top < boxes[1].bottom && boxes[1].top < boxes[0].bottom);",
+            serde_json::json!([]),
+        )
+        .await;
+    assert_eq!(
+        overlapping,
+        serde_json::json!(true),
+        "two marks of the same hours print their words apart, on the chart"
     );
     driver
         .execute(

@@ -697,7 +697,11 @@ async fn notifications(caller: &Caller<'_>, narrow: &str, receiver: &Receiver) {
     // No channel yet: a test sends nothing, and there is no secret to rotate.
     let channels = "/api/v1/notification-channels";
     let unset = caller.call(get.clone(), channels, channels, t, None, &[]).await;
-    assert_eq!((unset.status, &unset.body), (200, &json!({"telegram": null, "webhook": null})));
+    assert_eq!(
+        (unset.status, &unset.body),
+        (200, &json!({"telegram": null, "webhook": null, "telegram_available": true})),
+        "the test server has a Telegram bot"
+    );
     let test = "/api/v1/notification-channels/test";
     let silent = caller.call(post.clone(), test, test, t, None, &[]).await;
     assert_eq!((silent.status, &silent.body), (200, &json!({"telegram": null, "webhook": null})), "no channel is on");

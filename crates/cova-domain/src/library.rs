@@ -53,6 +53,17 @@ pub fn next_run_at(now: i64, interval_min: i64, jitter: f64) -> i64 {
     now + interval * 60_000 + (max_jitter_ms(interval) as f64 * jitter.clamp(0.0, 1.0)) as i64
 }
 
+/// How an alert names a post to a person: its title, else its description (a TikTok or an
+/// Instagram post has no title of its own); `None` when its stored metadata has neither.
+pub fn headline(metadata: &serde_json::Value) -> Option<String> {
+    metadata["title"]
+        .as_str()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| metadata["description"].as_str())
+        .filter(|t| !t.trim().is_empty())
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +77,14 @@ mod tests {
         for s in AnalysisStatus::ALL {
             assert_eq!(AnalysisStatus::parse(s.as_str()), Some(s));
         }
+    }
+
+    #[test]
+    fn a_post_is_named_by_its_title_else_its_description() {
+        let named = |m: serde_json::Value| headline(&m);
+        assert_eq!(named(serde_json::json!({"title": "Unboxing", "description": "x"})).as_deref(), Some("Unboxing"));
+        assert_eq!(named(serde_json::json!({"title": null, "description": "new drop"})).as_deref(), Some("new drop"));
+        assert_eq!(named(serde_json::json!({"title": " ", "description": ""})), None);
+        assert_eq!(named(serde_json::Value::Null), None);
     }
 }

@@ -128,11 +128,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
             kind: spike.kind.as_str().to_owned(),
             r#ref: r#ref.to_owned(),
             url: analysis.url.clone(),
-            title: metadata["title"]
-                .as_str()
-                .or_else(|| metadata["description"].as_str())
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
+            title: cova_domain::library::headline(&metadata),
             author: metadata["author"]["handle"].as_str().map(str::to_owned),
             window_start: cova_domain::time::rfc3339(start),
             window_end: cova_domain::time::rfc3339(now),

@@ -142,6 +142,8 @@ const STATE_WORDS = {
 // What a post's author did, as the page says it.
 const COMMENTS_OFF = "The post's author turned its comments off: there was nothing to collect, and nothing was charged.";
 const inWords = (state) => STATE_WORDS[state] ?? String(state ?? "—").replaceAll("_", " ");
+// An AI run analyses; it collects nothing.
+const aiInWords = (state) => (state === "running" || state === "in_progress" ? "analysing" : inWords(state));
 
 // AI tasks and delivered events, as a list of them says them.
 const PLATFORM_NAMES = { tiktok: "TikTok", youtube: "YouTube", instagram: "Instagram" };
@@ -1004,7 +1006,7 @@ async function showSavedBreakdown(v, ref, results) {
   const history = card("Collections and AI runs", h("p", { class: "muted", text: "Loading…" }));
   history.id = "entry-history";
   results.append(commentsPanel(entry.ref, entry.comments, {
-    note: `${plural(c.comments, "comment")}: ${fmtNum(c.top_level)} top-level, ${fmtNum(c.replies)} replies, ${fmtNum(c.new)} new in the last scrape. Kept until ${fmtDate(entry.expires_at)}.`,
+    note: `${plural(c.comments, "comment")}: ${fmtNum(c.top_level)} top-level, ${fmtNum(c.replies)} replies, ${fmtNum(c.new)} new since the collection before. Kept until ${fmtDate(entry.expires_at)}.`,
     newSince: entry.last_scraped_at,
   }), history);
   fillEntryHistory(history, entry).catch((err) => showError(v, err));
@@ -1142,9 +1144,9 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
     const b = h("button", { type: "button", class: "link sort-by", "data-sort": key, text: th.textContent });
     b.addEventListener("click", () => {
       order = order.key === key ? { key, dir: -order.dir } : { key, dir: FIRST_DIRECTION[key] };
-      const [choice] = Object.entries(SORT_CHOICES).find(([, [, k, d]]) => k === key && d === order.dir)
-        ?? Object.entries(SORT_CHOICES).find(([, [, k]]) => k === key);
-      sort.value = choice;
+      // The menu offers every order a header gives, so that it always says the table's.
+      const choice = Object.keys(SORT_CHOICES).find((c) => SORT_CHOICES[c][1] === key && SORT_CHOICES[c][2] === order.dir);
+      if (choice) sort.value = choice;
       redraw();
     });
     th.replaceChildren(b, h("span", { class: "sort-arrow", "aria-hidden": "true" }));
@@ -1260,9 +1262,14 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
 }
 
 // The orders the Sort menu offers: [words, key, direction (1 ascending, -1 descending)].
+// Both directions of every sortable column, so that a header's second click has its words too.
 const SORT_CHOICES = {
-  platform: ["Platform order", "platform", 1], likes: ["Most liked", "likes", -1], replies: ["Most replies", "replies", -1],
-  newest: ["Newest", "time", -1], oldest: ["Oldest", "time", 1], language: ["Language", "language", 1], author: ["Author", "author", 1],
+  platform: ["Platform order", "platform", 1],
+  likes: ["Most liked", "likes", -1], "likes-least": ["Least liked", "likes", 1],
+  replies: ["Most replies", "replies", -1], "replies-fewest": ["Fewest replies", "replies", 1],
+  newest: ["Newest", "time", -1], oldest: ["Oldest", "time", 1],
+  language: ["Language, A to Z", "language", 1], "language-desc": ["Language, Z to A", "language", -1],
+  author: ["Author, A to Z", "author", 1], "author-desc": ["Author, Z to A", "author", -1],
 };
 // The direction a column's first click sorts in: the most, the newest, A to Z.
 const FIRST_DIRECTION = { time: -1, author: 1, likes: -1, replies: -1, language: 1 };
@@ -1513,7 +1520,8 @@ function commentRow(c, q, headers) {
     h("div", {}, c.parent_id && h("span", { class: "muted", text: "↳ " }), marked(c.text ?? "", q), commentImages(c),
       c.pinned && h("span", { class: "badge", text: "pinned" }), c.liked_by_author && h("span", { class: "badge", text: "liked by the author" })),
     fmtNum(c.likes ?? 0),
-    c.parent_id ? "—" : fmtNum(c.reply_count ?? 0),
+    // A reply has no replies of its own: a dash in the table, nothing on a phone's card.
+    c.parent_id ? h("span", { class: "no-count", text: "—" }) : fmtNum(c.reply_count ?? 0),
     c.language ?? "—",
   ], { class: "comment-row", "data-id": c.id });
 }
@@ -1574,7 +1582,7 @@ async function viewJobs(v, route) {
     h("a", { href: hashFor("analyze", { ref: j.ref }) }, h("code", { class: "ref", text: j.ref })),
     tasksInWords(j.tasks),
     plural(j.charge ?? 0, "comment"),
-    h("span", { class: `state state-${j.status}`, text: inWords(j.status) }),
+    h("span", { class: `state state-${j.status}`, text: aiInWords(j.status) }),
     j.links ? h("a", { class: "button small ai-open", href: hashFor("ai", { ref: j.ref, job: j.id }), text: "Open" }) : "—",
   ], { "data-id": j.id }), "No AI run yet.");
 
@@ -1840,7 +1848,7 @@ async function viewAi(v, route) {
     const job = await api("POST", "/ai/run", { quote_id: quote.quote_id, consent: true });
     quote = null;
     runForm.hidden = true; // a quote runs once
-    quoteInfo.textContent = `The quote is running as AI job ${job.id}.`;
+    quoteInfo.textContent = "Analysis started. Its result appears below once it is ready.";
     history.replaceState(null, "", hashFor("ai", { ref: job.ref, job: job.id }));
     followAiJob(v, job, { statusNode: aiStatus, result, phrases, following });
   }));
@@ -1877,15 +1885,15 @@ async function viewAi(v, route) {
 async function followAiJob(v, first, { statusNode, result, phrases, following }) {
   const live = supersededCheck(following);
   result.replaceChildren();
-  statusNode.textContent = first.status ? inWords(first.status) : "";
+  statusNode.textContent = first.status ? aiInWords(first.status) : "";
   try {
     const done = (j) => j.status === "complete" || j.status === "failed";
     const job = done(first) ? first
       : await poll(`/ai/jobs/${encodeURIComponent(first.id)}`, done, (j) => {
         live();
-        statusNode.textContent = inWords(j.status);
+        statusNode.textContent = aiInWords(j.status);
       });
-    statusNode.textContent = inWords(job.status);
+    statusNode.textContent = aiInWords(job.status);
     if (job.status === "failed") showError(v, job.error ?? { detail: "The AI job failed; nothing was charged." });
     else renderAiResult(result, job, phrases);
   } catch (err) {
@@ -2067,9 +2075,12 @@ function spikesCard(v) {
   return card("Spike alerts", meaning, f, status, h("p", { class: "buttons" }, refresh), empty, list);
 }
 
+// How an alert names its post: its title in quotes, else its ref.
+const alertPost = (a) => (a.title ? `“${a.title}”` : a.ref);
+
 function spikeItem(a) {
   const s = a.sentiment ?? {};
-  const post = a.title ? `“${a.title}”` : a.ref;
+  const post = alertPost(a);
   return h("li", { class: `alert-item spike-item spike-${a.kind}`, "data-ref": a.ref },
     h("div", { class: "comment-head" },
       h("span", { class: "badge", text: SPIKE_BADGES[a.kind] ?? "spike" }),
@@ -2135,6 +2146,8 @@ function channelsCard(v) {
   const chat = h("input", { id: "telegram-chat-id", type: "text", autocomplete: "off", placeholder: "-1001234567890 or @channel" });
   const tgOn = h("input", { id: "telegram-enabled", type: "checkbox", disabled: true });
   const tgReason = h("p", { id: "telegram-disabled", class: "notice", hidden: true });
+  const tgNone = h("p", { id: "telegram-unavailable", class: "notice", hidden: true,
+    text: "Telegram alerts are not available on this server. Use a webhook instead." });
   const hook = h("input", { id: "webhook-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://hooks.example.com/cova" });
   const hookOn = h("input", { id: "webhook-enabled", type: "checkbox", disabled: true });
   const jobEvents = h("input", { id: "webhook-job-events", type: "checkbox" });
@@ -2165,7 +2178,10 @@ function channelsCard(v) {
       else if (box.disabled) box.checked = true;
       box.disabled = empty;
     };
+    // `change` too: a field emptied without typing (cleared by the browser, a pasted blank)
+    // fires no `input`.
     field.addEventListener("input", sync);
+    field.addEventListener("change", sync);
     return sync;
   };
   const syncTelegram = pair(chat, tgOn);
@@ -2180,6 +2196,11 @@ function channelsCard(v) {
     tgOn.disabled = !ch.telegram;
     hookOn.disabled = !ch.webhook;
     if (!ch.telegram) syncTelegram();
+    // Without a bot no chat can work: the field is closed (a chat already set can still be
+    // removed).
+    const noBot = ch.telegram_available === false && !ch.telegram;
+    chat.disabled = noBot;
+    tgNone.hidden = !noBot;
     if (!ch.webhook) syncWebhook();
     jobEvents.checked = ch.webhook?.job_events ?? false;
     hookReason.textContent = ch.webhook?.disabled_reason ? `Turned off by cova: ${ch.webhook.disabled_reason}` : "";
@@ -2191,10 +2212,10 @@ function channelsCard(v) {
   const f = form("channels-form", [
     h("fieldset", {}, h("legend", { text: "Telegram" }),
       fieldRow("Chat id", chat, "Leave empty to remove the chat. cova's bot must be able to write to it."),
-      checkRow("Enabled", tgOn), tgReason),
+      checkRow("Enabled", tgOn), tgReason, tgNone),
     h("fieldset", {}, h("legend", { text: "Webhook" }),
       fieldRow("HTTPS URL", hook, "Leave empty to remove the webhook (its secret is deleted)."),
-      checkRow("Enabled", hookOn), checkRow("Also send job events (job.complete, job.failed)", jobEvents), hookReason),
+      checkRow("Enabled", hookOn), checkRow("Also tell the webhook when a collection finishes or fails", jobEvents), hookReason),
     h("div", { class: "buttons" }, h("button", { id: "channels-save", type: "submit", class: "primary", text: "Save channels" }), test, rotate),
   ], (btn) => busy(v, btn, async () => {
     const body = {
@@ -2250,7 +2271,7 @@ function alertItem(a) {
   return h("li", { class: "alert-item" },
     h("div", { class: "comment-head" },
       h("span", { class: "badge", text: a.keyword }),
-      h("a", { href: hashFor("analyze", { ref: a.ref }), text: a.ref }),
+      h("a", { href: hashFor("analyze", { ref: a.ref }), text: alertPost(a) }),
       timeEl(a.created_at)),
     h("p", { class: "comment-text" }, h("strong", { text: au.handle ? `@${au.handle}` : (au.name ?? "unknown") }), ": ", a.comment?.text ?? ""));
 }

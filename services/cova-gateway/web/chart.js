@@ -198,8 +198,11 @@ const CovaChart = (() => {
       if (i % every) return;
       chart.append(node("text", { x: left + i * slot + slot / 2, y: height - 28, "text-anchor": "middle", class: "chart-tick x-tick" }, bucketLabel(c.x, unit, spansDays)));
     });
-    chart.append(node("text", { x: left + plotW / 2, y: height - 6, "text-anchor": "middle", class: "chart-axis-title" }, "When written (your time)"));
-    chart.append(node("text", { x: 14, y: top + (height - top - bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 14 ${top + (height - top - bottom) / 2})`, class: "chart-axis-title" }, per));
+    // The span goes under the time axis, which has the room: drawn up the short value axis,
+    // "Comments per 5 minutes" ran past the chart on a phone.
+    chart.append(node("text", { x: left + plotW / 2, y: height - 6, "text-anchor": "middle", class: "chart-axis-title" }, `When written, per ${name} (your time)`));
+    // Its baseline far enough in that the letters (drawn larger on a phone) stay on the chart.
+    chart.append(node("text", { x: 17, y: top + (height - top - bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 17 ${top + (height - top - bottom) / 2})`, class: "chart-axis-title" }, "Comments"));
     return figure(title, chart, id, `${per}, by when each comment was written, replies included.`);
   }
 
@@ -221,8 +224,37 @@ const CovaChart = (() => {
       const band = node("rect", { x: x0.toFixed(1), y: top, width: (x1 - x0).toFixed(1), height: bottom - top, class: `chart-mark chart-mark-${s.kind}`, "data-kind": s.kind, "data-start": s.start, "data-end": s.end });
       band.append(node("title", {}, s.label));
       svg.insertBefore(band, first);
-      svg.append(node("text", { x: ((x0 + x1) / 2).toFixed(1), y: top + 10, "text-anchor": "middle", class: "chart-mark-label" }, s.kind === "sentiment" ? "turned negative" : "spike"));
+      const label = node("text", { x: ((x0 + x1) / 2).toFixed(1), y: top + 10, "text-anchor": "middle", class: "chart-mark-label" }, s.kind === "sentiment" ? "turned negative" : "spike");
+      svg.append(label);
+      // A mark at either end of the timeline keeps its words on the chart.
+      const width = Number(svg.getAttribute("width")), b = box(label);
+      if (b.x + b.width > width - 2) label.setAttribute("text-anchor", "end"), label.setAttribute("x", Math.min(x1, width - 2).toFixed(1));
+      else if (b.x < 2) label.setAttribute("text-anchor", "start"), label.setAttribute("x", Math.max(x0, 2).toFixed(1));
+      // Two marks of the same hours (a spike that also turned negative) would print their
+      // words over each other: a label that meets one already drawn goes a line lower.
+      const others = [...svg.querySelectorAll(".chart-mark-label")].filter((l) => l !== label);
+      for (let line = 1; line < 6 && others.some((o) => meets(box(o), box(label))); line++) {
+        label.setAttribute("y", top + 10 + line * LINE);
+      }
     }
+  }
+
+  // A label's line height, in the chart's units.
+  const LINE = 13;
+
+  // Where a text is drawn (measured once it is on the page; estimated before).
+  function box(text) {
+    try {
+      const b = text.getBBox();
+      if (b.width > 0) return b;
+    } catch (_) { /* not on the page yet */ }
+    const width = text.textContent.length * 6.5;
+    const y = Number(text.getAttribute("y"));
+    return { x: Number(text.getAttribute("x")) - width / 2, y: y - 10, width, height: 12 };
+  }
+
+  function meets(a, b) {
+    return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
   }
 
   return Object.freeze({ bars, series, timeline, mark });

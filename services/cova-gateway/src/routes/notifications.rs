@@ -89,7 +89,9 @@ pub async fn put_keywords(req: HttpRequest, state: web::Data<AppState>, payload:
 }
 
 /// The channels as shown; the webhook secret only in `secret`, when it was just created.
-fn channels_view(c: &Channels, secret: Option<&str>) -> Value {
+/// The channels as the API shows them, with whether this server can send to Telegram at all
+/// (so that a form offers a Telegram chat only where one can work).
+fn channels_view(state: &AppState, c: &Channels, secret: Option<&str>) -> Value {
     let telegram = c.telegram_chat_id.as_ref().map(
         |chat| json!({"chat_id": chat, "enabled": c.telegram_enabled, "disabled_reason": c.telegram_disabled_reason}),
     );
@@ -105,7 +107,8 @@ fn channels_view(c: &Channels, secret: Option<&str>) -> Value {
         }
         v
     });
-    json!({"telegram": telegram, "webhook": webhook})
+    let telegram_available = state.config.notifier.telegram_bot_token.is_some();
+    json!({"telegram": telegram, "webhook": webhook, "telegram_available": telegram_available})
 }
 
 /// `GET /notification-channels`.
@@ -114,7 +117,7 @@ pub async fn get_channels(req: HttpRequest, state: web::Data<AppState>) -> HttpR
     let current = channels::get(&state.backends.db, &principal.account_id)
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    Ok(meter.json(HttpResponse::Ok(), &channels_view(&current, None)))
+    Ok(meter.json(HttpResponse::Ok(), &channels_view(&state, &current, None)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,7 +227,7 @@ pub async fn put_channels(req: HttpRequest, state: web::Data<AppState>, payload:
     let (stored, created) = channels::put(db, &principal.account_id, &next, &secret, state.now())
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    Ok(meter.json(HttpResponse::Ok(), &channels_view(&stored, created.then_some(secret.as_str()))))
+    Ok(meter.json(HttpResponse::Ok(), &channels_view(&state, &stored, created.then_some(secret.as_str()))))
 }
 
 /// A webhook signing secret: 256 random bits.
@@ -305,6 +308,20 @@ pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpRes
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?;
     let next_since = found.last().map_or(since, |a| a.seq);
+    // Each post named as spike alerts name it, from its entry's metadata.
+    let mut refs: Vec<&str> = found.iter().map(|a| a.r#ref.as_str()).collect();
+    refs.sort_unstable();
+    refs.dedup();
+    let titles: std::collections::HashMap<String, String> =
+        cova_storage::repo::analyses::metadata_of(&state.backends.db, &principal.account_id, &refs)
+            .await
+            .map_err(|e| meter.fail(backend_errors::storage(e)))?
+            .into_iter()
+            .filter_map(|(r, m)| {
+                let title = cova_domain::library::headline(&serde_json::from_str::<Value>(&m).ok()?)?;
+                Some((r, title))
+            })
+            .collect();
     let items: Vec<Value> = found
         .iter()
         .map(|a| {
@@ -312,6 +329,7 @@ pub async fn get_alerts(req: HttpRequest, state: web::Data<AppState>) -> HttpRes
                 "id": a.id,
                 "keyword": a.keyword,
                 "ref": a.r#ref,
+                "title": titles.get(&a.r#ref),
                 "comment": serde_json::from_str::<Value>(&a.comment).unwrap_or(Value::Null),
                 "created_at": rfc3339(a.created_at),
             });
