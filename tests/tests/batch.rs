@@ -181,9 +181,11 @@ async fn each_bad_url_of_a_batch_is_refused_alone_and_a_bad_list_as_a_whole() {
     let id = batch["batch_id"].as_str().expect("id").to_owned();
     let done = finished(&client, &id).await;
     let items = done["items"].as_array().expect("items");
-    // The same post twice: one job, the second URL answered with it.
+    // The same post twice: one job, the second URL answered with it, as running or as just
+    // finished (a 5-comment job can end before the list reaches its second URL).
     assert_eq!(items[0]["job"]["job_id"], items[3]["job"]["job_id"], "{done}");
-    assert_eq!(items[3]["job"]["deduplicated"], "in_flight");
+    let reason = items[3]["job"]["deduplicated"].as_str();
+    assert!(matches!(reason, Some("in_flight" | "recent_result")), "{done}");
     assert_eq!(items[4]["state"], "failed");
     assert_eq!(items[4]["job"]["error"]["code"], "parse_error");
     assert_eq!(client.usage().await.ok().comments.used, 5);
