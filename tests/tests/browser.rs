@@ -375,6 +375,13 @@ async fn the_daily_path_in_a_browser() {
     assert!(driver.count("#save-analysis").await == 1, "a session's analysis offers to be saved");
     shots.take(&driver, "analyze").await;
 
+    // Collecting it again minutes later shows that collection, and says nothing was charged.
+    driver.fill("#analyze-url", &url).await;
+    driver.click("#analyze-submit").await;
+    let reused = driver.wait_text("#reused-note", "the reused collection", |t| !t.is_empty()).await;
+    assert!(reused.contains("was collected") && reused.contains("nothing was charged again"), "{reused}");
+    driver.wait_text("#comments-count", "the same count", |t| t.contains(&format!("of {all} comments"))).await;
+
     // The chart of when the comments were written: a point per span, every comment counted.
     let times: Vec<i64> =
         truth.comments.iter().flat_map(|c| std::iter::once(c).chain(&c.replies)).map(|c| c.create_time).collect();

@@ -898,7 +898,17 @@ async function startAnalysis(v, btn, url, cap, ui, results) {
   history.replaceState(null, "", hashFor("analyze", { job: job.job_id }));
   results.replaceChildren();
   await followJob(v, job.job_id, ui, results, job);
+  // The API answered with a collection already made or under way: say so, so that its count
+  // of new comments is not read as a charge made now.
+  const reused = REUSED_WORDS[job.deduplicated];
+  if (reused) results.prepend(h("p", { class: "notice", id: "reused-note", text: reused(job) }));
 }
+
+// What an answer with an existing collection means for the person who asked again.
+const REUSED_WORDS = {
+  recent_result: (job) => `This post was collected ${job.finished_at ? `at ${new Date(job.finished_at).toLocaleTimeString()}` : "a moment ago"}: these are that collection's comments, and nothing was charged again.`,
+  in_flight: () => "This post was already being collected: these are that collection's comments, and nothing is charged twice.",
+};
 
 async function followJob(v, jobId, ui, results, first) {
   const path = `/analyze/${encodeURIComponent(jobId)}`;
