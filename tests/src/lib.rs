@@ -430,5 +430,38 @@ impl TestApp {
         if !self.config.media.url.starts_with("s3://") {
             let _ = std::fs::remove_dir_all(&self.config.media.url);
         }
+        forget_keys(&self.config.cache).await;
+    }
+}
+
+/// Deletes the keys a test left under its prefix on a shared Redis (copies of results live
+/// for days); the in-process cache goes with the process.
+async fn forget_keys(cache: &cova_config::CacheConfig) {
+    if !cache.url.starts_with("redis") {
+        return;
+    }
+    let Ok(client) = redis::Client::open(cache.url.as_str()) else { return };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return };
+    let pattern = format!("{}:*", cache.prefix);
+    let mut cursor: u64 = 0;
+    loop {
+        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(500)
+            .query_async(&mut conn)
+            .await
+        else {
+            return;
+        };
+        if !keys.is_empty() {
+            let _: redis::RedisResult<i64> = redis::cmd("UNLINK").arg(&keys).query_async(&mut conn).await;
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
     }
 }
