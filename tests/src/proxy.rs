@@ -1,7 +1,8 @@
 //! A TCP proxy the tests control, placed between cova and a backend: it can cut every open
-//! connection, refuse new ones, delay traffic, or partition the network (bytes silently
-//! dropped both ways, connections left open, as when packets stop arriving), to check how
-//! cova behaves and recovers.
+//! connection, refuse new ones, delay traffic, partition the network (bytes silently
+//! dropped both ways, connections left open, as when packets stop arriving), or stall the
+//! backend (bytes held, connections open and acknowledged, as when its process is stopped), to
+//! check how cova behaves and recovers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ pub struct Proxy {
     refuse: Arc<AtomicBool>,
     delay_ms: Arc<AtomicU64>,
     partition: watch::Sender<bool>,
+    stall: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,7 +30,9 @@ impl Proxy {
         let refuse = Arc::new(AtomicBool::new(false));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let (partition, _) = watch::channel(false);
-        let (cut_tx, refuse_flag, delay, parted) = (cut.clone(), refuse.clone(), delay_ms.clone(), partition.clone());
+        let (stall, _) = watch::channel(false);
+        let (cut_tx, refuse_flag, delay, parted, stalled) =
+            (cut.clone(), refuse.clone(), delay_ms.clone(), partition.clone(), stall.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if refuse_flag.load(Ordering::SeqCst) {
@@ -36,7 +40,7 @@ impl Proxy {
                     continue;
                 }
                 let mut stop = cut_tx.subscribe();
-                let (delay, mut parted) = (delay.clone(), parted.subscribe());
+                let (delay, mut parted, stalled) = (delay.clone(), parted.subscribe(), stalled.subscribe());
                 tokio::spawn(async move {
                     if *parted.borrow_and_update() {
                         // The connection's packets vanish: nothing reaches the backend, and
@@ -49,14 +53,14 @@ impl Proxy {
                     let (sr, sw) = server.into_split();
                     let lost = Arc::new(AtomicBool::new(false));
                     tokio::select! {
-                        _ = pipe(cr, sw, delay.clone(), parted.clone(), lost.clone()) => {}
-                        _ = pipe(sr, cw, delay, parted, lost) => {}
+                        _ = pipe(cr, sw, (delay.clone(), parted.clone(), stalled.clone()), lost.clone()) => {}
+                        _ = pipe(sr, cw, (delay, parted, stalled), lost) => {}
                         _ = stop.recv() => {}
                     }
                 });
             }
         });
-        Self { addr, cut, refuse, delay_ms, partition, task }
+        Self { addr, cut, refuse, delay_ms, partition, stall, task }
     }
 
     /// Drops every open connection at once (both directions).
@@ -80,6 +84,13 @@ impl Proxy {
     /// as their TCP stacks would have given them up; the others carry on.
     pub fn partition(&self, on: bool) {
         self.partition.send_replace(on);
+    }
+
+    /// While true, the backend is stalled: what either side sends is accepted and held, open
+    /// connections stay open, and nothing is answered; when it ends, the held bytes go on and
+    /// every connection carries on where it was.
+    pub fn stall(&self, on: bool) {
+        self.stall.send_replace(on);
     }
 }
 
@@ -106,8 +117,7 @@ async fn black_hole(mut client: TcpStream, mut parted: watch::Receiver<bool>, mu
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay: Arc<AtomicU64>,
-    mut parted: watch::Receiver<bool>,
+    (delay, mut parted, mut stalled): (Arc<AtomicU64>, watch::Receiver<bool>, watch::Receiver<bool>),
     lost: Arc<AtomicBool>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
@@ -130,6 +140,9 @@ async fn pipe(
             continue;
         }
         if lost.load(Ordering::SeqCst) {
+            return;
+        }
+        if stalled.wait_for(|on| !on).await.is_err() {
             return;
         }
         let ms = delay.load(Ordering::SeqCst);

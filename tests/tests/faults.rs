@@ -444,13 +444,14 @@ async fn poll_all(
     polls
 }
 
-/// A database that refuses connections, then one cut off by a partition that drops every
-/// packet (connections left hanging): through each 10 s outage at least 95 % of the polls of
-/// every kind answer, none waits more than a second, and the jobs caught running finish within
-/// a lease and 15 s of its end.
+/// A database that refuses connections, one cut off by a partition that drops every packet
+/// (connections left hanging), and one whose server stalls (connections open and acknowledged,
+/// nothing answered, as a stopped process): through each 10 s outage at least 95 % of the polls
+/// of every kind answer, none waits more than a second, and the jobs caught running finish
+/// within a lease and 15 s of its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with make test-real"]
-async fn polls_answer_at_once_through_a_refused_and_a_partitioned_database() {
+async fn polls_answer_at_once_through_a_refused_a_partitioned_and_a_stalled_database() {
     let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
     let upstream = upstream_of(&admin_url);
     let proxy = Proxy::spawn(upstream).await;
@@ -466,7 +467,7 @@ async fn polls_answer_at_once_through_a_refused_and_a_partitioned_database() {
     })
     .await;
     let db = direct_db(&app, upstream);
-    for (outage, mode) in [("refused", false), ("partitioned", true)] {
+    for outage in ["refused", "partitioned", "stalled"] {
         let (account, token) = app.integrator().await;
         app.grant(&account, 20_000).await;
         let client = app.client(Some(&token));
@@ -497,17 +498,22 @@ async fn polls_answer_at_once_through_a_refused_and_a_partitioned_database() {
             async move { poll_all(app, &watched, stop).await }
         };
         let cut_off = async {
-            if mode {
-                proxy.partition(true);
-            } else {
-                proxy.refuse(true);
-                proxy.cut();
+            match outage {
+                "partitioned" => proxy.partition(true),
+                "stalled" => proxy.stall(true),
+                _ => {
+                    proxy.refuse(true);
+                    proxy.cut();
+                }
             }
             let cut = cova_domain::time::now_ms();
             tokio::time::sleep(Duration::from_secs(10)).await;
             proxy.partition(false);
+            proxy.stall(false);
             proxy.refuse(false);
             let back = cova_domain::time::now_ms();
+            // Polled on past the end: the first reads after it must find the database again.
+            tokio::time::sleep(Duration::from_secs(3)).await;
             stop.cancel();
             (cut, back)
         };
@@ -673,5 +679,57 @@ async fn a_finished_result_s_copies_are_kept_as_long_as_the_result() {
         let left: i64 = redis::cmd("PTTL").arg(format!("{prefix}:{key}")).query_async(&mut conn).await.expect("PTTL");
         assert!(left > 13 * 86_400_000, "{key} is kept for {left} ms");
     }
+    app.stop().await;
+}
+
+/// A stalled PostgreSQL (connections open and acknowledged, nothing answered): a read that no
+/// copy can answer gives up within the statement bound (`statement_timeout_ms` +
+/// `io_timeout_ms`) with a 503 instead of waiting for the stall to end, the copies answer
+/// meanwhile, and once the server answers again the same read is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with make test-real"]
+async fn a_read_into_a_stalled_database_gives_up_within_its_bound_and_copies_answer_meanwhile() {
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
+    let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
+    let proxy_port = proxy.addr.port();
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        through_proxy(c, proxy_port);
+        c.database.statement_timeout_ms = 1_500;
+        c.database.io_timeout_ms = 1_000;
+    })
+    .await;
+    let bound = Duration::from_millis(2_500);
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let job =
+        client.collect(tiktok_post_id(TikTokScenario::Normal, 12)).await["job_id"].as_str().expect("id").to_owned();
+    let first = client.get::<serde_json::Value>(&format!("/api/v1/analyze/{job}?limit=5")).await.ok();
+    let cursor = first["result"]["next_cursor"].as_str().expect("a second page").to_owned();
+    let second = format!("/api/v1/analyze/{job}?limit=5&cursor={cursor}");
+
+    proxy.stall(true);
+    let started = Instant::now();
+    let (status, _, body) = client.raw(client.request(reqwest::Method::GET, &second)).await;
+    let waited = started.elapsed();
+    println!("a read into a stalled database answered {status} after {} ms", waited.as_millis());
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    assert!(waited < bound + Duration::from_secs(2), "waited {waited:?} for a stalled database");
+    // The kept copies answer while it is stalled: the job's first page, at once.
+    let started = Instant::now();
+    let (status, _, body) =
+        client.raw(client.request(reqwest::Method::GET, &format!("/api/v1/analyze/{job}?limit=5"))).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(started.elapsed() < Duration::from_secs(1), "the copy waited {:?}", started.elapsed());
+    let started = Instant::now();
+    let (status, _, body) = client.raw(client.request(reqwest::Method::GET, "/api/v1/usage")).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(started.elapsed() < Duration::from_secs(1), "/usage waited {:?}", started.elapsed());
+
+    proxy.stall(false);
+    cova_tests::eventually("the second page once the database answers", async || {
+        client.raw(client.request(reqwest::Method::GET, &second)).await.0 == 200
+    })
+    .await;
     app.stop().await;
 }

@@ -6,6 +6,7 @@
 //! [`Db::begin`]). Times are unix milliseconds, months are `YYYY-MM` in UTC; the callers pass
 //! `now`, so rules that depend on time run on the clock they choose.
 
+mod answering;
 pub mod changes;
 mod error;
 mod health;

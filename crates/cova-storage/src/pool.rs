@@ -282,6 +282,9 @@ impl Db {
             DatabaseBackend::Postgres(url) => {
                 let statement_timeout = cfg.statement_timeout_ms;
                 let io_timeout = Duration::from_millis(cfg.io_timeout_ms);
+                // A statement the server runs too long ends within statement_timeout; past it
+                // and the network's margin, the server itself is not answering.
+                let answer_within = Duration::from_millis(statement_timeout) + io_timeout;
                 let mut mc = ManagerConfig::<AsyncPgConnection>::default();
                 // A connection whose server went away is closed, and recycling drops it; a
                 // test query on every checkout would double the round trips of every read.
@@ -289,10 +292,12 @@ impl Db {
                 mc.custom_setup = Box::new(move |url| {
                     let url = url.to_owned();
                     async move {
-                        let mut conn =
-                            tokio::time::timeout(connect_timeout, establish(&url, connect_timeout, io_timeout))
-                                .await
-                                .map_err(|_| diesel::ConnectionError::BadConnection("connect timed out".into()))??;
+                        let mut conn = tokio::time::timeout(
+                            connect_timeout,
+                            establish(&url, connect_timeout, io_timeout, answer_within),
+                        )
+                        .await
+                        .map_err(|_| diesel::ConnectionError::BadConnection("connect timed out".into()))??;
                         conn.batch_execute(&format!("SET statement_timeout = {statement_timeout}"))
                             .await
                             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
@@ -468,29 +473,62 @@ const POOL_BUSY: &str = "no free connection";
 /// Opens a PostgreSQL connection whose socket gives up on the network within `io_timeout`:
 /// data unacknowledged that long (`TCP_USER_TIMEOUT`) or an idle connection unanswered by
 /// keepalives ends the connection, so a partition is noticed in seconds, not at the system's
-/// TCP timeout.
+/// TCP timeout. Over TCP it also gives up on a server that answers nothing for `answer_within`
+/// after a request ([`crate::answering`]): a stalled server, which acknowledges every byte.
 async fn establish(
     url: &str,
     connect_timeout: Duration,
     io_timeout: Duration,
+    answer_within: Duration,
 ) -> diesel::ConnectionResult<AsyncPgConnection> {
     use std::str::FromStr;
+    use tokio_postgres::config::Host;
+    let bad = |e: &dyn std::fmt::Display| diesel::ConnectionError::BadConnection(e.to_string());
     let mut config = tokio_postgres::Config::from_str(url)
         .map_err(|e| diesel::ConnectionError::InvalidConnectionUrl(e.to_string()))?;
     // Keepalives count whole seconds.
     let idle = Duration::from_secs((io_timeout.as_secs() / 2).max(1));
-    config
-        .connect_timeout(connect_timeout)
-        .keepalives(true)
-        .keepalives_idle(idle)
-        .keepalives_interval(idle)
-        .keepalives_retries(2)
-        .tcp_user_timeout(io_timeout);
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
-    AsyncPgConnection::try_from_client_and_connection(client, connection).await
+    let ports = config.get_ports().to_vec();
+    let tcp: Option<Vec<(String, u16)>> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            Host::Tcp(name) => Some((name.clone(), ports.get(i).or(ports.first()).copied().unwrap_or(5432))),
+            #[cfg(unix)]
+            Host::Unix(_) => None,
+        })
+        .collect();
+    match tcp.filter(|hosts| !hosts.is_empty()) {
+        Some(hosts) => {
+            let stream =
+                crate::answering::connect_tcp(&hosts, connect_timeout, io_timeout, idle).await.map_err(|e| bad(&e))?;
+            let (client, connection) = config
+                .connect_raw(crate::answering::Answering::new(stream, answer_within), tokio_postgres::NoTls)
+                .await
+                .map_err(|e| bad(&e))?;
+            // The connection ends when its client is dropped, or when its socket fails (the
+            // client is closed then, which makes the pool drop it).
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "a database connection ended");
+                }
+            });
+            AsyncPgConnection::try_from(client).await
+        }
+        // A Unix socket: no network to lose, and the server's own timeouts apply.
+        None => {
+            config
+                .connect_timeout(connect_timeout)
+                .keepalives(true)
+                .keepalives_idle(idle)
+                .keepalives_interval(idle)
+                .keepalives_retries(2)
+                .tcp_user_timeout(io_timeout);
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| bad(&e))?;
+            AsyncPgConnection::try_from_client_and_connection(client, connection).await
+        }
+    }
 }
 
 fn pool_error<E: std::fmt::Display>(e: deadpool::managed::PoolError<E>, url: &str) -> StorageError {

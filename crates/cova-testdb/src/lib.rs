@@ -59,6 +59,14 @@ impl TestDatabase {
         Self { config, pg: Some((admin_url.to_owned(), name)), _dir: None }
     }
 
+    /// The same database for benchmarks that seed a million rows in one statement: longer than
+    /// the default statement bound allows, on the server (`statement_timeout`) and in cova's
+    /// wait for its answer. Its pools allow an hour per statement.
+    pub fn for_bulk_seeding(mut self) -> Self {
+        self.config.statement_timeout_ms = 3_600_000;
+        self
+    }
+
     /// A pool on the database, with the schema migrated.
     pub async fn db(&self) -> Db {
         let db = Db::connect(&self.config).expect("test pool");

@@ -17,7 +17,7 @@ const PURGE_COMMENTS_PER_JOB: i64 = 3_572;
 pub(super) async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
     use cova_storage::repo::jobs::{StoredComment, append_comments};
     const DAY: i64 = 86_400_000;
-    let database = TestDatabase::postgres(&real.database).await;
+    let database = TestDatabase::postgres(&real.database).await.for_bulk_seeding();
     let db = database.db().await;
     let now = cova_domain::time::now_ms();
     let today = cova_storage::repo::comment_days::day_of(now);

@@ -120,8 +120,8 @@ async fn seed_creators(db: &cova_storage::Db, accounts: i64, per_account: i64, d
 }
 
 pub(super) async fn run(report: &mut Report, real: &RealBackends) {
-    scheduler_scan(report, "embedded", TestDatabase::sqlite(), 100).await;
+    scheduler_scan(report, "embedded", TestDatabase::sqlite().for_bulk_seeding(), 100).await;
     if real.reachable() {
-        scheduler_scan(report, "real", TestDatabase::postgres(&real.database).await, 1_000).await;
+        scheduler_scan(report, "real", TestDatabase::postgres(&real.database).await.for_bulk_seeding(), 1_000).await;
     }
 }
