@@ -165,6 +165,13 @@ async fn the_workspace_in_a_browser() {
 
     // AI on the collected comments: quote, consent, run, and the charts of the result.
     driver.goto(&format!("{base}/#/ai?ref=tiktok:{id}")).await;
+    // The post is offered by its title, picked already: no ref to type.
+    let picked = driver
+        .wait_text("#ai-ref", "the library's posts", |t| !t.contains("The post you opened") && !t.is_empty())
+        .await;
+    assert!(!picked.contains("tiktok:"), "posts named by their titles: {picked}");
+    let chosen = driver.execute("return document.querySelector('#ai-ref').value;", serde_json::json!([])).await;
+    assert_eq!(chosen, serde_json::json!(format!("tiktok:{id}")));
     driver.click("#ai-quote").await;
     driver.click("#ai-consent").await;
     driver.click("#ai-run").await;
@@ -179,6 +186,8 @@ async fn the_workspace_in_a_browser() {
     assert!(running.contains("Analysis started") && !running.contains("job"), "in words, no job id: {running}");
     driver.find("#ai-result svg").await;
     assert!(driver.count("#ai-result svg").await >= 3, "sentiment, languages and topics are drawn");
+    let result = driver.text("#ai-result").await;
+    assert!(result.contains("of this post analysed by") && !result.contains("tiktok:"), "no ref: {result}");
     shots.take(&driver, "ai").await;
 
     // A token, shown once, used with curl in the same test.
@@ -640,6 +649,26 @@ async fn following_a_creator_in_a_browser() {
     driver.click(&format!("{row} .creator-posts")).await;
     driver.wait_text("#creator-posts tbody", "the post", |t| t.contains(&format!("tiktok:{post}"))).await;
     shots.take(&driver, "creators").await;
+
+    // Spike alerts for the creator's posts: off for this creator only, from its page.
+    let whose = driver.wait_text("#creator-spike-whose", "whose settings", |t| !t.is_empty()).await;
+    assert!(whose.contains("follows the settings that apply to it now"), "{whose}");
+    assert_eq!(driver.property("#creator-spike-enabled", "checked").await, true);
+    driver.click("#creator-spike-enabled").await;
+    driver.click("#creator-spike-save").await;
+    driver.wait_text("#creator-spike-status", "saved", |t| t.contains("saved")).await;
+    let meaning = driver.text("#creator-spike-meaning").await;
+    assert_eq!(meaning, "Spike alerts are turned off for this creator.");
+    driver
+        .execute("document.querySelector('#creator-spikes').scrollIntoView({block: 'start'});", serde_json::json!([]))
+        .await;
+    shots.take(&driver, "creator-spike-settings").await;
+    let client = app.client(Some(&app.token(&account, "keywords:write").await));
+    let own =
+        client.get::<serde_json::Value>("/api/v1/spike-alerts/settings/tiktok:user:6800000000000000042").await.ok();
+    assert_eq!((&own["own"], &own["enabled"]), (&serde_json::json!(true), &serde_json::json!(false)), "{own}");
+    let account_wide = client.get::<serde_json::Value>("/api/v1/spike-alerts/settings").await.ok();
+    assert_eq!(account_wide["enabled"], true, "the account's settings are untouched: {account_wide}");
     cova_tests::eventually("the post collected", async || app.job_progress().await.complete == 1).await;
     driver.click("#creator-posts a.creator-post").await;
     driver.wait_url("the analysis", |u| u.contains("#/analyze")).await;
@@ -709,6 +738,27 @@ async fn a_list_is_previewed_and_says_where_the_balance_cut_it() {
         )
         .await;
     shots.take(&driver, "list-cut-row").await;
+
+    // While running, a row counts towards what its job can reach (the list's cap, when lower
+    // than the post), and a post cut by the balance names its capped count as "or more".
+    let words = driver
+        .execute(
+            "return [listCountWords(arguments[0]), progressWords(arguments[1]), progressWords(arguments[2])];",
+            serde_json::json!([
+                {"state": "running", "job": {"max_comments": 300, "progress": {"comments_collected": 238, "comments_expected": 400}}},
+                {"status": "running", "max_comments": 300, "progress": {"comments_collected": 238, "comments_expected": 400}},
+                {"status": "complete", "max_comments": null, "progress": {"comments_collected": 349, "comments_expected": 5000},
+                 "result": {"truncated": true, "truncated_reason": "balance", "comments_total": 349}},
+            ]),
+        )
+        .await;
+    let words: Vec<String> = serde_json::from_value(words).expect("the page's words");
+    assert_eq!(words[0], "238 of 300");
+    assert_eq!(words[1], "238 of at most 300 comments (your limit per post)");
+    assert_eq!(
+        words[2],
+        "349 comments collected — cut short: your comment balance ran out (349 of its 5,000 or more)."
+    );
     driver.quit().await;
     app.stop().await;
 }
@@ -1125,9 +1175,25 @@ async fn an_instagram_post_and_account_in_a_browser() {
     driver.click("#analyze-submit").await;
     driver.wait_text("#analyze-status", "complete", |t| t == "complete").await;
     let said = driver.text("#truncation").await;
-    assert!(said.contains("Instagram shows a visitor only part of this post's comments"), "{said}");
+    assert!(said.contains("Instagram shows a visitor only part of a post's comments"), "{said}");
+    assert!(said.contains("Refreshing the post later collects what Instagram shows then"), "{said}");
     assert!(!said.contains("visitor_view") && !said.contains("balance"), "{said}");
+    // The job panel says why it has fewer than the post, not only how many.
+    let count = driver.text("#analyze-count").await;
+    let why =
+        "15 comments collected — only the part of its comments Instagram shows a visitor, without replies (15 of its ";
+    assert!(count.starts_with(why) && count.contains("only they were charged"), "{count}");
     driver.wait_text("#comments-count", "the comments", |t| t.contains("15")).await;
+    // A comment whose replies Instagram did not show says so beside its count.
+    let counts = driver
+        .execute(
+            "return [...document.querySelectorAll('#comments .reply-count')].map((e) => e.textContent);",
+            serde_json::json!([]),
+        )
+        .await;
+    let counts: Vec<String> = serde_json::from_value(counts).expect("reply counts");
+    assert!(!counts.is_empty(), "no comment with replies among the 15 shown");
+    assert!(counts.iter().all(|t| t.ends_with("on Instagram, which shows no replies to a visitor")), "{counts:?}");
     shots.take(&driver, "instagram-post").await;
 
     // An Instagram account, added by its URL, is listed as one.
@@ -1255,6 +1321,38 @@ async fn a_spike_in_a_browser() {
     shots.take(&driver, "spike-chart").await;
     let judged = driver.wait_text("#spike-judging", "what the checks judge", |t| !t.is_empty()).await;
     assert!(judged.contains("compares this post's latest hour of comments with its own rate"), "{judged}");
+
+    // The post's own settings, from its page: saved, then given back to the account's.
+    let whose = driver.wait_text("#post-spike-whose", "whose settings", |t| !t.is_empty()).await;
+    assert!(whose.contains("follows the settings that apply to it now"), "{whose}");
+    let reset_hidden =
+        driver.execute("return document.querySelector('#post-spike-reset').hidden;", serde_json::json!([])).await;
+    assert_eq!(reset_hidden, serde_json::json!(true), "nothing of its own to remove yet");
+    driver.set_value("#post-spike-sensitivity", "sensitive").await;
+    driver.click("#post-spike-save").await;
+    driver.wait_text("#post-spike-status", "saved", |t| t.contains("saved")).await;
+    let path = format!("/api/v1/spike-alerts/settings/tiktok:{id}");
+    let own = client.get::<serde_json::Value>(&path).await.ok();
+    assert_eq!(
+        (&own["own"], &own["sensitivity"]),
+        (&serde_json::json!(true), &serde_json::json!("sensitive")),
+        "{own}"
+    );
+    let account_wide = client.get::<serde_json::Value>("/api/v1/spike-alerts/settings").await.ok();
+    assert_eq!(account_wide["sensitivity"], "strict", "the account keeps its own: {account_wide}");
+    assert!(driver.text("#post-spike-whose").await.contains("settings of its own"));
+    driver
+        .execute("document.querySelector('#post-spikes').scrollIntoView({block: 'start'});", serde_json::json!([]))
+        .await;
+    shots.take(&driver, "post-spike-settings").await;
+    driver.click("#post-spike-reset").await;
+    driver.wait_text("#post-spike-status", "given back", |t| t.contains("account's settings again")).await;
+    let back = client.get::<serde_json::Value>(&path).await.ok();
+    assert_eq!(
+        (&back["own"], &back["sensitivity"]),
+        (&serde_json::json!(false), &serde_json::json!("strict")),
+        "{back}"
+    );
 
     // A post collected two hours after its first comment says it is too young to judge.
     // An id outside the simulator's scenarios: a post of no comments of its own.

@@ -868,27 +868,60 @@ function drawProgress(ui, job) {
   ui.status.dataset.status = waiting ? "waiting_balance" : job.status;
   const got = job.progress?.comments_collected ?? 0;
   const expected = job.progress?.comments_expected;
+  // What this job can reach: the post's count, or the job's own cap when that is lower.
+  const target = expected == null ? null : Math.min(expected, job.max_comments ?? expected);
   // A failed job has nothing left to show progress of: no bar, moving or not.
   ui.bar.hidden = job.status === "failed";
   if (job.status === "complete") {
     const max = Math.max(got, 1);
     ui.bar.max = max;
     ui.bar.value = max;
-  } else if (expected == null) {
+  } else if (target == null) {
     ui.bar.removeAttribute("value"); // indeterminate until the scraper has read the post
   } else {
-    ui.bar.max = Math.max(expected, 1);
-    ui.bar.value = Math.min(got, expected);
+    ui.bar.max = Math.max(target, 1);
+    ui.bar.value = Math.min(got, target);
   }
-  ui.count.textContent = job.status === "failed"
-    ? "The collection did not finish, and nothing was charged. The reason is above."
-    : job.result?.comments_off
-    ? COMMENTS_OFF
-    : waiting
-    ? `This post has about ${plural(expected ?? 0, "comment")}, more than your balance has left while your other collections run. It starts as soon as they finish and give back what they did not use; if the balance is still short then, it collects what is left.`
-    : expected == null || job.status === "complete"
-      ? `${plural(got, "comment")} collected${expected != null && got < expected ? ` of the post's ${fmtNum(expected)}` : ""}`
-      : `${fmtNum(got)} of about ${plural(expected, "comment")}`;
+  ui.count.textContent = progressWords(job);
+}
+
+// What a job's panel says of its comments: how many of how many, and why it stopped short.
+function progressWords(job) {
+  const got = job.progress?.comments_collected ?? 0;
+  const expected = job.progress?.comments_expected;
+  const target = expected == null ? null : Math.min(expected, job.max_comments ?? expected);
+  if (job.status === "failed") return "The collection did not finish, and nothing was charged. The reason is above.";
+  if (job.result?.comments_off) return COMMENTS_OFF;
+  if (job.progress?.waiting_for === "balance") {
+    return `This post has about ${plural(expected ?? 0, "comment")}, more than your balance has left while your other collections run. It starts as soon as they finish and give back what they did not use; if the balance is still short then, it collects what is left.`;
+  }
+  if (job.status === "complete") return `${plural(got, "comment")} collected${finishedWords(job, got)}.`;
+  if (target == null) return `${plural(got, "comment")} collected`;
+  if (target < expected) return `${fmtNum(got)} of at most ${plural(target, "comment")} (your limit per post)`;
+  return `${fmtNum(got)} of about ${plural(target, "comment")}`;
+}
+
+// A list row's count: collected, and while running, of what the job can reach.
+function listCountWords(item) {
+  const j = item.job;
+  const p = j?.progress;
+  if (!p) return "—";
+  if (p.comments_expected == null || item.state === "complete") return fmtNum(p.comments_collected);
+  return `${fmtNum(p.comments_collected)} of ${fmtNum(Math.min(p.comments_expected, j.max_comments ?? p.comments_expected))}`;
+}
+
+// A post's own count as the API reports it: capped at the per-post limit, so the cap reads as
+// "or more" (a post of 8,400 comments reports 5,000).
+function postCount(expected) {
+  return expected >= LIMITS.comments_per_post ? `${fmtNum(expected)} or more` : fmtNum(expected);
+}
+
+// After "N comments collected": why a finished job has fewer than its post, in words.
+function finishedWords(job, got) {
+  const r = job.result ?? {};
+  const expected = job.progress?.comments_expected;
+  if (r.truncated) return ` — ${cutWords({ truncated_reason: r.truncated_reason ?? "balance", job })}`;
+  return expected != null && got < expected ? ` of the post's ${postCount(expected)}` : "";
 }
 
 async function startAnalysis(v, btn, url, cap, ui, results) {
@@ -949,7 +982,7 @@ function truncationWords(r) {
   if (!r.truncated) return "";
   if (r.truncated_reason === "post_cap") return ` — stopped at ${inWords("post_cap")}: the post has more`;
   if (r.truncated_reason === "max_comments") return ` — stopped at ${inWords("max_comments")}: the post has more`;
-  if (r.truncated_reason === "visitor_view") return " — Instagram shows a visitor only part of this post's comments: these are all it showed, and only they were charged";
+  if (r.truncated_reason === "visitor_view") return " — Instagram shows a visitor only part of a post's comments, about the first 15 and none of their replies: these are all it showed, and only they were charged. Refreshing the post later collects what Instagram shows then";
   if (r.truncated_reason === "platform_stopped") return " — the platform stopped handing out this post's comments before its last one: these are all it gave, and only they were charged. Refreshing the post later may bring the rest";
   return ` — stopped by ${inWords("balance")}: buy a pack and refresh the post for the rest`;
 }
@@ -957,12 +990,12 @@ function truncationWords(r) {
 // Why a list's post was cut, with what it collected against the post's own count.
 function cutWords(item) {
   const p = item.job?.progress ?? {};
-  const of = p.comments_expected != null ? ` (${fmtNum(p.comments_collected)} of its ${fmtNum(p.comments_expected)})` : "";
+  const of = p.comments_expected != null ? ` (${fmtNum(p.comments_collected)} of its ${postCount(p.comments_expected)})` : "";
   switch (item.truncated_reason) {
     case "balance": return `cut short: your comment balance ran out${of}`;
     case "max_comments": return `stopped at your limit per post${of}`;
     case "post_cap": return `stopped at the 5,000-comment limit per post${of}`;
-    case "visitor_view": return `only the part of its comments Instagram shows a visitor${of}`;
+    case "visitor_view": return `only the part of its comments Instagram shows a visitor, without replies${of}; every comment shown was collected and only they were charged`;
     case "platform_stopped": return `the platform stopped handing out its comments early${of}; refresh it later for the rest`;
     default: return item.comments_off ? "its author turned the comments off: nothing to collect, nothing charged" : null;
   }
@@ -1020,6 +1053,11 @@ async function showSavedBreakdown(v, ref, results) {
     newSince: entry.last_scraped_at,
   }), history);
   fillEntryHistory(history, entry).catch((err) => showError(v, err));
+  const spikes = spikeSettingsForm(v, { prefix: "post-spike", ref: entry.ref, what: "post" });
+  const spikesBox = card("Spike alerts for this post", spikes.el);
+  spikesBox.id = "post-spikes";
+  results.append(spikesBox);
+  spikes.load().catch((err) => showError(v, err));
 }
 
 // A library entry's scrapes (new comments per refresh) and AI runs (with sentiment over time).
@@ -1090,13 +1128,11 @@ async function followBatch(v, id, box, first) {
       const waiting = j?.progress?.waiting_for === "balance";
       const state = h("span", { class: `state state-${item.state}`, "data-state": item.state, text: waiting ? "waiting for your balance" : inWords(item.state) });
       const cut = cutWords(item);
-      const p = j?.progress;
       return row(t.headers, [
         h("div", {}, h("span", { class: "batch-url", text: truncate(item.url, 70) }), item.ref && h("br"), item.ref && h("code", { class: "ref", text: item.ref })),
         h("div", {}, state, why && h("small", { class: "muted batch-why", text: ` ${plainWords(why.detail)}` }),
           cut && h("small", { class: "batch-cut", text: ` ${cut}` })),
-        !p ? "—" : p.comments_expected != null && item.state !== "complete"
-          ? `${fmtNum(p.comments_collected)} of ${fmtNum(p.comments_expected)}` : fmtNum(p.comments_collected),
+        listCountWords(item),
         j && item.state === "complete" ? h("a", { class: "batch-open", href: hashFor("analyze", { job: j.job_id }), text: "Open" }) : "",
       ], { "data-position": item.position });
     }));
@@ -1118,6 +1154,7 @@ async function followBatch(v, id, box, first) {
 // keys and search text are computed once, so sorting and filtering never re-read the JSON.
 function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, newSince } = {}) {
   performance.mark("cova:comments-start");
+  currentRef = ref ?? "";
   const flat = comments.flatMap((c) => [c, ...(c.replies ?? [])]);
   for (const c of flat) keysOf(c);
   const search = h("input", { id: "comments-search", type: "search", placeholder: "Text or author", autocomplete: "off" });
@@ -1514,12 +1551,23 @@ function commentItem(c, replies, q = "") {
     commentImages(c),
     h("div", { class: "comment-meta" },
       h("span", { class: "likes", text: plural(c.likes ?? 0, "like") }),
-      !isReply && (c.reply_count ?? 0) > 0 && h("span", { class: "muted", text: plural(c.reply_count, "reply", "replies") }),
+      !isReply && (c.reply_count ?? 0) > 0 && h("span", { class: "muted reply-count", text: replyCountWords(c) }),
       c.pinned && h("span", { class: "badge", text: "pinned" }),
       c.liked_by_author && h("span", { class: "badge", text: "liked by the author" }),
       c.language && h("span", { class: "muted", text: c.language })));
   if (!isReply) li.append(h("ul", { class: "replies" }, replies.map((r) => commentItem(r, null, q))));
   return li;
+}
+
+// The post whose comments are shown (one comment browser at a time).
+let currentRef = "";
+
+// A comment's reply count; on an Instagram post whose replies were not shown to cova (the
+// visitor's view), says so rather than leaving the count unexplained.
+function replyCountWords(c) {
+  const n = plural(c.reply_count, "reply", "replies");
+  const noneShown = (c.replies ?? []).length === 0 && currentRef.startsWith("instagram:");
+  return noneShown ? `${n} on Instagram, which shows no replies to a visitor` : n;
 }
 
 function commentRow(c, q, headers) {
@@ -1740,8 +1788,21 @@ async function viewCreators(v, route) {
   }));
   v.add(card("Add a creator", f), card("Your creators", h("div", { class: "table-wrap" }, t.el)));
   const open = route.query.get("ref");
-  if (open) v.add(await creatorPosts(open));
+  if (open) v.add(await creatorPosts(open), creatorSpikes(v, open));
   await load();
+}
+
+// Spike alerts for the posts of one creator, once it is followed.
+function creatorSpikes(v, ref) {
+  const settings = spikeSettingsForm(v, { prefix: "creator-spike", ref, what: "creator" });
+  const box = card("Spike alerts for this creator's posts", settings.el);
+  box.id = "creator-spikes";
+  settings.load().catch((err) => {
+    if (err.status !== 404) return showError(v, err);
+    box.replaceChildren(h("h2", { text: "Spike alerts for this creator's posts" }),
+      h("p", { class: "muted", text: "Follow this creator to give its posts spike alert settings of their own." }));
+  });
+  return box;
 }
 
 const creatorName = (c) => (c.handle ? `@${c.handle}` : c.name ?? c.ref);
@@ -1830,8 +1891,11 @@ async function creatorPosts(ref) {
 // ---------------------------------------------------------------- AI
 
 async function viewAi(v, route) {
-  const refInput = h("input", { id: "ai-ref", type: "text", list: "ai-ref-list", autocomplete: "off", placeholder: "tiktok:7000000000000000012", value: route.query.get("ref") ?? "" });
-  const refList = h("datalist", { id: "ai-ref-list" });
+  // The post is picked by its title among the library's; the one the page was opened for is
+  // offered at once, named by its title once the library answers.
+  const asked = route.query.get("ref") ?? "";
+  const refInput = h("select", { id: "ai-ref" },
+    asked ? h("option", { value: asked, text: "The post you opened", selected: true }) : h("option", { value: "", text: "Loading your library…" }));
   const quoteInfo = statusEl("ai-quote-info");
   const consent = h("input", { id: "ai-consent", type: "checkbox", required: true });
   const aiStatus = h("span", { id: "ai-status", class: "job-status", role: "status", "aria-live": "polite" });
@@ -1840,11 +1904,11 @@ async function viewAi(v, route) {
   let quote = null;
 
   const quoteForm = form("ai-quote-form", [
-    fieldRow("Analysis", refInput, "The ref of a post in your library, e.g. tiktok:7000000000000000012."),
-    refList,
+    fieldRow("Post", refInput, "A post of your library whose comments are collected."),
     h("div", { class: "buttons" }, h("button", { id: "ai-quote", type: "submit", class: "primary", text: "Get a quote" })),
   ], (btn) => busy(v, btn, async () => {
-    quote = await api("POST", "/ai/quote", { ref: refInput.value.trim() });
+    if (!refInput.value) throw { detail: "Choose a post of your library first." };
+    quote = await api("POST", "/ai/quote", { ref: refInput.value });
     quoteInfo.textContent = `${plural(quote.comments, "comment")} to analyse. Charge: ${plural(quote.charge, "comment")} of your balance. Valid until ${fmtDate(quote.expires_at)}.`;
     consent.checked = false;
     runForm.hidden = false;
@@ -1871,8 +1935,8 @@ async function viewAi(v, route) {
     phrases.map((p, i) => fieldRow(`Phrase ${i + 1}`, p)),
     h("div", { class: "buttons" }, h("button", { id: "ai-queries-save", type: "submit", text: "Save phrases" })),
   ], (btn) => busy(v, btn, async () => {
-    const ref = refInput.value.trim();
-    if (!ref) throw { detail: "Enter the analysis' ref first." };
+    const ref = refInput.value;
+    if (!ref) throw { detail: "Choose a post of your library first." };
     const queries = phrases.map((p) => p.value.trim()).filter(Boolean);
     const r = await api("PUT", `/ai/${refPath(ref)}/queries`, { queries });
     phrasesStatus.textContent = r.queries.length ? `Saved: ${r.queries.join(", ")}.` : "No watch phrases.";
@@ -1885,8 +1949,14 @@ async function viewAi(v, route) {
   );
 
   api("GET", "/analyses/saved?limit=100&status=ready").then((page) => {
-    refList.replaceChildren(...page.items.map((e) => h("option", { value: e.ref, label: postTitle(e.metadata, e.ref) })));
-  }).catch(() => {}); // suggestions only
+    const chosen = refInput.value;
+    const options = page.items.map((e) => h("option", { value: e.ref, text: postTitle(e.metadata, e.ref), selected: e.ref === chosen }));
+    // The post opened from elsewhere stays offered even when it is not among the first 100.
+    if (chosen && !page.items.some((e) => e.ref === chosen)) options.unshift(h("option", { value: chosen, text: "The post you opened", selected: true }));
+    if (!options.length) options.push(h("option", { value: "", text: "No post of your library is ready yet: collect and save one first" }));
+    else if (!chosen) options.unshift(h("option", { value: "", text: "Choose a post", selected: true }));
+    refInput.replaceChildren(...options);
+  }).catch(() => {}); // the post opened stays offered
 
   const jobId = route.query.get("job");
   if (jobId) await followAiJob(v, { id: jobId, status: "" }, { statusNode: aiStatus, result, phrases, following });
@@ -1913,7 +1983,7 @@ async function followAiJob(v, first, { statusNode, result, phrases, following })
 
 function renderAiResult(box, job, phraseInputs) {
   const r = job.result;
-  box.replaceChildren(h("p", { class: "muted", text: `${plural(r.comments, "comment")} of ${job.ref} analysed by ${r.model}, charged ${plural(job.charge, "comment")}.` }));
+  box.replaceChildren(h("p", { class: "muted", text: `${plural(r.comments, "comment")} of this post analysed by ${r.model}, charged ${plural(job.charge, "comment")}.` }));
   if (r.summary) box.append(h("h3", { text: "Summary" }), h("p", { class: "summary", text: r.summary }));
   if (r.sentiment) {
     box.append(barChart("Sentiment", [
@@ -2026,15 +2096,23 @@ function spikeJudging(j) {
   return own + creator;
 }
 
-// Spike alerts: what they need at the account's settings, the settings, and the alerts.
-function spikesCard(v) {
-  const enabled = h("input", { id: "spike-enabled", type: "checkbox" });
-  const sensitivity = h("select", { id: "spike-sensitivity" },
+// The settings of spike alerts, for the account (`ref` absent) or for one post or followed
+// creator of the library. Ids start with `prefix`. A post or creator without settings of its
+// own shows what applies to it and says where that comes from; saving gives it its own, and
+// "Use the account's settings" removes them.
+function spikeSettingsForm(v, { prefix, ref = null, what = "a post" }) {
+  const path = ref ? `/spike-alerts/settings/${encodeURIComponent(ref)}` : "/spike-alerts/settings";
+  // Whose posts the alerts watch, in the sentences below.
+  const subject = !ref ? "a post in your library" : what === "creator" ? "a post of this creator" : "this post";
+  const enabled = h("input", { id: `${prefix}-enabled`, type: "checkbox" });
+  const sensitivity = h("select", { id: `${prefix}-sensitivity` },
     Object.entries(SENSITIVITY_WORDS).map(([value, text]) => h("option", { value, text })));
-  const min = h("input", { id: "spike-min", type: "number", min: 5, max: 10000, step: 1, inputmode: "numeric" });
-  const cooldown = h("input", { id: "spike-cooldown", type: "number", min: 1, max: 168, step: 1, inputmode: "numeric" });
-  const meaning = h("p", { id: "spike-meaning", class: "muted" });
-  const status = statusEl("spike-status");
+  const min = h("input", { id: `${prefix}-min`, type: "number", min: 5, max: 10000, step: 1, inputmode: "numeric" });
+  const cooldown = h("input", { id: `${prefix}-cooldown`, type: "number", min: 1, max: 168, step: 1, inputmode: "numeric" });
+  const meaning = h("p", { id: `${prefix}-meaning`, class: "muted" });
+  const whose = h("p", { id: `${prefix}-whose`, class: "hint", hidden: !ref });
+  const status = statusEl(`${prefix}-status`);
+  const reset = h("button", { id: `${prefix}-reset`, type: "button", hidden: true, text: "Use the account's settings" });
   const fill = (s) => {
     enabled.checked = s.enabled;
     sensitivity.value = s.sensitivity;
@@ -2046,24 +2124,41 @@ function spikesCard(v) {
     cooldown.dataset.minutes = String(s.cooldown_min);
     const j = s.judged;
     meaning.textContent = s.enabled
-      ? `After each collection of a post in your library, its last hour of comments is compared with its two weeks before. An alert needs at least ${plural(j.min_comments, "comment")} in the hour and either ${j.ratio} times the post's usual number of comments, or a share of negative comments ${fmtPct(j.negative_share_rise)} above its usual share. A spike that goes on is one alert: the next one on the same post waits ${minutesWords(s.cooldown_min)}.`
-      : "Spike alerts are turned off.";
+      ? `After each collection of ${subject}, its last hour of comments is compared with its two weeks before. An alert needs at least ${plural(j.min_comments, "comment")} in the hour and either ${j.ratio} times the post's usual number of comments, or a share of negative comments ${fmtPct(j.negative_share_rise)} above its usual share. A spike that goes on is one alert: the next one on the same post waits ${minutesWords(s.cooldown_min)}.`
+      : ref ? `Spike alerts are turned off for this ${what}.` : "Spike alerts are turned off.";
+    if (ref) {
+      whose.textContent = s.own
+        ? `This ${what} has settings of its own: changes to the account's settings do not reach it.`
+        : `This ${what} follows the settings that apply to it now (its creator's or the account's). Saving here gives it settings of its own.`;
+      reset.hidden = !s.own;
+    }
   };
-  const f = form("spike-form", [
-    checkRow("Tell me when a post suddenly draws comments or turns negative", enabled),
+  const f = form(`${prefix}-form`, [
+    checkRow(`Tell me when ${subject} suddenly draws comments or turns negative`, enabled),
     fieldRow("Sensitivity", sensitivity),
     fieldRow("At least this many comments in an hour", min, "Leave empty for the sensitivity's own number."),
     fieldRow("Hours before a post can alert again", cooldown),
-    h("div", { class: "buttons" }, h("button", { id: "spike-save", type: "submit", class: "primary", text: "Save" })),
+    h("div", { class: "buttons" }, h("button", { id: `${prefix}-save`, type: "submit", class: "primary", text: "Save" }), reset),
   ], (btn) => busy(v, btn, async () => {
     const minimum = min.value.trim() ? Number(min.value) : null;
     const hours = Number(cooldown.value);
     if (minimum != null && !(Number.isInteger(minimum) && minimum >= 5 && minimum <= 10000)) throw new Error("The number of comments must be a whole number from 5 to 10,000.");
     if (!(Number.isInteger(hours) && hours >= 1 && hours <= 168)) throw new Error("The hours before a post can alert again must be a whole number from 1 to 168.");
     const cooldownMin = cooldown.value === cooldown.dataset.shown ? Number(cooldown.dataset.minutes) : hours * 60;
-    fill(await api("PUT", "/spike-alerts/settings", { enabled: enabled.checked, sensitivity: sensitivity.value, min_comments: minimum, cooldown_min: cooldownMin }));
-    status.textContent = "Spike alert settings saved.";
+    fill(await api("PUT", path, { enabled: enabled.checked, sensitivity: sensitivity.value, min_comments: minimum, cooldown_min: cooldownMin }));
+    status.textContent = ref ? `Spike alert settings of this ${what} saved.` : "Spike alert settings saved.";
   }));
+  reset.addEventListener("click", () => busy(v, reset, async () => {
+    fill(await api("DELETE", path));
+    status.textContent = `This ${what} follows the account's settings again.`;
+  }));
+  const load = () => api("GET", path).then(fill);
+  return { el: h("div", { class: "spike-settings" }, meaning, whose, f, status), load };
+}
+
+// The account's spike alert settings and its alerts.
+function spikesCard(v) {
+  const settings = spikeSettingsForm(v, { prefix: "spike" });
   const list = h("ul", { id: "spike-alerts", class: "alerts" });
   const empty = h("p", { class: "muted", text: "No spike yet." });
   const refresh = h("button", { id: "spike-alerts-refresh", type: "button", class: "small", text: "Check for new spikes" });
@@ -2080,9 +2175,9 @@ function spikesCard(v) {
     empty.hidden = list.children.length > 0;
   };
   refresh.addEventListener("click", () => busy(v, refresh, load));
-  api("GET", "/spike-alerts/settings").then(fill).catch((err) => showError(v, err));
+  settings.load().catch((err) => showError(v, err));
   load().catch((err) => showError(v, err));
-  return card("Spike alerts", meaning, f, status, h("p", { class: "buttons" }, refresh), empty, list);
+  return card("Spike alerts", settings.el, h("p", { class: "buttons" }, refresh), empty, list);
 }
 
 // How an alert names its post: its title in quotes, else its ref.
