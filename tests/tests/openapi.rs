@@ -337,13 +337,23 @@ fn generated_clients_can_read_the_document() {
                         .expect("the target");
                     let names: BTreeSet<String> = target_op["parameters"]
                         .as_array()
-                        .expect("parameters")
-                        .iter()
+                        .into_iter()
+                        .flatten()
                         .map(|p| resolve(&doc, p)["name"].as_str().expect("name").to_owned())
                         .collect();
-                    for param in link["parameters"].as_object().expect("link parameters").keys() {
+                    for param in link["parameters"].as_object().into_iter().flatten().map(|(k, _)| k) {
                         assert!(names.contains(param), "link {name}: {target} has no parameter {param}");
                     }
+                    // A link that fills the target's body names only fields the body has.
+                    let body = &target_op["requestBody"]["content"]["application/json"]["schema"];
+                    let fields = &resolve(&doc, body)["properties"];
+                    for field in link["requestBody"].as_object().into_iter().flatten().map(|(k, _)| k) {
+                        assert!(fields.get(field).is_some(), "link {name}: {target}'s body has no field {field}");
+                    }
+                    assert!(
+                        link.get("parameters").is_some() || link.get("requestBody").is_some(),
+                        "link {name} passes nothing to {target}"
+                    );
                 }
             }
         }
