@@ -91,38 +91,71 @@ impl Drop for Serve {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_collects_exports_and_classifies_errors_against_serve() {
-    let db = TestDatabase::create().await;
-    let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
-    let prefix = format!("cl{}", std::process::id());
-    let mut vars: Vec<(String, String)> = vec![
-        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
-        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
-        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
-        ("COVA_QUEUE__PREFIX".into(), prefix),
-        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
-        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
-        ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
-        ("COVA_PLATFORMS__INSTAGRAM__WEB_BASE_URL".into(), format!("{}/ig", sim.base_url())),
-        ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND".into(), "0".into()),
-        ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
-    ];
-    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-        vars.push(("COVA_CACHE__URL".into(), url));
+/// `cova serve` on the simulator and a fresh database, with an account of 5,000 comments and
+/// two of its tokens, for the client to call.
+struct Service {
+    db: TestDatabase,
+    sim: cova_sim::SimHandle,
+    serve: Serve,
+    base: String,
+    home: tempfile::TempDir,
+    /// Every scope the client's commands use.
+    full: String,
+    analyze_only: String,
+}
+
+impl Service {
+    async fn start() -> Self {
+        let db = TestDatabase::create().await;
+        let sim = cova_sim::spawn(SimConfig::default()).await.expect("simulator");
+        // Each service its own keys on a shared cache (the tests of this file run at once).
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!("cl{}x{n}", std::process::id());
+        let mut vars: Vec<(String, String)> = vec![
+            ("COVA_DATABASE__URL".into(), db.config.url.clone()),
+            ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
+            ("COVA_CACHE__PREFIX".into(), prefix.clone()),
+            ("COVA_QUEUE__PREFIX".into(), prefix),
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
+            ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
+            ("COVA_PLATFORMS__INSTAGRAM__WEB_BASE_URL".into(), format!("{}/ig", sim.base_url())),
+            ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND".into(), "0".into()),
+            ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
+        ];
+        if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+            vars.push(("COVA_CACHE__URL".into(), url));
+        }
+        let cova = Cova { vars };
+        run_ok(&cova, &["migrate"]);
+        run_ok(&cova, &["admin", "accounts", "create", "--email", "dev@example.com"]);
+        run_ok(&cova, &["admin", "packs", "grant", "--email", "dev@example.com", "--comments", "5000"]);
+        let full = token(&cova, "dev@example.com", "metadata:read,analyze:write,library:write,ai:write");
+        let analyze_only = token(&cova, "dev@example.com", "analyze:write");
+        let (child, base) = cova.start("serve", true);
+        let serve = Serve(child);
+        let base = base.expect("base url");
+        let home = tempfile::tempdir().expect("temp home");
+        Service { db, sim, serve, base, home, full, analyze_only }
     }
-    let cova = Cova { vars };
-    run_ok(&cova, &["migrate"]);
-    run_ok(&cova, &["admin", "accounts", "create", "--email", "dev@example.com"]);
-    run_ok(&cova, &["admin", "packs", "grant", "--email", "dev@example.com", "--comments", "5000"]);
-    let full = token(&cova, "dev@example.com", "metadata:read,analyze:write,library:write,ai:write");
-    let analyze_only = token(&cova, "dev@example.com", "analyze:write");
-    let (child, base) = cova.start("serve", true);
-    let serve = Serve(child);
-    let base = base.expect("base url");
-    let home = tempfile::tempdir().expect("temp home");
-    let home = home.path();
-    let caller = Caller { home, base: &base };
+
+    fn caller(&self) -> Caller<'_> {
+        Caller { home: self.home.path(), base: &self.base }
+    }
+
+    async fn stop(self) {
+        drop(self.serve);
+        self.sim.stop().await;
+        let _ = self.db.drop_database().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_collects_and_exports_against_serve() {
+    let service = Service::start().await;
+    let (full, analyze_only) = (service.full.as_str(), service.analyze_only.as_str());
+    let (home, sim, caller) = (service.home.path(), &service.sim, service.caller());
 
     // `usage`: the API's JSON, with the balance.
     let out = caller.run(&full, &["usage"]);
@@ -316,6 +349,16 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_eq!(lines.len(), 2, "one line per post: {lines:?}");
     assert!(lines[0].ends_with(&format!("{url_a} recent_result")), "{lines:?}");
 
+    service.stop().await;
+}
+
+/// The exit code of each class of error, and the client's config file, against a service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_classifies_errors_and_reads_its_config_against_serve() {
+    let service = Service::start().await;
+    let (full, analyze_only) = (service.full.as_str(), service.analyze_only.as_str());
+    let (home, base, caller) = (service.home.path(), service.base.as_str(), service.caller());
+
     // Bad input and not found: exit 4.
     let out = caller.run(&full, &["analyze", "https://example.com/not-a-post"]);
     assert_fails(&out, 4, "(validation_error)");
@@ -330,7 +373,7 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_fails(&out, 3, "(unauthorized)");
     let out = caller.run(&analyze_only, &["library", "list"]);
     assert_fails(&out, 3, "(forbidden_scope)");
-    let out = client(home, Some(base.as_str()), None, &["usage"]);
+    let out = client(home, Some(base), None, &["usage"]);
     assert_fails(&out, 3, "COVA_TOKEN");
 
     // A job that fails: exit 6, and no output file.
@@ -360,14 +403,12 @@ async fn client_collects_exports_and_classifies_errors_against_serve() {
     assert_fails(&out, 3, "(unauthorized)");
     // A broken file stops only a command that needs it: not one given the URL and the token.
     std::fs::write(config.as_path(), "tokn = \"x\"\n").expect("config file");
-    let out = client(home, Some(base.as_str()), Some(full.as_str()), &["usage"]);
+    let out = client(home, Some(base), Some(full), &["usage"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = client(home, Some(base.as_str()), None, &["usage"]);
+    let out = client(home, Some(base), None, &["usage"]);
     assert_fails(&out, 1, "unknown key `tokn`");
 
-    drop(serve);
-    sim.stop().await;
-    let _ = db.drop_database().await;
+    service.stop().await;
 }
 
 #[test]

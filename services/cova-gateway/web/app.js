@@ -435,7 +435,7 @@ function viewHome(v) {
     h("ul", { class: "features" },
       h("li", { text: "Comments and nested replies, sorted and searchable" }),
       h("li", { text: "CSV, JSON Lines and Excel exports" }),
-      h("li", { text: "Scheduled re-scrapes, keyword alerts to Telegram or a webhook" }),
+      h("li", { text: "Posts watched for new comments, keyword and spike alerts to Telegram or a webhook" }),
       h("li", { text: "Sentiment, topics, questions and languages at a glance" })),
   );
   const url = h("input", { id: "anon-url", type: "text", inputmode: "url", autocomplete: "off", placeholder: "https://www.tiktok.com/@…/video/…" });

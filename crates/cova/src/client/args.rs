@@ -55,7 +55,7 @@ pub struct AnalyzeArgs {
     /// starting with `#` are skipped.
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
-    /// Wait until the jobs end (polling every 1.5 s; a progress bar on stderr when it is a
+    /// Wait until the jobs end (polling once a second; a progress bar on stderr when it is a
     /// terminal), then write the result.
     #[arg(long)]
     pub wait: bool,
@@ -201,7 +201,7 @@ pub enum AiCommand {
     Job {
         /// The AI job's id (`id` of the job `cova client ai run` printed).
         id: String,
-        /// Wait until the AI job ends (polling every 1.5 s).
+        /// Wait until the AI job ends (polling once a second).
         #[arg(long)]
         wait: bool,
     },
@@ -220,7 +220,7 @@ pub struct AiRunArgs {
     /// without running.
     #[arg(long, value_name = "UNITS")]
     pub max_charge: Option<u64>,
-    /// Wait until the AI job ends (polling every 1.5 s), then print it with its result.
+    /// Wait until the AI job ends (polling once a second), then print it with its result.
     #[arg(long)]
     pub wait: bool,
 }

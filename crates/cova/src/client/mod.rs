@@ -23,8 +23,9 @@ use serde_json::Value;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-/// How often a job is polled (the API asks for once every 1 to 2 seconds).
-const POLL: Duration = Duration::from_millis(1_500);
+/// How often a job is polled: the API asks for once every 1 to 2 seconds, and a job that
+/// ends is then known a second after it ends at most.
+const POLL: Duration = Duration::from_millis(1_000);
 /// Failed polls in a row (the service unreachable, 503, 429) tolerated while waiting.
 const POLL_RETRIES: u32 = 5;
 /// The longest pause a `Retry-After` may impose on a poll.
