@@ -1,0 +1,1 @@
+DROP INDEX job_comments_posted_idx;
