@@ -158,7 +158,7 @@ async fn client_collects_and_exports_against_serve() {
     let (home, sim, caller) = (service.home.path(), &service.sim, service.caller());
 
     // `usage`: the API's JSON, with the balance.
-    let out = caller.run(&full, &["usage"]);
+    let out = caller.run(full, &["usage"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let usage: Value = serde_json::from_str(&stdout(&out)).expect("usage is JSON");
     assert_eq!(usage["comments"]["remaining"], 5000);
@@ -167,7 +167,7 @@ async fn client_collects_and_exports_against_serve() {
     // `metadata`.
     let id = tiktok_post_id(TikTokScenario::Normal, 150);
     let url = format!("https://www.tiktok.com/@someone/video/{id}");
-    let out = caller.run(&full, &["metadata", &url]);
+    let out = caller.run(full, &["metadata", &url]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let metadata: Value = serde_json::from_str(&stdout(&out)).expect("metadata is JSON");
     assert_eq!(metadata["ref"], format!("tiktok:{id}"));
@@ -176,7 +176,7 @@ async fn client_collects_and_exports_against_serve() {
     let post = sim.expected_post(&id.to_string());
     let file = home.join("out.csv");
     let file_arg = file.to_str().expect("a UTF-8 path");
-    let out = caller.run(&full, &["analyze", &url, "--wait", "--format", "csv", "-o", file_arg]);
+    let out = caller.run(full, &["analyze", &url, "--wait", "--format", "csv", "-o", file_arg]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).is_empty(), "the result went to the file: {}", stdout(&out));
     assert!(stderr(&out).is_empty(), "no progress bar when stderr is not a terminal: {}", stderr(&out));
@@ -192,7 +192,7 @@ async fn client_collects_and_exports_against_serve() {
     let id2 = tiktok_post_id(TikTokScenario::Normal, 40);
     let url2 = format!("https://www.tiktok.com/@someone/video/{id2}");
     let post2 = sim.expected_post(&id2.to_string());
-    let out = caller.run(&full, &["analyze", &url2, "--wait", "--format", "jsonl"]);
+    let out = caller.run(full, &["analyze", &url2, "--wait", "--format", "jsonl"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
@@ -212,7 +212,7 @@ async fn client_collects_and_exports_against_serve() {
     // `--preview` starts nothing and says what the posts would cost; `--max-comments` caps each.
     let id3 = tiktok_post_id(TikTokScenario::Normal, 60);
     let url3 = format!("https://www.tiktok.com/@someone/video/{id3}");
-    let out = caller.run(&full, &["analyze", &url3, &url2, "--preview", "--max-comments", "25"]);
+    let out = caller.run(full, &["analyze", &url3, &url2, "--preview", "--max-comments", "25"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let preview: Value = serde_json::from_str(&stdout(&out)).expect("the preview is JSON");
     assert_eq!(
@@ -220,16 +220,16 @@ async fn client_collects_and_exports_against_serve() {
         (&Value::from(60), &Value::from(25))
     );
     assert_eq!(preview["covered_whole"], 2);
-    let out = caller.run(&full, &["analyze", &url3, "--max-comments", "25", "--wait", "--format", "json"]);
+    let out = caller.run(full, &["analyze", &url3, "--max-comments", "25", "--wait", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let capped: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
     assert_eq!((&capped["max_comments"], &capped["result"]["comments_total"]), (&Value::from(25), &Value::from(25)));
     assert_eq!(capped["result"]["truncated_reason"], "max_comments");
-    let out = caller.run(&full, &["analyze", &url3, "--max-comments", "0"]);
+    let out = caller.run(full, &["analyze", &url3, "--max-comments", "0"]);
     assert_eq!(out.status.code(), Some(2), "a usage error: {}", stderr(&out));
 
     // Without --wait: `<job_id> <status>`; the post was just collected, so the same job comes back.
-    let out = caller.run(&analyze_only, &["analyze", &url2]);
+    let out = caller.run(analyze_only, &["analyze", &url2]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line = stdout(&out);
     let fields: Vec<&str> = line.split_whitespace().collect();
@@ -237,7 +237,7 @@ async fn client_collects_and_exports_against_serve() {
     let job_id = fields[0].to_owned();
 
     // `job ID --format json`: the job with every comment.
-    let out = caller.run(&analyze_only, &["job", &job_id]);
+    let out = caller.run(analyze_only, &["job", &job_id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let job: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
     assert_eq!(job["status"], "complete");
@@ -247,10 +247,10 @@ async fn client_collects_and_exports_against_serve() {
 
     // A token without library:write exports the job itself: the same rows as the library's
     // export of the post.
-    let out = caller.run(&analyze_only, &["job", &job_id, "--format", "csv"]);
+    let out = caller.run(analyze_only, &["job", &job_id, "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut rendered = records(&stdout(&out));
-    let out = caller.run(&full, &["library", "export", &format!("tiktok:{id2}"), "--format", "csv"]);
+    let out = caller.run(full, &["library", "export", &format!("tiktok:{id2}"), "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut exported = records(&stdout(&out));
     rendered.1.sort();
@@ -259,7 +259,7 @@ async fn client_collects_and_exports_against_serve() {
     assert_eq!(rendered.1.len(), post2.total_comments());
 
     // `library list`, `library get`.
-    let out = caller.run(&full, &["library", "list"]);
+    let out = caller.run(full, &["library", "list"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let library: Value = serde_json::from_str(&stdout(&out)).expect("the library is JSON");
     let refs: BTreeSet<&str> =
@@ -267,7 +267,7 @@ async fn client_collects_and_exports_against_serve() {
     let wanted = format!("tiktok:{id}");
     let (wanted2, wanted3) = (format!("tiktok:{id2}"), format!("tiktok:{id3}"));
     assert_eq!(refs, BTreeSet::from([wanted.as_str(), wanted2.as_str(), wanted3.as_str()]));
-    let out = caller.run(&full, &["library", "get", &wanted]);
+    let out = caller.run(full, &["library", "get", &wanted]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let entry: Value = serde_json::from_str(&stdout(&out)).expect("the entry is JSON");
     assert_eq!(entry["counts"]["comments"], post.total_comments());
@@ -277,7 +277,7 @@ async fn client_collects_and_exports_against_serve() {
     // library lists it under its platform.
     let code = cova_sim::instagram_shortcode(cova_sim::InstagramScenario::Normal, 30);
     let reel_url = format!("https://www.instagram.com/reel/{code}/");
-    let out = caller.run(&full, &["analyze", &reel_url, "--wait", "--format", "json"]);
+    let out = caller.run(full, &["analyze", &reel_url, "--wait", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reel: Value = serde_json::from_str(&stdout(&out)).expect("the job is JSON");
     assert_eq!(reel["ref"], format!("instagram:{code}"));
@@ -285,7 +285,7 @@ async fn client_collects_and_exports_against_serve() {
         (&reel["result"]["truncated_reason"], &reel["result"]["comments_total"]),
         (&Value::from("visitor_view"), &Value::from(15))
     );
-    let out = caller.run(&full, &["library", "list", "--platform", "instagram"]);
+    let out = caller.run(full, &["library", "list", "--platform", "instagram"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let listed: Value = serde_json::from_str(&stdout(&out)).expect("the library is JSON");
     let refs: Vec<&str> =
@@ -293,9 +293,9 @@ async fn client_collects_and_exports_against_serve() {
     assert_eq!(refs, [format!("instagram:{code}")]);
 
     // `ai run --wait`: quoted, run, and printed with its result once complete.
-    let out = caller.run(&full, &["ai", "run", &wanted2, "--max-charge", "1"]);
+    let out = caller.run(full, &["ai", "run", &wanted2, "--max-charge", "1"]);
     assert_fails(&out, 5, "--max-charge");
-    let out = caller.run(&full, &["ai", "run", &wanted2, "--wait", "--tasks", "summary,sentiment"]);
+    let out = caller.run(full, &["ai", "run", &wanted2, "--wait", "--tasks", "summary,sentiment"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ai: Value = serde_json::from_str(&stdout(&out)).expect("the AI job is JSON");
     assert_eq!(ai["status"], "complete", "{ai}");
@@ -313,7 +313,7 @@ async fn client_collects_and_exports_against_serve() {
         .expect("URL list");
     let combined = home.join("all.csv");
     let out = caller.run(
-        &full,
+        full,
         &[
             "analyze",
             "--from-file",
@@ -335,7 +335,7 @@ async fn client_collects_and_exports_against_serve() {
     // A missing directory is made, as `mkdir -p` would.
     let dir = home.join("exports").join("per-post");
     let out = caller.run(
-        &full,
+        full,
         &["analyze", &url_a, &url_b, "--wait", "--format", "jsonl", "--output-dir", dir.to_str().expect("path")],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -343,7 +343,7 @@ async fn client_collects_and_exports_against_serve() {
         let text = std::fs::read_to_string(dir.join(format!("tiktok-{id}.jsonl"))).expect("one file per post");
         assert_eq!(text.lines().count(), n);
     }
-    let out = caller.run(&full, &["analyze", &url_a, &url_b]);
+    let out = caller.run(full, &["analyze", &url_a, &url_b]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 2, "one line per post: {lines:?}");
@@ -360,18 +360,18 @@ async fn client_classifies_errors_and_reads_its_config_against_serve() {
     let (home, base, caller) = (service.home.path(), service.base.as_str(), service.caller());
 
     // Bad input and not found: exit 4.
-    let out = caller.run(&full, &["analyze", "https://example.com/not-a-post"]);
+    let out = caller.run(full, &["analyze", "https://example.com/not-a-post"]);
     assert_fails(&out, 4, "(validation_error)");
-    let out = caller.run(&full, &["library", "get", "tiktok:7000000000000000999"]);
+    let out = caller.run(full, &["library", "get", "tiktok:7000000000000000999"]);
     assert_fails(&out, 4, "(not_found)");
-    let out = caller.run(&analyze_only, &["job", "0193a4c2-0000-7000-8000-000000000000"]);
+    let out = caller.run(analyze_only, &["job", "0193a4c2-0000-7000-8000-000000000000"]);
     assert_fails(&out, 4, "(not_found)");
 
     // Authentication and permission: exit 3.
     let unknown = cova_auth::generate().value;
     let out = caller.run(&unknown, &["usage"]);
     assert_fails(&out, 3, "(unauthorized)");
-    let out = caller.run(&analyze_only, &["library", "list"]);
+    let out = caller.run(analyze_only, &["library", "list"]);
     assert_fails(&out, 3, "(forbidden_scope)");
     let out = client(home, Some(base), None, &["usage"]);
     assert_fails(&out, 3, "COVA_TOKEN");
@@ -380,7 +380,7 @@ async fn client_classifies_errors_and_reads_its_config_against_serve() {
     let deleted = format!("https://www.tiktok.com/@someone/video/{}", tiktok_post_id(TikTokScenario::Deleted, 5));
     let failed_file = home.join("failed.csv");
     let failed_arg = failed_file.to_str().expect("a UTF-8 path");
-    let out = caller.run(&full, &["analyze", &deleted, "--wait", "--format", "csv", "-o", failed_arg]);
+    let out = caller.run(full, &["analyze", &deleted, "--wait", "--format", "csv", "-o", failed_arg]);
     assert_fails(&out, 6, "(parse_error)");
     assert!(!failed_file.exists() && !home.join("failed.csv.tmp").exists(), "a failed run writes nothing");
 
