@@ -436,7 +436,7 @@ impl TestApp {
 
 /// Deletes the keys a test left under its prefix on a shared Redis (copies of results live
 /// for days); the in-process cache goes with the process.
-async fn forget_keys(cache: &cova_config::CacheConfig) {
+pub async fn forget_keys(cache: &cova_config::CacheConfig) {
     if !cache.url.starts_with("redis") {
         return;
     }

@@ -95,6 +95,8 @@ impl Drop for Serve {
 /// two of its tokens, for the client to call.
 struct Service {
     db: TestDatabase,
+    /// Where its keys are, on a shared cache.
+    cache: cova_config::CacheConfig,
     sim: cova_sim::SimHandle,
     serve: Serve,
     base: String,
@@ -116,7 +118,7 @@ impl Service {
             ("COVA_DATABASE__URL".into(), db.config.url.clone()),
             ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
             ("COVA_CACHE__PREFIX".into(), prefix.clone()),
-            ("COVA_QUEUE__PREFIX".into(), prefix),
+            ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
             ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
             ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
             ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
@@ -124,8 +126,10 @@ impl Service {
             ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND".into(), "0".into()),
             ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
         ];
+        let mut cache = cova_config::CacheConfig { prefix: prefix.clone(), ..Default::default() };
         if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-            vars.push(("COVA_CACHE__URL".into(), url));
+            vars.push(("COVA_CACHE__URL".into(), url.clone()));
+            cache.url = url;
         }
         let cova = Cova { vars };
         run_ok(&cova, &["migrate"]);
@@ -137,7 +141,7 @@ impl Service {
         let serve = Serve(child);
         let base = base.expect("base url");
         let home = tempfile::tempdir().expect("temp home");
-        Service { db, sim, serve, base, home, full, analyze_only }
+        Service { db, cache, sim, serve, base, home, full, analyze_only }
     }
 
     fn caller(&self) -> Caller<'_> {
@@ -146,6 +150,7 @@ impl Service {
 
     async fn stop(self) {
         drop(self.serve);
+        cova_tests::forget_keys(&self.cache).await;
         self.sim.stop().await;
         let _ = self.db.drop_database().await;
     }
