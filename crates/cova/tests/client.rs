@@ -114,24 +114,23 @@ impl Service {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let prefix = format!("cl{}x{n}", std::process::id());
-        let mut vars: Vec<(String, String)> = vec![
-            ("COVA_DATABASE__URL".into(), db.config.url.clone()),
-            ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
-            ("COVA_CACHE__PREFIX".into(), prefix.clone()),
-            ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
-            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
-            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
-            ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
-            ("COVA_PLATFORMS__INSTAGRAM__WEB_BASE_URL".into(), format!("{}/ig", sim.base_url())),
-            ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND".into(), "0".into()),
-            ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
-        ];
-        let mut cache = cova_config::CacheConfig { prefix: prefix.clone(), ..Default::default() };
-        if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-            vars.push(("COVA_CACHE__URL".into(), url.clone()));
-            cache.url = url;
-        }
-        let cova = Cova { vars };
+        let sim_url = sim.base_url();
+        let cova = Cova::on_sim(
+            &db.config.url,
+            sim_url,
+            &prefix,
+            &[
+                ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", "5".into()),
+                ("COVA_PLATFORMS__INSTAGRAM__WEB_BASE_URL", format!("{sim_url}/ig")),
+                ("COVA_PLATFORMS__INSTAGRAM__REQUESTS_PER_SECOND", "0".into()),
+                ("COVA_MEDIA__PREFETCH_WAIT_MS", "0".into()),
+            ],
+        );
+        let cache = cova_config::CacheConfig {
+            url: std::env::var("COVA_TEST_CACHE_URL").unwrap_or_else(|_| "memory://".into()),
+            prefix: prefix.clone(),
+            ..Default::default()
+        };
         run_ok(&cova, &["migrate"]);
         run_ok(&cova, &["admin", "accounts", "create", "--email", "dev@example.com"]);
         run_ok(&cova, &["admin", "packs", "grant", "--email", "dev@example.com", "--comments", "5000"]);

@@ -35,25 +35,14 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
     let db = TestDatabase::create().await;
     let sim = cova_sim::spawn(SimConfig { latency_ms: 30, ..SimConfig::default() }).await.expect("simulator");
     let prefix = format!("k{}", std::process::id());
-    let mut vars: Vec<(String, String)> = vec![
-        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
-        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
-        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
-        ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
-        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
-        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
-        ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS".into(), "5".into()),
-        // A short lease: the takeover is what is tested, not how long the deployed lease is.
-        ("COVA_SCRAPER__LEASE_MS".into(), LEASE_MS.to_string()),
-    ];
     let queue_url = std::env::var("COVA_TEST_QUEUE_URL").ok();
-    if let Some(url) = &queue_url {
-        vars.push(("COVA_QUEUE__URL".into(), url.clone()));
-    }
-    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-        vars.push(("COVA_CACHE__URL".into(), url));
-    }
-    let procs = Cova { vars };
+    let mut extra = vec![
+        ("COVA_PLATFORMS__TIKTOK__RETRY_BASE_MS", "5".to_owned()),
+        // A short lease: the takeover is what is tested, not how long the deployed lease is.
+        ("COVA_SCRAPER__LEASE_MS", LEASE_MS.to_string()),
+    ];
+    extra.extend(queue_url.clone().map(|url| ("COVA_QUEUE__URL", url)));
+    let procs = Cova::on_sim(&db.config.url, sim.base_url(), &prefix, &extra);
     output(&procs, &["migrate"]);
     output(&procs, &["admin", "accounts", "create", "--email", "kill@example.com"]);
     output(&procs, &["admin", "packs", "grant", "--email", "kill@example.com", "--comments", "5000"]);

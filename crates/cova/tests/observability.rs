@@ -40,25 +40,14 @@ impl Drop for Running {
 /// plus `cova scraper` when a real queue is configured, with traces exported to the simulator.
 async fn start(db: &TestDatabase, sim: &cova_sim::SimHandle, split: bool) -> Running {
     let prefix = format!("o{:x}{}", std::process::id(), rand_suffix());
-    let mut vars: Vec<(String, String)> = vec![
-        ("COVA_DATABASE__URL".into(), db.config.url.clone()),
-        ("COVA_HTTP__ADDR".into(), "127.0.0.1:0".into()),
-        ("COVA_CACHE__PREFIX".into(), prefix.clone()),
-        ("COVA_QUEUE__PREFIX".into(), prefix.clone()),
-        ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL".into(), sim.base_url().to_owned()),
-        ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND".into(), "0".into()),
-        ("COVA_TELEMETRY__OTLP_ENDPOINT".into(), sim.base_url().to_owned()),
-        ("COVA_TELEMETRY__OTLP_PROTOCOL".into(), "json".into()),
-        ("COVA_MEDIA__PREFETCH_WAIT_MS".into(), "0".into()),
-    ];
     let queue_url = split.then(|| common_real("COVA_TEST_QUEUE_URL"));
-    if let Some(url) = &queue_url {
-        vars.push(("COVA_QUEUE__URL".into(), url.clone()));
-    }
-    if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
-        vars.push(("COVA_CACHE__URL".into(), url));
-    }
-    let cova = Cova { vars };
+    let mut extra = vec![
+        ("COVA_TELEMETRY__OTLP_ENDPOINT", sim.base_url().to_owned()),
+        ("COVA_TELEMETRY__OTLP_PROTOCOL", "json".to_owned()),
+        ("COVA_MEDIA__PREFETCH_WAIT_MS", "0".to_owned()),
+    ];
+    extra.extend(queue_url.clone().map(|url| ("COVA_QUEUE__URL", url)));
+    let cova = Cova::on_sim(&db.config.url, sim.base_url(), &prefix, &extra);
     run_ok(&cova, &["migrate"]);
     run_ok(&cova, &["admin", "accounts", "create", "--email", "ops@example.com"]);
     run_ok(&cova, &["admin", "packs", "grant", "--email", "ops@example.com", "--comments", "5000"]);

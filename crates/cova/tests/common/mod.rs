@@ -41,6 +41,28 @@ impl Cova {
         Self { vars }
     }
 
+    /// A process on the test database at `database_url` that reads TikTok from the simulator at
+    /// `sim_url` at no pace, its cache and queue keys under `prefix` (on the shared Redis when
+    /// `COVA_TEST_CACHE_URL` is set), listening on a port of its own; plus `extra` settings.
+    pub fn on_sim(database_url: &str, sim_url: &str, prefix: &str, extra: &[(&str, String)]) -> Self {
+        let mut vars: Vec<(String, String)> = [
+            ("COVA_DATABASE__URL", database_url.to_owned()),
+            ("COVA_HTTP__ADDR", "127.0.0.1:0".to_owned()),
+            ("COVA_CACHE__PREFIX", prefix.to_owned()),
+            ("COVA_QUEUE__PREFIX", prefix.to_owned()),
+            ("COVA_PLATFORMS__TIKTOK__WEB_BASE_URL", sim_url.to_owned()),
+            ("COVA_PLATFORMS__TIKTOK__REQUESTS_PER_SECOND", "0".to_owned()),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Ok(url) = std::env::var("COVA_TEST_CACHE_URL") {
+            vars.push(("COVA_CACHE__URL".into(), url));
+        }
+        Self { vars }
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cova"));
         cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
