@@ -125,3 +125,58 @@ async fn fifty_parallel_jobs_spend_exactly_the_balance_and_never_more() {
     assert_eq!(usage.comments.used + usage.comments.remaining, 10);
     app.stop().await;
 }
+
+/// A workbook export of a post that is collected again meanwhile: the library's export answers
+/// the breakdown of one scrape or the other, whole, and the old job's export the same or "no
+/// longer kept" (404), never a server error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exports_while_the_post_is_collected_again_answer_one_whole_breakdown() {
+    use calamine::Reader as _;
+    let app = spawn_app_with_sim(SimConfig::default(), |_| {}).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 300);
+    let r#ref = format!("tiktok:{id}");
+    let first = client.collect(id).await;
+    let first = first["job_id"].as_str().expect("job_id").to_owned();
+    let rows = app.sim.expected_post(&id.to_string()).comments.iter().map(|c| 1 + c.replies.len()).sum::<usize>();
+
+    let refresher = {
+        let (client, r#ref) = (client.clone(), r#ref.clone());
+        tokio::spawn(async move {
+            for _ in 0..6 {
+                let job = client.refresh(&r#ref).await.ok();
+                let done = client.wait_job(job["job_id"].as_str().expect("job_id")).await;
+                assert_eq!(done["status"], "complete", "{done}");
+            }
+        })
+    };
+    let workbook_rows = |body: &[u8]| {
+        let mut book = calamine::Xlsx::new(std::io::Cursor::new(body.to_vec())).expect("an XLSX workbook");
+        book.worksheet_range_at(0).expect("a sheet").expect("readable").rows().count() - 1
+    };
+    let (mut library, mut by_job) = (0, Vec::new());
+    while !refresher.is_finished() {
+        for path in [
+            format!("/api/v1/analyses/{ref}/export?format=xlsx"),
+            format!("/api/v1/analyze/{first}/export?format=xlsx"),
+        ] {
+            let (status, _, body) = client.raw(client.request(reqwest::Method::GET, &path)).await;
+            if path.contains("/analyses/") {
+                assert_eq!(status.as_u16(), 200, "{}", String::from_utf8_lossy(&body));
+                assert_eq!(workbook_rows(&body), rows, "every comment of one scrape");
+                library += 1;
+            } else {
+                assert!(matches!(status.as_u16(), 200 | 404), "{status}: {}", String::from_utf8_lossy(&body));
+                if status == 200 {
+                    assert_eq!(workbook_rows(&body), rows);
+                }
+                by_job.push(status.as_u16());
+            }
+        }
+    }
+    refresher.await.expect("the refreshes");
+    assert!(library > 0 && by_job.last() == Some(&404), "library {library}, old job {by_job:?}");
+    app.stop().await;
+}

@@ -114,20 +114,32 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>, path: web::Pat
     })
     .await?;
     let (meter, _) = Meter::api(&state, &principal).await?;
-    let entry = analyses::get_saved(&state.backends.db, &principal.account_id, &r#ref.to_string())
-        .await
-        .map_err(|e| meter.fail(backend_errors::storage(e)))?
-        .ok_or_else(|| meter.fail(ApiError::not_found(format!("`{ref}` is not in this account's library."))))?;
-    let Some(job) = entry.breakdown_job().map(str::to_owned) else {
-        return Err(meter
-            .fail(ApiError::not_found(format!(
-                "`{ref}` has no breakdown to export (it is {}); refresh it first.",
-                entry.status.as_str()
-            )))
-            .into());
-    };
-    let source = Source::new(&req, &state, &entry, job);
-    send(&state, meter, source, format).await
+    // A newer scrape can replace the breakdown while a workbook is written; the export then
+    // starts again from the new one, as a request a moment later would have.
+    for _ in 0..EXPORT_ATTEMPTS {
+        let entry = analyses::get_saved(&state.backends.db, &principal.account_id, &r#ref.to_string())
+            .await
+            .map_err(|e| meter.fail(backend_errors::storage(e)))?
+            .ok_or_else(|| meter.fail(ApiError::not_found(format!("`{ref}` is not in this account's library."))))?;
+        let Some(job) = entry.breakdown_job().map(str::to_owned) else {
+            return Err(meter
+                .fail(ApiError::not_found(format!(
+                    "`{ref}` has no breakdown to export (it is {}); refresh it first.",
+                    entry.status.as_str()
+                )))
+                .into());
+        };
+        let source = Source::new(&req, &state, &entry, job);
+        if let Some(body) = body(&state.backends.db, source, format).await.map_err(|e| meter.fail(e))? {
+            return Ok(send(&state.backends.db, meter, body, format));
+        }
+    }
+    Err(meter
+        .fail(ApiError::new(
+            cova_errors::ErrorCode::Unavailable,
+            format!("`{ref}` was collected again while it was exported, {EXPORT_ATTEMPTS} times; export it again."),
+        ))
+        .into())
 }
 
 /// `GET /analyze/{job_id}/export`: the comments of any finished analyze job of the account
@@ -164,40 +176,53 @@ pub async fn export_job(req: HttpRequest, state: web::Data<AppState>, path: web:
         .await
         .map_err(|e| meter.fail(backend_errors::storage(e)))?
         .filter(|a| a.breakdown_job() == Some(job.id.as_str()))
-        .ok_or_else(|| {
-            meter.fail(ApiError::not_found(format!(
-                "The comments of job {} are no longer kept: a newer scrape of the post replaced them, or {} \
-                 passed. Export the newer job, or collect the post again.",
-                job.id,
-                cova_domain::limits::in_words(cova_domain::limits::LIBRARY_LIFETIME)
-            )))
-        })?;
+        .ok_or_else(|| meter.fail(no_longer_kept(&job.id)))?;
     let source = Source::new(&req, &state, &entry, job.id.clone());
-    send(&state, meter, source, format).await
+    match body(db, source, format).await.map_err(|e| meter.fail(e))? {
+        Some(body) => Ok(send(db, meter, body, format)),
+        // Replaced while its workbook was written: the same answer as a moment later.
+        None => Err(meter.fail(no_longer_kept(&job.id)).into()),
+    }
 }
 
-async fn send(state: &AppState, meter: Meter, source: Source, format: Format) -> HttpResult {
-    let r#ref = source.r#ref.parse::<PostRef>().map_err(|_| meter.fail(ApiError::internal()))?;
-    let filename = format!("{}-{}.{}", r#ref.platform.as_str(), r#ref.id, format.extension());
+/// How many times a library export starts again when its breakdown is replaced meanwhile.
+const EXPORT_ATTEMPTS: usize = 3;
+
+fn no_longer_kept(job: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "The comments of job {job} are no longer kept: a newer scrape of the post replaced them, or {} \
+         passed. Export the newer job, or collect the post again.",
+        cova_domain::limits::in_words(cova_domain::limits::LIBRARY_LIFETIME)
+    ))
+}
+
+/// What a download sends: rows streamed from the database, or a finished workbook.
+enum Body {
+    Rows(Source),
+    Workbook(Source, tempfile::NamedTempFile),
+}
+
+/// Prepares the download of `source`; `None` when its comments stopped being the breakdown
+/// while a workbook was written (a streamed format notices that at its last chunk instead).
+async fn body(db: &Db, source: Source, format: Format) -> Result<Option<Body>, ApiError> {
+    if format != Format::Xlsx {
+        return Ok(Some(Body::Rows(source)));
+    }
+    let file = write_xlsx(db, &source).await?;
+    Ok(still_breakdown(db, &source).await.then_some(Body::Workbook(source, file)))
+}
+
+fn send(db: &Db, meter: Meter, body: Body, format: Format) -> HttpResponse {
+    let (Body::Rows(source) | Body::Workbook(source, _)) = &body;
+    let (platform, id) = source.r#ref.split_once(':').unwrap_or(("post", source.r#ref.as_str()));
+    let filename = format!("{platform}-{id}.{}", format.extension());
     let mut res = HttpResponse::Ok();
     res.content_type(format.content_type())
         .insert_header(("content-disposition", format!("attachment; filename=\"{filename}\"")));
-    let db = state.backends.db.clone();
-    match format {
-        Format::Csv => Ok(meter.stream(res, rows(db, source, encode_csv))),
-        Format::Jsonl => Ok(meter.stream(res, rows(db, source, encode_jsonl))),
-        Format::Xlsx => {
-            let file = write_xlsx(&db, &source).await.map_err(|e| meter.fail(e))?;
-            if !still_breakdown(&db, &source).await {
-                return Err(meter
-                    .fail(ApiError::new(
-                        cova_errors::ErrorCode::Unavailable,
-                        "The breakdown changed while it was exported; export again.",
-                    ))
-                    .into());
-            }
-            Ok(meter.stream(res, file_chunks(file)))
-        }
+    match (body, format) {
+        (Body::Workbook(_, file), _) => meter.stream(res, file_chunks(file)),
+        (Body::Rows(source), Format::Jsonl) => meter.stream(res, rows(db.clone(), source, encode_jsonl)),
+        (Body::Rows(source), _) => meter.stream(res, rows(db.clone(), source, encode_csv)),
     }
 }
 
@@ -413,6 +438,7 @@ mod tests {
             body: serde_json::json!({"id": id, "text": text, "author": {"id": "u", "handle": "h"}, "likes": 3})
                 .to_string(),
             first_seen_at: Some(0),
+            sentiment: None,
         }
     }
 
