@@ -368,3 +368,60 @@ async fn at_most_three_ai_jobs_of_an_account_run_at_once() {
     assert_eq!(wait_ai(&client, fourth["id"].as_str().expect("id")).await["status"], "complete");
     app.stop().await;
 }
+
+/// The offline analyzer's sentiment is judged once per stored comment: an AI job that finds
+/// comments without a stored label (as rows stored before labels were kept have) keeps the
+/// labels it judged, and a later AI job reads them instead of judging the texts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ai_job_keeps_the_sentiments_it_judged_and_the_next_reads_them() {
+    use cova_storage::repo::breakdown;
+    use cova_storage::schema::job_comments;
+    use diesel::prelude::*;
+    let app = spawn_app().await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    let id = tiktok_post_id(TikTokScenario::Normal, 60);
+    let job = client.collect(id).await;
+    let job = job["job_id"].as_str().expect("job_id").to_owned();
+    let r#ref = format!("tiktok:{id}");
+    let comments = texts(&app, id).len() as i64;
+    // The spike check after the collection judged them; forget it, as for rows stored before.
+    app.notifier_caught_up().await;
+    {
+        let mut conn = app.db().conn().await.expect("conn");
+        let forget = diesel::update(job_comments::table.filter(job_comments::job_id.eq(&job)))
+            .set(job_comments::sentiment.eq(None::<i16>));
+        conn.tx().execute(forget).await.expect("labels forgotten");
+    }
+    assert_eq!(breakdown::unjudged(app.db(), &job, 1_000).await.expect("unjudged").len() as i64, comments);
+
+    let first = wait_ai(&client, run(&client, &quote(&client, &r#ref).await).await["id"].as_str().expect("id")).await;
+    assert_eq!(first["status"], "complete", "{first}");
+    let codes: Vec<Option<i16>> = first["result"]["sentiment"]["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .map(|l| cova_analyzers::Label::parse(l["label"].as_str().unwrap_or_default()).map(|l| l.code()))
+        .collect();
+    assert_eq!(codes.len() as i64, comments);
+    cova_tests::eventually("the judged sentiments are kept", async || {
+        breakdown::first_sentiments(app.db(), &job, comments).await.expect("codes") == codes
+    })
+    .await;
+
+    // Stored labels are read, not judged again: told that every comment is negative, the next
+    // job says so.
+    let negative = cova_analyzers::Label::Negative.code();
+    let ids: Vec<(String, i16)> = breakdown::chunk(app.db(), &job, -1, 1_000)
+        .await
+        .expect("rows")
+        .into_iter()
+        .map(|r| (r.comment_id, negative))
+        .collect();
+    breakdown::store_sentiments(app.db(), &job, &ids).await.expect("stored");
+    let second = wait_ai(&client, run(&client, &quote(&client, &r#ref).await).await["id"].as_str().expect("id")).await;
+    let s = &second["result"]["sentiment"];
+    assert_eq!((s["negative"].as_f64(), s["positive"].as_f64()), (Some(1.0), Some(0.0)), "{s}");
+    app.stop().await;
+}

@@ -30,6 +30,10 @@ pub struct Comment {
     pub text: String,
     /// The author's platform id; empty when unknown. Never sent to a model.
     pub author: String,
+    /// The sentiment the offline analyzer gave this comment before (kept with the stored
+    /// comment): the offline analyzer takes it instead of judging the text again, since it is
+    /// the same function of the same text. A model ignores it.
+    pub sentiment: Option<Label>,
 }
 
 /// Sentiment of one comment.

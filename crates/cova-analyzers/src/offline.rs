@@ -38,7 +38,7 @@ impl Offline {
 
     /// Labels one comment on its own (repeated-text spam needs the others: see `analyze`).
     pub fn label(&self, text: &str) -> CommentLabels {
-        read(text).labels
+        read(text, None).labels
     }
 
     /// Labels many comments on their own, off the async workers: judging a few hundred
@@ -46,7 +46,7 @@ impl Offline {
     /// check judging a fresh collection once held both workers of a two-core gateway for
     /// 0.6 s, which the database's request bound took for an outage).
     pub async fn label_all(texts: Vec<String>) -> Vec<CommentLabels> {
-        off_the_workers(move || texts.iter().map(|t| read(t).labels).collect()).await
+        off_the_workers(move || texts.iter().map(|t| read(t, None).labels).collect()).await
     }
 }
 
@@ -65,11 +65,12 @@ async fn off_the_workers<T: Send + 'static>(work: impl FnOnce() -> T + Send + 's
     }
 }
 
-fn read(text: &str) -> Read {
+/// Reads one comment; `known` is the sentiment judged of the same text before.
+fn read(text: &str, known: Option<Label>) -> Read {
     let tokens = tokenize(text);
     let (language, lang) = detect(text, &tokens);
     let labels = CommentLabels {
-        sentiment: sentiment(text, &tokens, lang),
+        sentiment: known.unwrap_or_else(|| sentiment(text, &tokens, lang)),
         question: is_question(text, &tokens, lang),
         spam: is_spam(text, &tokens),
         language,
@@ -552,7 +553,7 @@ impl Analyzer for Offline {
 }
 
 fn analyze(comments: &[Comment], phrases: &[String]) -> Analysis {
-    let mut reads: Vec<Read> = comments.iter().map(|c| read(&c.text)).collect();
+    let mut reads: Vec<Read> = comments.iter().map(|c| read(&c.text, c.sentiment)).collect();
     // Copy-paste flooding: one author posting the same long text again and again (comments
     // of unknown authors count as one author's).
     let mut seen: HashMap<(&str, String), Vec<usize>> = HashMap::new();
@@ -757,6 +758,24 @@ mod tests {
     }
 
     #[test]
+    fn stored_labels_are_taken_as_judged_and_give_the_same_result() {
+        let texts = ["I love this serum so much", "this is not good at all", "posted at 5pm", "me encanta 😍"];
+        let fresh: Vec<Comment> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Comment { id: i.to_string(), text: (*t).into(), ..Comment::default() })
+            .collect();
+        let stored: Vec<Comment> =
+            fresh.iter().map(|c| Comment { sentiment: Some(label(&c.text).sentiment), ..c.clone() }).collect();
+        assert_eq!(analyze(&stored, &[]), analyze(&fresh, &[]), "the same function of the same text");
+        // A stored label is not judged again: it is what the result counts.
+        let mut told = stored.clone();
+        told[0].sentiment = Some(Label::Negative);
+        let labels = analyze(&told, &[]).sentiment.labels;
+        assert_eq!((labels[0].label, labels[1].label), (Label::Negative, Label::Negative));
+    }
+
+    #[test]
     fn spam_signals() {
         assert!(label("check my profile for free followers").spam);
         assert!(label("get it at shop-deals.xyz now").spam);
@@ -767,14 +786,20 @@ mod tests {
                 id: i.to_string(),
                 text: "Visit me for a great surprise today".into(),
                 author: "bot".into(),
+                sentiment: None,
             })
-            .chain([Comment { id: "x".into(), text: "nice video".into(), author: "fan".into() }])
+            .chain([Comment { id: "x".into(), text: "nice video".into(), author: "fan".into(), sentiment: None }])
             .collect();
         let a = analyze(&flood, &[]);
         assert_eq!(a.spam_ids.len(), 4, "copy-paste flooding");
         assert_eq!(a.spam_share, 0.8);
         let asking: Vec<Comment> = (0..5)
-            .map(|i| Comment { id: i.to_string(), text: "does it ship to Canada?".into(), author: format!("fan{i}") })
+            .map(|i| Comment {
+                id: i.to_string(),
+                text: "does it ship to Canada?".into(),
+                author: format!("fan{i}"),
+                ..Comment::default()
+            })
             .collect();
         assert!(analyze(&asking, &[]).spam_ids.is_empty(), "many people asking the same is not spam");
     }
@@ -803,7 +828,7 @@ mod tests {
         ]
         .iter()
         .enumerate()
-        .map(|(i, t)| Comment { id: i.to_string(), text: (*t).into(), author: format!("a{i}") })
+        .map(|(i, t)| Comment { id: i.to_string(), text: (*t).into(), author: format!("a{i}"), ..Comment::default() })
         .collect();
         let a = analyze(&comments, &[]);
         let price = a.topics.iter().find(|t| t.phrase == "price").expect("price is a topic");
@@ -845,8 +870,10 @@ mod tests {
             ("b", "the desk lamp is bright enough"),
             ("c", "that desk lamp looks bright"),
         ];
-        let twice: Vec<Comment> =
-            twice.iter().map(|(id, t)| Comment { id: (*id).into(), text: (*t).into(), author: (*id).into() }).collect();
+        let twice: Vec<Comment> = twice
+            .iter()
+            .map(|(id, t)| Comment { id: (*id).into(), text: (*t).into(), author: (*id).into(), sentiment: None })
+            .collect();
         let summary = analyze(&twice, &[]).summary;
         assert_eq!(summary.matches("the desk lamp is bright enough").count(), 1, "a text is quoted once: {summary}");
         assert_eq!((a.model.as_str(), a.tokens_used), (Offline::MODEL, None));

@@ -128,7 +128,8 @@ pub trait JobRunner: Send + Sync + 'static {
         now: i64,
     ) -> impl Future<Output = Result<bool, StorageError>> + Send;
 
-    /// Logs (inside the job's span) and counts a completion this attempt stored.
+    /// Logs (inside the job's span) and counts a completion this attempt stored, and starts
+    /// what may follow it out of the job's wait.
     fn completed(&self, output: &Self::Output, took: Duration);
 }
 

@@ -163,7 +163,7 @@ impl About {
     async fn of(offline: &Offline, comments: &[&Read]) -> Self {
         let analyzed: Vec<Analyzed> = comments
             .iter()
-            .map(|c| Analyzed { id: c.id.clone(), text: c.text.clone(), author: c.author.id.clone() })
+            .map(|c| Analyzed { id: c.id.clone(), text: c.text.clone(), author: c.author.id.clone(), sentiment: None })
             .collect();
         let analysis = offline.analyze(&analyzed, &[]).await.ok();
         let terms = analysis

@@ -561,6 +561,7 @@ mod breakdown_writing {
             parent_id: parent.map(Into::into),
             body: body.to_string(),
             first_seen_at: seen,
+            sentiment: None,
         }
     }
 

@@ -428,7 +428,8 @@ fn main() {
             match only.as_str() {
                 "media" => media::run(&mut report).await,
                 "workspace" => workspace::run(&mut report).await,
-                "spikes" => spikes::run(&mut report).await,
+                "spikes" => spikes::run(&mut report, &real).await,
+                "analyzer" => ai::analyzer_quality(&mut report, &post_texts().await).await,
                 "export" => export::run(&mut report).await,
                 "collect" => collect::run(&mut report).await,
                 "instagram" => instagram::run(&mut report).await,
@@ -440,7 +441,7 @@ fn main() {
                 "scheduler" => scheduler::run(&mut report, &real).await,
                 "gateway" => gateway::run(&mut report, &real).await,
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes`, `instagram` and `pace`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes`, `analyzer`, `instagram` and `pace`"
                 ),
             }
         });
@@ -460,7 +461,7 @@ fn main() {
         media::run(&mut report).await;
         let texts = post_texts().await;
         delivery::keyword_matching(&mut report, &texts);
-        spikes::run(&mut report).await;
+        spikes::run(&mut report, &real).await;
         ai::analyzer_quality(&mut report, &texts).await;
         delivery::delivery_throughput(&mut report).await;
 

@@ -4,7 +4,7 @@
 //! watch phrases, and completes the job in one transaction with its result, its charge and the
 //! `job.complete` event. A failed job charges nothing.
 
-use cova_analyzers::{AnalyzeError, Analyzer, Comment};
+use cova_analyzers::{AnalyzeError, Analyzer, Comment, Label, Offline};
 use cova_config::AiConfig;
 use cova_domain::JobKind;
 use cova_errors::ErrorCode;
@@ -33,6 +33,9 @@ pub struct Analysed {
     result: String,
     model: String,
     tokens: Option<i64>,
+    /// Sentiments the offline analyzer judged of comments that had none stored: the scrape's
+    /// job id and `(comment id, code)`, kept once the job is complete.
+    judged: Option<(String, Vec<(String, i16)>)>,
 }
 
 impl JobRunner for AiWorker {
@@ -85,6 +88,9 @@ impl JobRunner for AiWorker {
             "job complete"
         );
         cova_metrics::job_finished(JobMetric::Ai, "complete", took, 0);
+        if let Some((job_id, judged)) = output.judged.clone() {
+            keep_sentiments(self.backends.db.clone(), job_id, judged);
+        }
     }
 }
 
@@ -100,13 +106,15 @@ impl AiWorker {
         let Some(spec) = ai::get_job(db, &job.id).await? else {
             return Err(JobError::permanent(ErrorCode::InternalError, "The AI job has no input."));
         };
-        let mut comments = self.read(&spec.source_job_id, spec.comments).await?;
+        let mut source = spec.source_job_id.clone();
+        let mut comments = self.read(&source, spec.comments).await?;
         if comments.is_empty() {
             // The post was collected again since the quote: its current comments, no more
             // than were quoted.
             let current = analyses::get(db, &job.account_id, &job.r#ref).await?;
-            if let Some(source) = current.as_ref().and_then(|a| a.breakdown_job()) {
-                comments = self.read(source, spec.comments).await?;
+            if let Some(current) = current.as_ref().and_then(|a| a.breakdown_job()) {
+                source = current.to_owned();
+                comments = self.read(&source, spec.comments).await?;
             }
         }
         if comments.is_empty() && spec.comments > 0 {
@@ -145,7 +153,8 @@ impl AiWorker {
             JobError::permanent(ErrorCode::InternalError, format!("The result could not be stored: {e}"))
         })?;
         let tokens = analysis.tokens_used.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
-        Ok(Analysed { result, model: analysis.model, tokens })
+        let judged = newly_judged(&comments, &analysis).map(|j| (source, j));
+        Ok(Analysed { result, model: analysis.model, tokens, judged })
     }
 
     /// Up to `most` comments of a scrape, in collection order.
@@ -164,9 +173,39 @@ impl AiWorker {
                     id: row.comment_id,
                     text: field(&body["text"]),
                     author: field(&body["author"]["id"]),
+                    sentiment: row.sentiment.and_then(Label::from_code),
                 });
             }
         }
         Ok(comments)
     }
+}
+
+/// The sentiments the offline analyzer judged of comments that had none stored; `None` for a
+/// model's labels (another function of the text) or when every label was stored.
+fn newly_judged(comments: &[Comment], analysis: &cova_analyzers::Analysis) -> Option<Vec<(String, i16)>> {
+    if analysis.model != Offline::MODEL {
+        return None;
+    }
+    let unjudged: std::collections::HashSet<&str> =
+        comments.iter().filter(|c| c.sentiment.is_none()).map(|c| c.id.as_str()).collect();
+    let judged: Vec<(String, i16)> = analysis
+        .sentiment
+        .labels
+        .iter()
+        .filter(|l| unjudged.contains(l.id.as_str()))
+        .map(|l| (l.id.clone(), l.label.code()))
+        .collect();
+    (!judged.is_empty()).then_some(judged)
+}
+
+/// Stores judged sentiments after the job completed (its wait does not grow), so that no later
+/// spike check or AI job judges them again. Best effort: a label not written is judged by the
+/// next check.
+fn keep_sentiments(db: cova_storage::Db, job_id: String, judged: Vec<(String, i16)>) {
+    tokio::spawn(async move {
+        if let Err(e) = breakdown::store_sentiments(&db, &job_id, &judged).await {
+            tracing::warn!(error = %e, job.id = %job_id, "the judged sentiments were not kept; a later check judges them");
+        }
+    });
 }

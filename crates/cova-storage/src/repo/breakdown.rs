@@ -23,9 +23,11 @@ pub struct Row {
     /// The comment as the API shows it (JSON, without `replies`).
     pub body: String,
     pub first_seen_at: Option<i64>,
+    /// The offline analyzer's sentiment code, once judged (see `store_sentiments`).
+    pub sentiment: Option<i16>,
 }
 
-type RowTuple = (i64, String, Option<String>, String, Option<i64>);
+type RowTuple = (i64, String, Option<String>, String, Option<i64>, Option<i16>);
 
 /// The columns of a [`Row`], in [`RowTuple`] order.
 const COLUMNS: (
@@ -34,16 +36,18 @@ const COLUMNS: (
     job_comments::parent_id,
     job_comments::body,
     job_comments::first_seen_at,
+    job_comments::sentiment,
 ) = (
     job_comments::position,
     job_comments::comment_id,
     job_comments::parent_id,
     job_comments::body,
     job_comments::first_seen_at,
+    job_comments::sentiment,
 );
 
-fn row((position, comment_id, parent_id, body, first_seen_at): RowTuple) -> Row {
-    Row { position, comment_id, parent_id, body, first_seen_at }
+fn row((position, comment_id, parent_id, body, first_seen_at, sentiment): RowTuple) -> Row {
+    Row { position, comment_id, parent_id, body, first_seen_at, sentiment }
 }
 
 /// The order of top-level comments.

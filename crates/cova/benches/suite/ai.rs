@@ -161,6 +161,37 @@ pub(super) async fn analyzer_quality(report: &mut Report, texts: &[String]) {
             result.topics.len()
         ),
     );
+    // What each newly stored comment costs once: its labels, judged by the first spike check
+    // after its collection (on the blocking pool, as there).
+    let cpu_before = super::cpu_time(std::process::id());
+    let judged = Offline::label_all(texts.to_vec()).await;
+    let per_1000 = super::cpu_time(std::process::id()).saturating_sub(cpu_before) * 1_000 / judged.len().max(1) as u32;
+    report.add(
+        "sentiment_judged_once_per_1000_comments",
+        format!(
+            "{} of CPU ({} comments of the 5,000-comment post; judged once, at the first spike check after the collection that stored them; compare scraper_cpu_per_1000_comments)",
+            ms(per_1000),
+            judged.len()
+        ),
+    );
+    // The same comments with the sentiments a spike check stored (an AI job on a post of the
+    // library reads them): the same result, without judging the texts' sentiment again.
+    let stored: Vec<Comment> =
+        comments.iter().map(|c| Comment { sentiment: Some(offline.label(&c.text).sentiment), ..c.clone() }).collect();
+    let started = Instant::now();
+    let with_labels = offline.analyze(&stored, &phrases).await.expect("offline analysis");
+    let took_stored = started.elapsed();
+    assert_eq!(with_labels, result, "stored labels give the same result");
+    report.add(
+        "analyzer_offline_speed_5000_comments_stored_labels",
+        format!(
+            "{:.0} comments/s ({} in {}, the stored sentiments read instead of judged: {:.0} % of the time above, the same result)",
+            comments.len() as f64 / took_stored.as_secs_f64(),
+            with_labels.comments,
+            ms(took_stored),
+            took_stored.as_secs_f64() / took.as_secs_f64() * 100.0
+        ),
+    );
 }
 
 /// F1 of one class from (truth, predicted) pairs.

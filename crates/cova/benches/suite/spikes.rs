@@ -1,8 +1,88 @@
 //! `COVA_BENCH_ONLY=spikes`: a spike decision over two weeks of buckets, and a post's whole spike
 //! check as the notifier runs it.
 
-use super::{Report, cpu_time, ms};
-use std::time::Instant;
+use super::{RealBackends, Report, cpu_time, ms};
+use std::time::{Duration, Instant};
+
+/// Where a spike check runs: the embedded backends, or PostgreSQL (with Redis and RabbitMQ).
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Embedded,
+    Real(&'a RealBackends),
+}
+
+impl On<'_> {
+    fn words(self) -> &'static str {
+        match self {
+            On::Embedded => "embedded backends",
+            On::Real(_) => "PostgreSQL",
+        }
+    }
+
+    /// The row name's suffix: none on the embedded backends, as before there were two.
+    fn suffix(self) -> &'static str {
+        match self {
+            On::Embedded => "",
+            On::Real(_) => "_real",
+        }
+    }
+
+    /// Every role on a clock the bench moves, from 2026-06-01.
+    async fn app(self) -> (cova_tests::TestApp, cova_domain::ManualClock) {
+        let fast = |c: &mut cova_config::Config| c.limits.api_requests_per_minute = 100_000_000;
+        match self {
+            On::Embedded => cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", fast).await,
+            On::Real(real) => {
+                let clock = cova_domain::ManualClock::starting_at(
+                    cova_domain::time::parse_rfc3339("2026-06-01T00:00:00Z").expect("a time"),
+                );
+                let app = cova_tests::spawn_stack(
+                    cova_tests::TestDatabase::postgres(&real.database).await,
+                    cova_sim::SimConfig::default(),
+                    |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
+                    |c| {
+                        fast(c);
+                        c.cache.url = real.cache.clone();
+                        c.queue.url = real.queue.clone();
+                    },
+                )
+                .await;
+                (app, clock)
+            }
+        }
+    }
+
+    /// CPU spent so far by what answers a check: this process, and on PostgreSQL its server's
+    /// processes too (the bench is the only client while it measures).
+    fn cpu(self) -> (Duration, Duration) {
+        let server = match self {
+            On::Embedded => Duration::ZERO,
+            On::Real(_) => postgres_pids().into_iter().map(cpu_time).sum(),
+        };
+        (cpu_time(std::process::id()), server)
+    }
+}
+
+/// The PostgreSQL server's processes on this machine.
+fn postgres_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .collect()
+}
+
+/// CPU per round between two readings of [`On::cpu`], in words.
+fn cpu_words(on: On<'_>, before: (Duration, Duration), rounds: u32) -> String {
+    let (process, server) = on.cpu();
+    let process = process.saturating_sub(before.0) / rounds;
+    match on {
+        On::Embedded => format!("{} of CPU", ms(process)),
+        On::Real(_) => {
+            let server = server.saturating_sub(before.1) / rounds;
+            format!("{} of CPU ({} in cova, {} in PostgreSQL)", ms(process + server), ms(process), ms(server))
+        }
+    }
+}
 
 /// CPU per spike decision over 14 days of comments per 10 minutes (2,016 buckets, a one-hour
 /// window), as a check after each watch run costs it; a steady and a bursty series alike.
@@ -33,14 +113,11 @@ fn spike_decisions(report: &mut Report) {
 /// counted per 10 minutes by the database, the stored labels of the window's and up to 1,000 of
 /// the baseline's read, deciding), on the embedded backends: a post of two weeks of comments at
 /// 6 and at 12 an hour.
-async fn spike_checks(report: &mut Report) {
+async fn spike_checks(report: &mut Report, on: On<'_>) {
     use cova_sim::Tone;
     const HOUR: i64 = 3_600_000;
     for per_hour in [6_i64, 12] {
-        let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| {
-            c.limits.api_requests_per_minute = 100_000_000;
-        })
-        .await;
+        let (app, clock) = on.app().await;
         let t0 = clock.now_ms();
         app.sim.set_clock_ms(t0);
         let (account, token) = app.integrator().await;
@@ -61,20 +138,20 @@ async fn spike_checks(report: &mut Report) {
         app.notifier_caught_up().await;
         let r#ref = format!("tiktok:{id}");
         let rounds = 20;
-        let cpu_before = cpu_time(std::process::id());
+        let cpu_before = on.cpu();
         let started = Instant::now();
         for _ in 0..rounds {
             let raised = cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, end).await.expect("check");
             assert_eq!(raised, 0, "a steady post");
         }
         let per = started.elapsed() / rounds;
-        let cpu = cpu_time(std::process::id()).saturating_sub(cpu_before) / rounds;
         report.add(
-            &format!("spike_check_14_days_{n}_comments"),
+            &format!("spike_check_14_days_{n}_comments{}", on.suffix()),
             format!(
-                "{} per check ({rounds} checks of a steady post of {n} comments over two weeks; embedded backends; process CPU {} per check)",
+                "{} per check ({rounds} checks of a steady post of {n} comments over two weeks; {}; {} per check)",
                 ms(per),
-                ms(cpu)
+                on.words(),
+                cpu_words(on, cpu_before, rounds)
             ),
         );
         app.stop().await;
@@ -84,14 +161,11 @@ async fn spike_checks(report: &mut Report) {
 /// A spike check after a re-scrape that added 0, 20 and 200 comments (in the last hour) to a
 /// post of 2,000, 4,000 and 4,700 over two weeks (5,000 is the per-post limit): the check itself (buckets counted by the
 /// database, labels read), and the judging of the new comments, done once by the first check.
-async fn checks_after_a_rescrape(report: &mut Report) {
+async fn checks_after_a_rescrape(report: &mut Report, on: On<'_>) {
     use cova_sim::Tone;
     const HOUR: i64 = 3_600_000;
     for (k, n) in [2_000_i64, 4_000, 4_700].into_iter().enumerate() {
-        let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| {
-            c.limits.api_requests_per_minute = 100_000_000;
-        })
-        .await;
+        let (app, clock) = on.app().await;
         let t0 = clock.now_ms();
         app.sim.set_clock_ms(t0);
         let (account, token) = app.integrator().await;
@@ -132,16 +206,19 @@ async fn checks_after_a_rescrape(report: &mut Report) {
             }
             let judging = cpu_time(std::process::id()).saturating_sub(before);
             let rounds = 20;
-            let before = cpu_time(std::process::id());
+            let before = on.cpu();
+            let started = Instant::now();
             for _ in 0..rounds {
                 cova_runtime::spike_alerts::check(app.db(), &account.id, &r#ref, now).await.expect("check");
             }
-            let check = cpu_time(std::process::id()).saturating_sub(before) / rounds;
+            let wall = started.elapsed() / rounds;
             report.add(
-                &format!("spike_check_after_rescrape_{n}_plus_{added}"),
+                &format!("spike_check_after_rescrape_{n}_plus_{added}{}", on.suffix()),
                 format!(
-                    "{} of CPU per check ({rounds} checks; a post of {n} comments over two weeks, re-scraped with {added} new; embedded backends) + {} judging the new comments once, at the first check after the scrape",
-                    ms(check),
+                    "{} per check, {} ({rounds} checks; a post of {n} comments over two weeks, re-scraped with {added} new; {}) + {} judging the new comments once, at the first check after the scrape",
+                    cpu_words(on, before, rounds),
+                    ms(wall),
+                    on.words(),
                     ms(judging)
                 ),
             );
@@ -150,8 +227,18 @@ async fn checks_after_a_rescrape(report: &mut Report) {
     }
 }
 
-pub(super) async fn run(report: &mut Report) {
+/// The decisions, then the checks on the embedded backends and, where they are reachable, on
+/// PostgreSQL.
+pub(super) async fn run(report: &mut Report, real: &RealBackends) {
     spike_decisions(report);
-    spike_checks(report).await;
-    checks_after_a_rescrape(report).await;
+    let mut backends = vec![On::Embedded];
+    if real.reachable() {
+        backends.push(On::Real(real));
+    } else {
+        report.add("spike_checks_real", "skipped (PostgreSQL, Redis or RabbitMQ not reachable)");
+    }
+    for on in backends {
+        spike_checks(report, on).await;
+        checks_after_a_rescrape(report, on).await;
+    }
 }
