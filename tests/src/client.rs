@@ -177,6 +177,11 @@ impl Client {
         self.get(&format!("/api/v1/analyses/{ref}{query}")).await
     }
 
+    /// `GET /api/v1/comments/search` with these parameters (`ref` may repeat).
+    pub async fn search(&self, params: &[(&str, &str)]) -> Reply<serde_json::Value> {
+        self.send(self.request(Method::GET, "/api/v1/comments/search").query(params)).await
+    }
+
     pub async fn refresh(&self, r#ref: &str) -> Reply<serde_json::Value> {
         self.send(self.request(Method::POST, &format!("/api/v1/analyses/{ref}/refresh"))).await
     }

@@ -387,6 +387,11 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     let r#ref = format!("tiktok:{id}");
     let job = client.collect(id).await;
     let expires = client.entry(&r#ref, "").await.ok()["expires_at"].clone();
+    // A word of its first comment, which the search finds while the comments are kept.
+    let first = app.sim.expected_post(&id.to_string()).comments[0].text.clone();
+    let word: String = first.split_whitespace().find(|w| w.chars().all(char::is_alphabetic)).unwrap_or("x").to_owned();
+    let searched = async || client.search(&[("q", word.as_str())]).await.ok()["items"].as_array().map_or(0, Vec::len);
+    assert!(searched().await > 0, "`{word}` is found");
 
     // Opening the entry or polling the job on day 13 does not extend the lifetime.
     clock.advance(13 * DAY);
@@ -406,6 +411,13 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     .await;
     let (status, _, _) = client.raw(client.request(Method::GET, &format!("/api/v1/analyses/{ref}/export"))).await;
     assert_eq!(status.as_u16(), 404, "nothing to export");
+    assert_eq!(searched().await, 0, "purged comments are not found");
+    // SQLite's index has no row left of them (PostgreSQL's went with the day's partition).
+    if !app.db().is_postgres() {
+        let mut conn = app.db().conn().await.expect("conn");
+        let check = diesel::sql_query("INSERT INTO comment_terms (comment_terms) VALUES ('integrity-check')");
+        conn.tx().execute(check).await.expect("the full-text index matches the comments");
+    }
 
     let refresh = client.refresh(&r#ref).await.ok();
     client.wait_job(refresh["job_id"].as_str().expect("id")).await;

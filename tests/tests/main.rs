@@ -23,6 +23,7 @@ mod pace;
 mod races;
 mod runtime;
 mod sandbox;
+mod search;
 mod snapshots;
 mod spikes;
 mod workspace;

@@ -575,6 +575,22 @@ async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#
     assert!(!found.body["comments"].as_array().expect("comments").is_empty(), "{}", found.body);
     let new = caller.call(get.clone(), entry_template, &format!("{entry_path}?new=true"), t, None, &[]).await;
     assert_eq!(new.status, 200);
+
+    // The search over every kept comment: found, paged, filtered, refused.
+    let search = "/api/v1/comments/search";
+    let hits = caller.call(get.clone(), search, &format!("{search}?q={q}&limit=1"), t, None, &[]).await;
+    assert_eq!(hits.status, 200);
+    assert_eq!(hits.body["items"][0]["post"]["ref"], r#ref, "{}", hits.body);
+    if let Some(c) = hits.body["next_cursor"].as_str() {
+        let next = format!("{search}?q={q}&limit=1&cursor={c}");
+        assert_eq!(caller.call(get.clone(), search, &next, t, None, &[]).await.status, 200);
+    }
+    let filtered = format!(
+        "{search}?q={q}&platform=tiktok&ref={ref}&since=2020-01-01T00:00:00Z&replies=exclude&media=false&min_likes=0&sort=newest"
+    );
+    assert_eq!(caller.call(get.clone(), search, &filtered, t, None, &[]).await.status, 200);
+    assert_eq!(caller.call(get.clone(), search, &format!("{search}?q="), t, None, &[]).await.status, 400);
+    assert_eq!(caller.call(get.clone(), search, &format!("{search}?q={q}"), Some(narrow), None, &[]).await.status, 403);
     let bad_sort = caller.call(get.clone(), entry_template, &format!("{entry_path}?sort=oldest"), t, None, &[]).await;
     assert_eq!(bad_sort.status, 400);
 

@@ -13,6 +13,7 @@ mod lexicon;
 mod offline;
 mod openai;
 pub mod phrases;
+pub mod search;
 mod tokens;
 
 pub use lexicon::Lang;

@@ -91,6 +91,11 @@ fn lexicons(lang: Option<Lang>) -> Vec<Lang> {
 /// ISO 639-1 (or 639-3 when there is none) of the text's language, and our [`Lang`] if it
 /// is one. Short comments fool statistical detectors, so when the detector is unsure the
 /// language whose function words the text uses most decides.
+/// The language cova stems a text in, when it is one of those it knows.
+pub(crate) fn detect_lang(text: &str, tokens: &[Token]) -> Option<Lang> {
+    detect(text, tokens).1
+}
+
 fn detect(text: &str, tokens: &[Token]) -> (String, Option<Lang>) {
     let words: Vec<&Token> = tokens.iter().filter(|t| t.kind == Kind::Word).collect();
     if words.is_empty() {

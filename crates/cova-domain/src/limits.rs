@@ -98,6 +98,12 @@ pub const WATCH_BUSY_RETRY: Duration = Duration::from_secs(5 * MINUTE);
 /// Library entries per page of `GET /analyses/saved`, by default and at most.
 pub const LIBRARY_PAGE_DEFAULT: i64 = 20;
 pub const LIBRARY_PAGE_MAX: i64 = 100;
+/// Comments per page of `GET /comments/search`, by default and at most; how deep its pages go;
+/// how many posts (`ref`) one search may name.
+pub const SEARCH_PAGE_DEFAULT: i64 = 20;
+pub const SEARCH_PAGE_MAX: i64 = 100;
+pub const SEARCH_MAX_DEPTH: i64 = 10_000;
+pub const SEARCH_MAX_REFS: usize = 50;
 /// Keywords per account, and the length of one (in characters, after trimming).
 pub const MAX_KEYWORDS: usize = 50;
 /// A token's name, in characters.

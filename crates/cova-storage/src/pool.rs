@@ -40,6 +40,21 @@ const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 /// What only PostgreSQL has (the comments' partitions by day), run among the portable ones in
 /// version order.
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations-postgres");
+/// What only SQLite has (the comments' FTS5 index), run among the portable ones in version order.
+const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations-sqlite");
+
+/// Both sets on SQLite; the harness runs what is pending in version order.
+struct SqliteMigrations;
+
+impl diesel::migration::MigrationSource<diesel::sqlite::Sqlite> for SqliteMigrations {
+    fn migrations(
+        &self,
+    ) -> diesel::migration::Result<Vec<Box<dyn diesel::migration::Migration<diesel::sqlite::Sqlite>>>> {
+        let mut all = diesel::migration::MigrationSource::<diesel::sqlite::Sqlite>::migrations(&MIGRATIONS)?;
+        all.extend(diesel::migration::MigrationSource::<diesel::sqlite::Sqlite>::migrations(&SQLITE_MIGRATIONS)?);
+        Ok(all)
+    }
+}
 
 /// Both sets on PostgreSQL; the harness runs what is pending in version order.
 struct PostgresMigrations;
@@ -417,7 +432,7 @@ impl Db {
                 let mut conn = <SqliteConnection as diesel::Connection>::establish(path)
                     .map_err(|e| StorageError::Unavailable(e.to_string()))?;
                 diesel::connection::SimpleConnection::batch_execute(&mut conn, "PRAGMA busy_timeout = 10000;")?;
-                conn.run_pending_migrations(MIGRATIONS).map_err(|e| StorageError::Migration(e.to_string()))?;
+                conn.run_pending_migrations(SqliteMigrations).map_err(|e| StorageError::Migration(e.to_string()))?;
             } else {
                 type Wrapped = diesel_async::async_connection_wrapper::AsyncConnectionWrapper<AsyncPgConnection>;
                 let mut conn = <Wrapped as diesel::Connection>::establish(&url)

@@ -142,6 +142,10 @@ diesel::table! {
         thread -> Nullable<BigInt>,
         comments_day -> BigInt,
         sentiment -> Nullable<SmallInt>,
+        terms -> Nullable<Text>,
+        language -> Nullable<Text>,
+        author -> Nullable<Text>,
+        media -> Bool,
     }
 }
 

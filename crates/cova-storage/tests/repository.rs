@@ -257,6 +257,7 @@ async fn a_hold_is_closed_once_and_never_charges_beyond_itself() {
             likes: 0,
             posted_at: 0,
             search: format!("comment {n}"),
+            ..StoredComment::default()
         })
         .collect();
     jobs::append_comments(&db, &j, ("s1", 3_600_000), &comments, c.expected, NOW).await.expect("append");
@@ -741,6 +742,7 @@ async fn scrape_of(
             likes: 0,
             posted_at: *posted_at,
             search: format!("comment {c}"),
+            ..StoredComment::default()
         })
         .collect();
     let expected = Some(comments.len() as i64);

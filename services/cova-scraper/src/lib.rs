@@ -269,6 +269,10 @@ impl CommentSink for DbSink<'_> {
                     likes: i64::try_from(comment.likes).unwrap_or(i64::MAX),
                     posted_at: cova_domain::time::parse_rfc3339(&comment.created_at).unwrap_or(0),
                     search: comment.search_text(),
+                    terms: cova_analyzers::search::index_terms(&comment.text, comment.language.as_deref()),
+                    language: comment.language.clone().filter(|l| !l.is_empty()),
+                    author: comment.author.handle.as_deref().map(str::to_lowercase),
+                    media: !comment.media.is_empty(),
                 }
             })
             .collect();

@@ -18,6 +18,7 @@ pub mod media;
 pub mod outbox;
 pub mod purchases;
 pub mod queue_journal;
+pub mod search;
 pub mod sessions;
 pub mod spikes;
 pub mod tokens;

@@ -81,6 +81,8 @@ pub(super) async fn purge_at_scale(report: &mut Report, real: &RealBackends) {
                         likes: 0,
                         posted_at: 0,
                         search: "a new comment".to_owned(),
+                        terms: "a new comment".to_owned(),
+                        ..StoredComment::default()
                     })
                     .collect();
                 let started = Instant::now();

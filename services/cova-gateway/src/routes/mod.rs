@@ -15,6 +15,7 @@ mod metadata;
 mod notifications;
 mod reference;
 pub(crate) mod sandbox;
+mod search;
 mod spikes;
 mod stream;
 mod tokens;
@@ -93,6 +94,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/analyze/{job_id}", [on(Method::GET, analyze::get_job)]))
                 .service(resource("/analyze/{job_id}/export", [on(Method::GET, export::export_job)]))
                 .service(resource("/analyses/saved", [on(Method::GET, analyses::list)]))
+                .service(resource("/comments/search", [on(Method::GET, search::search)]))
                 .service(resource("/analyses/session", [on(Method::GET, analyses::session)]))
                 .service(resource("/analyses/save-metadata", [on(Method::POST, analyses::save_metadata)]))
                 .service(resource(

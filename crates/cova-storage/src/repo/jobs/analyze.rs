@@ -291,6 +291,7 @@ fn sized_event(job: &Job) -> Outgoing {
 }
 
 /// One collected comment, ready to store.
+#[derive(Debug, Clone, Default)]
 pub struct StoredComment {
     pub comment_id: String,
     pub parent_id: Option<String>,
@@ -301,6 +302,14 @@ pub struct StoredComment {
     pub posted_at: i64,
     /// Lower-cased text and author, for searching the breakdown.
     pub search: String,
+    /// The words as the full-text search indexes them (`cova_analyzers::search::index_terms`).
+    pub terms: String,
+    /// The comment's language (ISO 639-1), when known.
+    pub language: Option<String>,
+    /// The author's handle, lower-cased, when known.
+    pub author: Option<String>,
+    /// Images are attached.
+    pub media: bool,
 }
 
 /// Appends a page of comments (duplicates by id are ignored), records progress and renews
@@ -361,6 +370,10 @@ async fn append_in(
                     job_comments::posted_at.eq(item.posted_at),
                     job_comments::search.eq(&item.search),
                     job_comments::comments_day.eq(day),
+                    job_comments::terms.eq(&item.terms),
+                    job_comments::language.eq(item.language.as_deref()),
+                    job_comments::author.eq(item.author.as_deref()),
+                    job_comments::media.eq(item.media),
                 ))
                 .on_conflict_do_nothing(),
         )
