@@ -591,6 +591,12 @@ async fn library(caller: &Caller<'_>, token: &str, narrow: &str, broke: &str, r#
     assert_eq!(caller.call(get.clone(), search, &filtered, t, None, &[]).await.status, 200);
     assert_eq!(caller.call(get.clone(), search, &format!("{search}?q="), t, None, &[]).await.status, 400);
     assert_eq!(caller.call(get.clone(), search, &format!("{search}?q={q}"), Some(narrow), None, &[]).await.status, 403);
+    let export = "/api/v1/comments/search/export";
+    for format in ["csv", "jsonl", "xlsx"] {
+        let path = format!("{export}?q={q}&sort=likes&format={format}");
+        assert_eq!(caller.call(get.clone(), export, &path, t, None, &[]).await.status, 200, "{format}");
+    }
+    assert_eq!(caller.call(get.clone(), export, &format!("{export}?q={q}&limit=5"), t, None, &[]).await.status, 400);
     let bad_sort = caller.call(get.clone(), entry_template, &format!("{entry_path}?sort=oldest"), t, None, &[]).await;
     assert_eq!(bad_sort.status, 400);
 

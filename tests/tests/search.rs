@@ -136,6 +136,44 @@ async fn search_finds_the_accounts_kept_comments_with_every_filter_and_order() {
     assert_eq!(ids(&fire), expected(&app, &posts, "🔥"));
     assert!(!fire.is_empty());
 
+    // The download of every hit, with the post's columns, in each format.
+    let export = async |format: &str| {
+        let req = client.request(Method::GET, "/api/v1/comments/search/export").query(&[
+            ("q", "price"),
+            ("format", format),
+            ("sort", "likes"),
+        ]);
+        let (status, headers, body) = client.raw(req).await;
+        assert_eq!(status.as_u16(), 200, "{format}: {}", String::from_utf8_lossy(&body));
+        let disposition = headers.get("content-disposition").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert_eq!(disposition, format!("attachment; filename=\"comments-search.{format}\""));
+        body
+    };
+    let csv = export("csv").await;
+    let mut reader = csv::Reader::from_reader(csv.strip_prefix("\u{feff}".as_bytes()).expect("a byte order mark"));
+    let header = reader.headers().expect("header").clone();
+    assert_eq!(&header[0], "post_url");
+    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
+    assert_eq!(records.iter().map(|r| r[2].to_owned()).collect::<BTreeSet<_>>(), want, "CSV");
+    assert!(records.iter().all(|r| r[0].starts_with("https://www.tiktok.com/")), "each row names its post");
+    let jsonl = String::from_utf8(export("jsonl").await).expect("utf-8");
+    let lines: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(lines.iter().map(|l| l["id"].as_str().unwrap_or_default().to_owned()).collect::<BTreeSet<_>>(), want);
+    let likes: Vec<i64> = lines.iter().map(|l| l["likes"].as_i64().unwrap_or(0)).collect();
+    assert!(likes.windows(2).all(|w| w[0] >= w[1]), "in the search's order");
+    use calamine::Reader as _;
+    let mut book = calamine::Xlsx::new(std::io::Cursor::new(export("xlsx").await)).expect("an XLSX workbook");
+    let sheet = book.worksheet_range_at(0).expect("a sheet").expect("readable");
+    let ids_in_sheet: BTreeSet<String> = sheet.rows().skip(1).map(|r| r[2].to_string()).collect();
+    assert_eq!(ids_in_sheet, want, "XLSX");
+    let (status, err) = client
+        .send::<Value>(
+            client.request(Method::GET, "/api/v1/comments/search/export").query(&[("q", "price"), ("limit", "5")]),
+        )
+        .await
+        .err();
+    assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"), "{}", err.detail);
+
     // A newer scrape replaces the old one's comments in the results, never doubles them.
     let again = client.refresh(&refs[0]).await.ok();
     client.wait_job(again["job_id"].as_str().expect("job_id")).await;

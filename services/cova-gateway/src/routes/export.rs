@@ -27,14 +27,24 @@ use serde_json::{Value, json};
 const CHUNK: i64 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     Csv,
     Jsonl,
     Xlsx,
 }
 
 impl Format {
-    fn extension(self) -> &'static str {
+    /// The `format` parameter: CSV when absent.
+    pub(super) fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        match raw {
+            None | Some("csv") => Ok(Format::Csv),
+            Some("jsonl") => Ok(Format::Jsonl),
+            Some("xlsx") => Ok(Format::Xlsx),
+            Some(_) => Err(ApiError::validation("`format` must be csv, jsonl or xlsx.")),
+        }
+    }
+
+    pub(super) fn extension(self) -> &'static str {
         match self {
             Format::Csv => "csv",
             Format::Jsonl => "jsonl",
@@ -42,7 +52,7 @@ impl Format {
         }
     }
 
-    fn content_type(self) -> &'static str {
+    pub(super) fn content_type(self) -> &'static str {
         match self {
             Format::Csv => "text/csv; charset=utf-8",
             Format::Jsonl => "application/x-ndjson",
@@ -59,11 +69,38 @@ struct Params {
 
 fn format_of(req: &HttpRequest) -> Result<Format, ApiError> {
     let params = web::Query::<Params>::from_query(req.query_string()).map_err(backend_errors::query)?;
-    match params.format.as_deref() {
-        None | Some("csv") => Ok(Format::Csv),
-        Some("jsonl") => Ok(Format::Jsonl),
-        Some("xlsx") => Ok(Format::Xlsx),
-        Some(_) => Err(ApiError::validation("`format` must be csv, jsonl or xlsx.")),
+    Format::parse(params.format.as_deref())
+}
+
+/// The post columns of a download's rows, owned.
+#[derive(Default)]
+pub(super) struct Posted {
+    pub url: String,
+    pub title: String,
+    /// Where media paths point: the configured public URL, else the address the request used.
+    pub origin: String,
+}
+
+impl Posted {
+    pub(super) fn post(&self) -> Post<'_> {
+        Post { url: &self.url, title: &self.title, origin: &self.origin }
+    }
+}
+
+/// One row of a download: a stored comment and its post.
+pub(super) struct Line {
+    pub row: Row,
+    pub post: std::sync::Arc<Posted>,
+}
+
+/// Where media paths of a download point: the configured public URL, else the address this
+/// request used.
+pub(super) fn origin(req: &HttpRequest, state: &AppState) -> String {
+    if state.config.workspace.public_url.is_empty() {
+        let info = req.connection_info();
+        format!("{}://{}", info.scheme(), info.host())
+    } else {
+        state.config.workspace.base_url(&state.config.http.addr)
     }
 }
 
@@ -82,12 +119,7 @@ struct Source {
 impl Source {
     fn new(req: &HttpRequest, state: &AppState, entry: &analyses::Analysis, job: String) -> Self {
         let metadata: Value = entry.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
-        let origin = if state.config.workspace.public_url.is_empty() {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        } else {
-            state.config.workspace.base_url(&state.config.http.addr)
-        };
+        let origin = origin(req, state);
         Source {
             account: entry.account_id.clone(),
             r#ref: entry.r#ref.clone(),
@@ -100,6 +132,10 @@ impl Source {
 
     fn post(&self) -> Post<'_> {
         Post { url: &self.post_url, title: &self.post_title, origin: &self.origin }
+    }
+
+    fn posted(&self) -> Posted {
+        Posted { url: self.post_url.clone(), title: self.post_title.clone(), origin: self.origin.clone() }
     }
 }
 
@@ -278,7 +314,7 @@ fn cells(row: &Row, post: &Post<'_>) -> [String; 16] {
     export::cells(&v, &row.comment_id, row.parent_id.as_deref().unwrap_or_default(), &first_seen, post)
 }
 
-fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
+pub(super) fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
     let mut buf = Vec::with_capacity(chunk.len() * 256 + 3);
     if first {
         buf.extend_from_slice(export::BOM.as_bytes());
@@ -296,7 +332,7 @@ fn encode_csv(chunk: &[Row], first: bool, post: &Post<'_>) -> Bytes {
 /// One comment per line: its stored body with `first_seen_at`, its media links made absolute
 /// (a file read elsewhere still opens them), then `post_url` and `post_title` (the CSV's first
 /// columns), so that the lines of several posts joined in one file stay apart.
-fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Bytes {
+pub(super) fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Bytes {
     let mut out = Vec::with_capacity(chunk.len() * 640);
     for row in chunk {
         let Ok(Value::Object(mut comment)) = serde_json::from_str::<Value>(&row.body) else {
@@ -316,20 +352,37 @@ fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Bytes {
     Bytes::from(out)
 }
 
-/// Writes the workbook to a temporary file: comments are read in chunks and handed to a
-/// blocking writer thread, which keeps only the current row in memory. One sheet named
-/// "Comments", its header row frozen, numbers, booleans and times as typed cells.
+/// The workbook of a scrape's comments (see [`workbook`]).
 async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile, ApiError> {
+    let posted = std::sync::Arc::new(source.posted());
+    let (mut after, mut done) = (-1, false);
+    workbook(async || {
+        if done {
+            return Ok(None);
+        }
+        let chunk = breakdown::chunk(db, &source.job, after, CHUNK).await.map_err(backend_errors::storage)?;
+        done = (chunk.len() as i64) < CHUNK;
+        after = chunk.last().map_or(after, |r| r.position);
+        Ok(Some(chunk.into_iter().map(|row| Line { row, post: posted.clone() }).collect()))
+    })
+    .await
+}
+
+/// Writes a workbook to a temporary file: rows come from `next` in chunks (`None` after the
+/// last) and are handed to a blocking writer thread, which keeps only the current row in
+/// memory. One sheet named "Comments", its header row frozen, numbers, booleans and times as
+/// typed cells.
+pub(super) async fn workbook(
+    mut next: impl AsyncFnMut() -> Result<Option<Vec<Line>>, ApiError>,
+) -> Result<tempfile::NamedTempFile, ApiError> {
     let file = tempfile::NamedTempFile::new().map_err(|e| {
         tracing::error!(error = %e, "no temporary file for an export");
         ApiError::internal()
     })?;
     let path = file.path().to_owned();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Row>>(2);
-    let owned = source.clone();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Line>>(2);
     let writer = tokio::task::spawn_blocking(move || -> Result<(), rust_xlsxwriter::XlsxError> {
         use rust_xlsxwriter::{ExcelDateTime, Format as Style, Workbook};
-        let post = owned.post();
         let mut workbook = Workbook::new();
         let (bold, time) = (Style::new().set_bold(), Style::new().set_num_format("yyyy-mm-dd hh:mm:ss"));
         let sheet = workbook.add_worksheet_with_constant_memory()?;
@@ -340,8 +393,8 @@ async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile,
         }
         let mut line: u32 = 1;
         while let Ok(chunk) = rx.recv() {
-            for row in &chunk {
-                for (col, cell) in cells(row, &post).into_iter().enumerate() {
+            for comment in &chunk {
+                for (col, cell) in cells(&comment.row, &comment.post.post()).into_iter().enumerate() {
                     let (col, column) = (col as u16, COLUMNS[col]);
                     match export::kind(column) {
                         Cell::Number => {
@@ -371,17 +424,9 @@ async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile,
         }
         workbook.save(&path)
     });
-    let mut after = -1;
-    loop {
-        let chunk = breakdown::chunk(db, &source.job, after, CHUNK).await.map_err(backend_errors::storage)?;
-        let last = chunk.last().map(|r| r.position);
-        let done = (chunk.len() as i64) < CHUNK;
+    while let Some(chunk) = next().await? {
         if !chunk.is_empty() && tx.send(chunk).is_err() {
             break;
-        }
-        match last {
-            Some(p) if !done => after = p,
-            _ => break,
         }
     }
     drop(tx);
@@ -399,7 +444,7 @@ async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile,
 }
 
 /// A finished file, sent in 64 KiB chunks; it is deleted when the stream ends.
-fn file_chunks(file: tempfile::NamedTempFile) -> impl Stream<Item = Result<Bytes, actix_web::Error>> {
+pub(super) fn file_chunks(file: tempfile::NamedTempFile) -> impl Stream<Item = Result<Bytes, actix_web::Error>> {
     use tokio::io::AsyncReadExt;
     let path = file.path().to_owned();
     futures::stream::unfold((None::<tokio::fs::File>, Some(file)), move |(open, keep)| {

@@ -95,6 +95,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/analyze/{job_id}/export", [on(Method::GET, export::export_job)]))
                 .service(resource("/analyses/saved", [on(Method::GET, analyses::list)]))
                 .service(resource("/comments/search", [on(Method::GET, search::search)]))
+                .service(resource("/comments/search/export", [on(Method::GET, search::export)]))
                 .service(resource("/analyses/session", [on(Method::GET, analyses::session)]))
                 .service(resource("/analyses/save-metadata", [on(Method::POST, analyses::save_metadata)]))
                 .service(resource(

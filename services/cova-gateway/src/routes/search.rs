@@ -3,6 +3,7 @@
 //! orders and an opaque cursor.
 
 use super::analyses::parse_ref;
+use super::export::{Format, Line, Posted};
 use crate::error::HttpResult;
 use crate::input;
 use crate::metering::authorized;
@@ -15,12 +16,14 @@ use cova_auth::Scope;
 use cova_domain::limits::{SEARCH_MAX_DEPTH, SEARCH_MAX_REFS, SEARCH_PAGE_DEFAULT, SEARCH_PAGE_MAX};
 use cova_domain::time::{parse_rfc3339, rfc3339};
 use cova_errors::ApiError;
+use cova_storage::repo::breakdown::Row;
 use cova_storage::repo::search::{self, Filter, Hit, Order, Words};
 use serde_json::{Value, json};
 
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-/// Every parameter; `ref` alone may repeat.
+/// Every parameter of a page; `ref` alone may repeat. An export takes the same but `limit` and
+/// `cursor`, and takes `format`.
 const PARAMETERS: [&str; 15] = [
     "q",
     "platform",
@@ -48,17 +51,39 @@ struct Asked {
     offset: i64,
     /// What a cursor must come with: the query, its filters and order, digested.
     fingerprint: String,
+    /// An export's `format`.
+    format: Option<String>,
+}
+
+/// What a request is: a page of hits, or the download of them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asking {
+    Page,
+    Export,
+}
+
+impl Asking {
+    fn parameters(self) -> Vec<&'static str> {
+        match self {
+            Asking::Page => PARAMETERS.to_vec(),
+            Asking::Export => {
+                PARAMETERS.iter().copied().filter(|p| !matches!(*p, "limit" | "cursor")).chain(["format"]).collect()
+            }
+        }
+    }
 }
 
 /// Reads the query string: unknown parameters, repeats and bad values are 400 in words.
-fn asked(query_string: &str) -> Result<Asked, ApiError> {
+fn asked(query_string: &str, asking: Asking) -> Result<Asked, ApiError> {
+    let parameters = asking.parameters();
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (key, value) in url::form_urlencoded::parse(query_string.as_bytes()) {
-        if !PARAMETERS.contains(&key.as_ref()) {
+        if !parameters.contains(&key.as_ref()) {
             return Err(ApiError::validation(format!(
-                "Unknown parameter `{}`: the search takes {}.",
+                "Unknown parameter `{}`: {} takes {}.",
                 key.chars().take(40).collect::<String>(),
-                PARAMETERS.map(|p| format!("`{p}`")).join(", ")
+                if asking == Asking::Page { "the search" } else { "the search's export" },
+                parameters.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
             )));
         }
         if key != "ref" && pairs.iter().any(|(k, _)| *k == key) {
@@ -148,7 +173,8 @@ fn asked(query_string: &str) -> Result<Asked, ApiError> {
         None => 0,
         Some(c) => decode_cursor(c, &fingerprint)?,
     };
-    Ok(Asked { query, filter, order, limit, offset, fingerprint })
+    let format = get("format").map(str::to_owned);
+    Ok(Asked { query, filter, order, limit, offset, fingerprint, format })
 }
 
 fn in_words(values: &[&str]) -> String {
@@ -193,7 +219,7 @@ fn decode_cursor(cursor: &str, fingerprint: &str) -> Result<i64, ApiError> {
 /// `GET /comments/search`.
 pub async fn search(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
     let (principal, meter, asked) =
-        authorized(&req, &state, Scope::LibraryWrite, async |_| asked(req.query_string())).await?;
+        authorized(&req, &state, Scope::LibraryWrite, async |_| asked(req.query_string(), Asking::Page)).await?;
     let fts5 = asked.query.fts5();
     let tsquery = asked.query.tsquery();
     let words = Words { fts5: &fts5, tsquery: &tsquery };
@@ -213,6 +239,139 @@ pub async fn search(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
         (hits.len() as i64 == limit && next < SEARCH_MAX_DEPTH).then(|| encode_cursor(&asked.fingerprint, next));
     let items: Vec<Value> = hits.iter().map(|h| item(h, &asked.query)).collect();
     Ok(meter.json(HttpResponse::Ok(), &json!({"items": items, "next_cursor": next_cursor})))
+}
+
+/// Hits read per step of an export.
+const EXPORT_CHUNK: i64 = 500;
+
+/// `GET /comments/search/export?format=csv|jsonl|xlsx`: every hit of a search (its first
+/// [`SEARCH_MAX_DEPTH`], in its order) as a download with the columns of a job's export, whose
+/// first two are the post's.
+pub async fn export(req: HttpRequest, state: web::Data<AppState>) -> HttpResult {
+    let (principal, meter, asked) = authorized(&req, &state, Scope::LibraryWrite, async |_| {
+        let asked = asked(req.query_string(), Asking::Export)?;
+        let format = Format::parse(asked.format.as_deref())?;
+        Ok((asked, format))
+    })
+    .await?;
+    let (asked, format) = asked;
+    let origin = super::export::origin(&req, &state);
+    let search = Search {
+        db: state.backends.db.clone(),
+        account: principal.account_id.clone(),
+        fts5: asked.query.fts5(),
+        tsquery: asked.query.tsquery(),
+        filter: asked.filter,
+        order: asked.order,
+        origin,
+    };
+    let mut res = HttpResponse::Ok();
+    res.content_type(format.content_type()).insert_header((
+        "content-disposition",
+        format!("attachment; filename=\"comments-search.{}\"", format.extension()),
+    ));
+    match format {
+        Format::Xlsx => {
+            let mut offset = 0;
+            let file = super::export::workbook(async || {
+                if offset >= SEARCH_MAX_DEPTH {
+                    return Ok(None);
+                }
+                let lines = search.lines(offset).await?;
+                offset = if (lines.len() as i64) < EXPORT_CHUNK { SEARCH_MAX_DEPTH } else { offset + EXPORT_CHUNK };
+                Ok(Some(lines))
+            })
+            .await
+            .map_err(|e| meter.fail(e))?;
+            Ok(meter.stream(res, super::export::file_chunks(file)))
+        }
+        Format::Csv | Format::Jsonl => {
+            let encode = if format == Format::Csv { super::export::encode_csv } else { super::export::encode_jsonl };
+            let search = std::rc::Rc::new(search);
+            let stream = futures::stream::unfold(Some(0_i64), move |offset| {
+                let search = search.clone();
+                async move {
+                    let offset = offset?;
+                    match search.lines(offset).await {
+                        Ok(lines) => {
+                            let mut out = Vec::new();
+                            for (i, line) in lines.iter().enumerate() {
+                                out.extend_from_slice(&encode(
+                                    std::slice::from_ref(&line.row),
+                                    offset == 0 && i == 0,
+                                    &line.post.post(),
+                                ));
+                            }
+                            if offset == 0 && lines.is_empty() {
+                                // The header alone: an empty result is still a file.
+                                out.extend_from_slice(&encode(&[], true, &super::export::Posted::default().post()));
+                            }
+                            let next = offset + EXPORT_CHUNK;
+                            let more = lines.len() as i64 == EXPORT_CHUNK && next < SEARCH_MAX_DEPTH;
+                            Some((Ok(actix_web::web::Bytes::from(out)), more.then_some(next)))
+                        }
+                        Err(e) => {
+                            // Headers are out: the download ends short, and the log says why.
+                            tracing::warn!(detail = %e.detail, "search export stopped: reading comments failed");
+                            Some((Err(actix_web::error::ErrorServiceUnavailable("export interrupted")), None))
+                        }
+                    }
+                }
+            });
+            Ok(meter.stream(res, stream))
+        }
+    }
+}
+
+/// An export's search, read step by step.
+struct Search {
+    db: cova_storage::Db,
+    account: String,
+    fts5: String,
+    tsquery: String,
+    filter: Filter,
+    order: Order,
+    origin: String,
+}
+
+impl Search {
+    /// The hits from `offset` on, as rows of a download.
+    async fn lines(&self, offset: i64) -> Result<Vec<Line>, ApiError> {
+        let words = Words { fts5: &self.fts5, tsquery: &self.tsquery };
+        let hits = search::comments(&self.db, &self.account, words, &self.filter, self.order, (offset, EXPORT_CHUNK))
+            .await
+            .map_err(backend_errors::storage)?;
+        let mut posts: Vec<std::sync::Arc<Posted>> = Vec::new();
+        Ok(hits
+            .into_iter()
+            .enumerate()
+            .map(|(i, hit)| {
+                let post = match posts.iter().find(|p| p.url == hit.url) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let metadata: Value =
+                            hit.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+                        let p = std::sync::Arc::new(Posted {
+                            url: hit.url.clone(),
+                            title: cova_domain::export::post_title(&metadata),
+                            origin: self.origin.clone(),
+                        });
+                        posts.push(p.clone());
+                        p
+                    }
+                };
+                let row = Row {
+                    position: offset + i as i64,
+                    comment_id: hit.comment_id,
+                    parent_id: hit.parent_id,
+                    body: hit.body,
+                    first_seen_at: hit.first_seen_at,
+                    sentiment: None,
+                };
+                Line { row, post }
+            })
+            .collect())
+    }
 }
 
 /// One hit as the API shows it: the comment, its post, the words that matched.
@@ -244,9 +403,13 @@ fn item(hit: &Hit, query: &Query) -> Value {
 mod tests {
     use super::*;
 
+    fn asked_page(q: &str) -> Result<Asked, ApiError> {
+        asked(q, Asking::Page)
+    }
+
     #[test]
     fn parameters_are_read_and_refused_in_words() {
-        let ok = asked("q=refund&platform=tiktok&ref=tiktok:7000000000000000012&ref=tiktok:7000000000000000013&since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z&language=es&sentiment=negative&min_likes=3&replies=only&media=true&author=%40Emma&sort=likes&limit=5").expect("valid");
+        let ok = asked_page("q=refund&platform=tiktok&ref=tiktok:7000000000000000012&ref=tiktok:7000000000000000013&since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z&language=es&sentiment=negative&min_likes=3&replies=only&media=true&author=%40Emma&sort=likes&limit=5").expect("valid");
         assert_eq!(ok.filter.refs.len(), 2);
         assert_eq!(
             (ok.filter.author.as_deref(), ok.filter.replies, ok.order),
@@ -275,19 +438,19 @@ mod tests {
             "q=a&cursor=xyz",
             "q=a%00b",
         ] {
-            let err = asked(bad).err().unwrap_or_else(|| panic!("{bad} is refused"));
+            let err = asked(bad, Asking::Page).err().unwrap_or_else(|| panic!("{bad} is refused"));
             assert!(!err.detail.is_empty() && err.code == cova_errors::ErrorCode::ValidationError, "{bad}");
         }
     }
 
     #[test]
     fn a_cursor_goes_with_its_own_search_and_no_deeper_than_the_limit() {
-        let first = asked("q=refund&sort=newest").expect("valid");
+        let first = asked_page("q=refund&sort=newest").expect("valid");
         let cursor = encode_cursor(&first.fingerprint, 20);
-        assert_eq!(asked(&format!("q=refund&sort=newest&cursor={cursor}")).expect("same search").offset, 20);
-        assert!(asked(&format!("q=refund&sort=likes&cursor={cursor}")).is_err(), "another order");
-        assert!(asked(&format!("q=refunds%20now&sort=newest&cursor={cursor}")).is_err(), "another query");
+        assert_eq!(asked_page(&format!("q=refund&sort=newest&cursor={cursor}")).expect("same search").offset, 20);
+        assert!(asked_page(&format!("q=refund&sort=likes&cursor={cursor}")).is_err(), "another order");
+        assert!(asked_page(&format!("q=refunds%20now&sort=newest&cursor={cursor}")).is_err(), "another query");
         let deep = encode_cursor(&first.fingerprint, SEARCH_MAX_DEPTH);
-        assert!(asked(&format!("q=refund&sort=newest&cursor={deep}")).is_err());
+        assert!(asked_page(&format!("q=refund&sort=newest&cursor={deep}")).is_err());
     }
 }
