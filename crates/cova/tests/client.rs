@@ -353,6 +353,35 @@ async fn client_collects_and_exports_against_serve() {
     assert_eq!(lines.len(), 2, "one line per post: {lines:?}");
     assert!(lines[0].ends_with(&format!("{url_a} recent_result")), "{lines:?}");
 
+    // `search`: the kept comments of the first post that talk about prices, as JSON (every hit
+    // with its post and matched words) and as the service's CSV.
+    let query = cova_analyzers::search::Query::parse("price").expect("a query");
+    let priced: BTreeSet<String> = post
+        .comments
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.replies.iter()))
+        .filter(|c| !query.matches(&c.text, Some(&c.language)).is_empty())
+        .map(|c| c.id.clone())
+        .collect();
+    assert!(!priced.is_empty(), "the simulator's post talks about prices");
+    let r#ref = format!("tiktok:{id}");
+    let args = ["search", "price", "--since", "3650d", "--platform", "tiktok", "--ref", r#ref.as_str()];
+    let out = caller.run(full, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let found: Value = serde_json::from_str(&stdout(&out)).expect("search is JSON");
+    let items = found["items"].as_array().expect("items");
+    let ids: BTreeSet<String> =
+        items.iter().map(|h| h["comment"]["id"].as_str().unwrap_or_default().to_owned()).collect();
+    assert_eq!(ids, priced);
+    assert!(items.iter().all(|h| h["post"]["ref"] == r#ref.as_str() && h["matches"] == serde_json::json!(["price"])));
+    let out = caller.run(full, &[&args[..], &["--format", "csv", "--sort", "likes"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (header, rows) = records(&stdout(&out));
+    assert_eq!((header.len(), rows.iter().map(|r| r[2].clone()).collect::<BTreeSet<_>>()), (16, priced));
+    let out = caller.run(full, &["search", "price", "--since", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(stderr(&out).contains("`yesterday` is neither a duration"), "{}", stderr(&out));
+
     service.stop().await;
 }
 

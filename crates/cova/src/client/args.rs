@@ -44,6 +44,122 @@ pub enum ClientCommand {
     /// AI analyses of a post's collected comments.
     #[command(subcommand)]
     Ai(AiCommand),
+    /// Searches every comment the account keeps (its library's posts, across platforms) and
+    /// writes what it finds: json, the hits with their posts and matched words; csv, jsonl and
+    /// xlsx, the service's export (the columns of a job's export).
+    Search(SearchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Words to find (every one), "a quoted phrase", #hashtags or emoji.
+    #[arg(value_name = "QUERY")]
+    pub query: String,
+    /// Only comments posted since: a duration back from now (30m, 24h, 7d) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    pub since: Option<String>,
+    /// Only comments posted before: a duration back from now (30m, 24h, 7d) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    pub until: Option<String>,
+    /// Only comments of this platform's posts.
+    #[arg(long, value_enum)]
+    pub platform: Option<Platform>,
+    /// Only comments of this post (`<platform>:<post_id>`); repeat it for several.
+    #[arg(long = "ref", value_name = "REF")]
+    pub refs: Vec<String>,
+    /// Only comments of this followed creator's posts (its ref, as the creators list shows it).
+    #[arg(long, value_name = "CREATOR_REF")]
+    pub creator: Option<String>,
+    /// Only comments in this language (ISO 639-1, e.g. es; und for unknown).
+    #[arg(long, value_name = "CODE")]
+    pub language: Option<String>,
+    /// Only comments with this stored sentiment.
+    #[arg(long, value_enum)]
+    pub sentiment: Option<Sentiment>,
+    /// Only comments with at least N likes.
+    #[arg(long, value_name = "N")]
+    pub min_likes: Option<u64>,
+    /// Replies only, or top-level comments only.
+    #[arg(long, value_enum)]
+    pub replies: Option<Replies>,
+    /// Only comments with images (true) or without (false).
+    #[arg(long, value_name = "BOOL")]
+    pub media: Option<bool>,
+    /// Only comments by this author's handle (with or without @).
+    #[arg(long, value_name = "HANDLE")]
+    pub author: Option<String>,
+    /// The order of hits.
+    #[arg(long, value_enum, default_value_t = SearchSort::Relevance)]
+    pub sort: SearchSort,
+    /// json: `{"items": […]}` with every hit; csv, jsonl and xlsx: one row per comment.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+    pub format: ExportFormat,
+    /// Write to FILE (through FILE.tmp, renamed once complete) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Sentiment {
+    Positive,
+    Neutral,
+    Negative,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Replies {
+    Only,
+    Exclude,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SearchSort {
+    Relevance,
+    Newest,
+    Likes,
+}
+
+/// `7d`, `24h`, `30m` (that long before now) or an RFC 3339 time, as an RFC 3339 time.
+fn parse_when(raw: &str) -> Result<String, String> {
+    if cova_domain::time::parse_rfc3339(raw).is_some() {
+        return Ok(raw.to_owned());
+    }
+    let (number, unit) = raw.split_at(raw.len().saturating_sub(1));
+    let minutes: i64 = match (number.parse::<i64>(), unit) {
+        (Ok(n), "m") if n >= 0 => n,
+        (Ok(n), "h") if n >= 0 => n.saturating_mul(60),
+        (Ok(n), "d") if n >= 0 => n.saturating_mul(24 * 60),
+        _ => return Err(format!("`{raw}` is neither a duration such as 7d, 24h or 30m nor an RFC 3339 time")),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Ok(cova_domain::time::rfc3339(now.saturating_sub(minutes.saturating_mul(60_000))))
+}
+
+impl SearchArgs {
+    /// The search's query parameters.
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        let mut p = vec![("q", self.query.clone())];
+        let mut add = |k: &'static str, v: Option<String>| {
+            if let Some(v) = v {
+                p.push((k, v));
+            }
+        };
+        add("since", self.since.clone());
+        add("until", self.until.clone());
+        add("platform", self.platform.map(|x| x.as_str().to_owned()));
+        add("creator", self.creator.clone());
+        add("language", self.language.clone());
+        add("sentiment", self.sentiment.and_then(|s| s.to_possible_value()).map(|v| v.get_name().to_owned()));
+        add("min_likes", self.min_likes.map(|n| n.to_string()));
+        add("replies", self.replies.and_then(|r| r.to_possible_value()).map(|v| v.get_name().to_owned()));
+        add("media", self.media.map(|m| m.to_string()));
+        add("author", self.author.clone());
+        add("sort", self.sort.to_possible_value().map(|v| v.get_name().to_owned()));
+        p.extend(self.refs.iter().map(|r| ("ref", r.clone())));
+        p
+    }
 }
 
 #[derive(Debug, Args)]

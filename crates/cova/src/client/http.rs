@@ -184,8 +184,54 @@ impl Api {
         self.download(&["analyze", id, "export"], format, sink, continued).await
     }
 
+    /// `GET /api/v1/comments/search`, every page joined (at most the search's 10,000 hits):
+    /// `{"items": […], "next_cursor": null}`.
+    pub async fn search(&self, params: &[(&str, &str)]) -> Result<Value, ClientError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut query = vec![("limit", "100")];
+            query.extend_from_slice(params);
+            if let Some(c) = &cursor {
+                query.push(("cursor", c.as_str()));
+            }
+            let page = self.get(&["comments", "search"], &query).await?;
+            let more = page["items"].as_array().cloned().unwrap_or_default();
+            let next = next_cursor(&page).filter(|c| Some(c) != cursor.as_ref());
+            let done = more.is_empty() || next.is_none();
+            items.extend(more);
+            if done {
+                return Ok(json!({ "items": items, "next_cursor": null }));
+            }
+            cursor = next;
+        }
+    }
+
+    /// `GET /api/v1/comments/search/export?format=…&…`, streamed into `sink`.
+    pub async fn search_export(
+        &self,
+        params: &[(&str, &str)],
+        format: &str,
+        sink: &mut Sink,
+    ) -> Result<(), ClientError> {
+        let mut query = vec![("format", format)];
+        query.extend_from_slice(params);
+        self.download_with(&["comments", "search", "export"], &query, sink, false).await
+    }
+
     async fn download(&self, at: &[&str], format: &str, sink: &mut Sink, continued: bool) -> Result<(), ClientError> {
-        let url = self.endpoint(at, &[("format", format)]);
+        self.download_with(at, &[("format", format)], sink, continued).await
+    }
+
+    async fn download_with(
+        &self,
+        at: &[&str],
+        query: &[(&str, &str)],
+        sink: &mut Sink,
+        continued: bool,
+    ) -> Result<(), ClientError> {
+        let format = query.iter().find(|(k, _)| *k == "format").map_or("", |(_, v)| *v);
+        let url = self.endpoint(at, query);
         let mut res = self.send(self.http.get(url)).await?;
         // The first line of a CSV is its header; nothing to skip in JSON Lines.
         let mut skipping = continued && format == "csv";

@@ -14,6 +14,7 @@ pub use self::args::ClientArgs;
 
 use self::args::{
     AiCommand, AiRunArgs, ClientCommand, ExportArgs, ExportFormat, LibraryCommand, ResultFormat, ResultOutput,
+    SearchArgs,
 };
 use self::exit::Exit;
 use self::http::{AiJobView, Api, JobView, QuoteView, view};
@@ -122,7 +123,30 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
             let job = if wait { wait_ai(&api, &id).await? } else { api.ai_job(&id).await? };
             output::print_json(&job)
         }
+        ClientCommand::Search(s) => search(&api, &s).await,
     }
+}
+
+/// `search`: every hit as JSON, or the service's export of them.
+async fn search(api: &Api, args: &SearchArgs) -> Result<(), ClientError> {
+    let dest = args.output.as_deref();
+    output::check_destination(dest)?;
+    let params = args.params();
+    let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let format = match args.format {
+        ExportFormat::Json => {
+            let hits = api.search(&params).await?;
+            let mut sink = Sink::open(dest)?;
+            output::write_json(&mut sink, &hits)?;
+            return sink.finish();
+        }
+        ExportFormat::Csv => "csv",
+        ExportFormat::Jsonl => "jsonl",
+        ExportFormat::Xlsx => "xlsx",
+    };
+    let mut sink = Sink::open(dest)?;
+    api.search_export(&params, format, &mut sink).await?;
+    sink.finish()
 }
 
 /// One post: its job, and with --wait its comments.
@@ -169,10 +193,9 @@ fn check_usage(command: &ClientCommand) -> Result<(), ClientError> {
                 "--format, --output and --output-dir need --wait (without it only the job ids are printed)",
             ))
         }
-        ClientCommand::Library(LibraryCommand::Export(e))
-            if e.format == ExportFormat::Xlsx
-                && e.output.as_deref().is_none_or(|p| p.as_os_str() == "-")
-                && std::io::stdout().is_terminal() =>
+        ClientCommand::Library(LibraryCommand::Export(ExportArgs { format: ExportFormat::Xlsx, output, .. }))
+        | ClientCommand::Search(SearchArgs { format: ExportFormat::Xlsx, output, .. })
+            if output.as_deref().is_none_or(|p| p.as_os_str() == "-") && std::io::stdout().is_terminal() =>
         {
             Err(ClientError::new(
                 Exit::Usage,
