@@ -1374,3 +1374,89 @@ async fn a_spike_in_a_browser() {
     driver.quit().await;
     app.stop().await;
 }
+
+/// The search of every kept comment, from the header's box: hits grouped by post and as one
+/// list, the matched words marked, a filter, a refusal said in words, and a hit opened in its
+/// post's thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver (installed by .ci/run); runs with --include-ignored"]
+async fn searching_every_kept_comment_in_a_browser() {
+    let app = spawn_app_with_sim(SimConfig::default(), |c| c.auth.token_cache_ms = 0).await;
+    let shots = Shots::from_env();
+    let base = app.base_url.clone();
+    let (driver, account) = signed_in_browser(&app, "search@example.com", 1_000).await;
+    let token = app.token(&account, "analyze:write").await;
+    let client = app.client(Some(&token));
+    let posts = [tiktok_post_id(TikTokScenario::Normal, 120), tiktok_post_id(TikTokScenario::Normal, 60)];
+    for id in posts {
+        client.collect(id).await;
+    }
+    let query = cova_analyzers::search::Query::parse("price").expect("a query");
+    let priced: Vec<(u64, String, bool)> = posts
+        .iter()
+        .flat_map(|id| {
+            let post = app.sim.expected_post(&id.to_string());
+            post.comments
+                .iter()
+                .flat_map(|c| std::iter::once((c, false)).chain(c.replies.iter().map(|r| (r, true))))
+                .filter(|(c, _)| !query.matches(&c.text, Some(&c.language)).is_empty())
+                .map(|(c, reply)| (*id, c.id.clone(), reply))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(priced.len() > 2, "the simulator's posts talk about prices");
+
+    // The header's box opens the search page with the words, grouped by post.
+    driver.goto(&format!("{base}/#/library")).await;
+    driver.fill("#nav-search-q", "Price").await;
+    driver.execute("document.getElementById('nav-search').requestSubmit();", serde_json::json!([])).await;
+    driver.wait_url("the search page", |u| u.contains("#/search?q=Price")).await;
+    let found = format!("{} comments found in your library.", priced.len());
+    driver.wait_text("#search-status", "the hits", |t| t == found).await;
+    assert_eq!(driver.count(".search-hit").await, priced.len());
+    let groups = priced.iter().map(|p| p.0).collect::<std::collections::BTreeSet<_>>().len();
+    assert_eq!(driver.count(".search-group").await, groups, "one group per post");
+    let marks = driver
+        .execute(
+            "return [...document.querySelectorAll('.search-hit')].map((li) => \
+               [...li.querySelectorAll('mark')].map((m) => m.textContent.toLowerCase()));",
+            serde_json::json!([]),
+        )
+        .await;
+    let marks: Vec<Vec<String>> = serde_json::from_value(marks).expect("marks");
+    assert!(marks.iter().all(|m| !m.is_empty() && m.iter().all(|w| w == "price")), "{marks:?}");
+    shots.take(&driver, "search").await;
+
+    // One list; then replies only.
+    driver.set_value("#search-group", "list").await;
+    assert_eq!(driver.count("#search-list .search-hit").await, priced.len());
+    driver.set_value("#search-replies", "only").await;
+    driver.click("#search-submit").await;
+    let replies = priced.iter().filter(|p| p.2).count();
+    assert!(replies > 0 && replies < priced.len(), "replies and comments talk about prices");
+    let said = format!(
+        "{} found in your library.",
+        if replies == 1 { "1 comment".to_owned() } else { format!("{replies} comments") }
+    );
+    driver.wait_text("#search-status", "replies only", |t| t == said).await;
+    assert_eq!(driver.count(".search-hit").await, replies);
+
+    // A filter the API would refuse is said in words, before anything is sent.
+    driver.set_value("#search-replies", "").await;
+    driver.fill("#search-language", "spanish").await;
+    driver.click("#search-submit").await;
+    driver.wait_text(".alert", "the refusal", |t| t.contains("two-letter code")).await;
+    driver.fill("#search-language", "").await;
+    driver.click("#search-submit").await;
+    driver.wait_text("#search-status", "all hits again", |t| t == found).await;
+
+    // A hit opens in its post's thread, marked there.
+    let first = driver.execute("return document.querySelector('.search-hit').dataset.id;", serde_json::json!([])).await;
+    let first = first.as_str().expect("a hit's id").to_owned();
+    driver.click(".search-hit .open-thread").await;
+    driver.wait_url("the post's page", |u| u.contains("#/analyze?") && u.contains(&first)).await;
+    let focused = driver.find(&format!(".comment.focused[data-id=\"{first}\"]")).await;
+    drop(focused);
+    driver.quit().await;
+    app.stop().await;
+}

@@ -19,7 +19,7 @@ function code(name) {
   if (!RULES.codes.includes(name)) throw new Error(`unknown error code ${name}`);
   return name;
 }
-const PRIVATE = new Set(["dashboard", "analyze", "jobs", "library", "creators", "ai", "alerts", "tokens", "billing"]);
+const PRIVATE = new Set(["dashboard", "analyze", "jobs", "library", "search", "creators", "ai", "alerts", "tokens", "billing"]);
 
 let session = null; // the /auth/session body, or null while signed out
 let csrfToken = "";
@@ -371,6 +371,7 @@ const ROUTES = {
   analyze: ["Analyze posts", viewAnalyze],
   jobs: ["Jobs", viewJobs],
   library: ["Library", viewLibrary],
+  search: ["Search comments", viewSearch],
   creators: ["Creators", viewCreators],
   ai: ["AI analysis", viewAi],
   alerts: ["Keywords and alerts", viewAlerts],
@@ -741,7 +742,7 @@ async function viewAnalyze(v, route) {
   const batchId = route.query.get("batch");
   if (jobId) await followJob(v, jobId, job, results);
   else if (batchId) await followBatch(v, batchId, batchBox);
-  else if (ref) await showSavedBreakdown(v, ref, results);
+  else if (ref) await showSavedBreakdown(v, ref, results, route.query.get("comment"));
 }
 
 // The limit of comments per post typed in `input`: null when empty, undefined when invalid.
@@ -1036,7 +1037,7 @@ function renderJobResult(v, job, results, entry) {
   }));
 }
 
-async function showSavedBreakdown(v, ref, results) {
+async function showSavedBreakdown(v, ref, results, focus) {
   const entry = await api("GET", `/analyses/${refPath(ref)}`);
   results.replaceChildren();
   if (entry.metadata) results.append(previewCard({ ...entry.metadata, ref: entry.ref }));
@@ -1051,6 +1052,7 @@ async function showSavedBreakdown(v, ref, results) {
   results.append(commentsPanel(entry.ref, entry.comments, {
     note: `${plural(c.comments, "comment")}: ${fmtNum(c.top_level)} top-level, ${fmtNum(c.replies)} replies, ${fmtNum(c.new)} new since the collection before. Kept until ${fmtDate(entry.expires_at)}.`,
     newSince: entry.last_scraped_at,
+    focus,
   }), history);
   fillEntryHistory(history, entry).catch((err) => showError(v, err));
   const spikes = spikeSettingsForm(v, { prefix: "post-spike", ref: entry.ref, what: "post" });
@@ -1152,7 +1154,7 @@ async function followBatch(v, id, box, first) {
 // without it, the library entry's. `newSince`: comments first seen at or after it are new.
 // The table draws only the rows in view (a post has up to 5,000 comments); each comment's sort
 // keys and search text are computed once, so sorting and filtering never re-read the JSON.
-function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, newSince } = {}) {
+function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, newSince, focus } = {}) {
   performance.mark("cova:comments-start");
   currentRef = ref ?? "";
   const flat = comments.flatMap((c) => [c, ...(c.replies ?? [])]);
@@ -1305,6 +1307,21 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
     h("p", { class: "buttons" }, extra, h("a", { href: hashFor("ai", { ref }), class: "button", text: "AI analysis" })),
     overTime, judging, count, list, gridWrap, more);
   redraw();
+  // A comment opened from the search: drawn (with the threads before it), marked and shown.
+  if (focus) {
+    list.hidden = false;
+    gridWrap.hidden = true;
+    const find = () => list.querySelector(`[data-id="${CSS.escape(focus)}"]`);
+    while (!find() && drawn < shown.length) drawMore();
+    const found = find();
+    if (found) {
+      found.classList.add("focused");
+      found.tabIndex = -1;
+      requestAnimationFrame(() => found.scrollIntoView({ block: "center" }));
+    } else {
+      count.textContent += " The comment you opened from the search is no longer among them: the post was collected again since.";
+    }
+  }
   return el;
 }
 
@@ -1582,6 +1599,205 @@ function commentRow(c, q, headers) {
     c.parent_id ? h("span", { class: "no-count", text: "—" }) : fmtNum(c.reply_count ?? 0),
     c.language ?? "—",
   ], { class: "comment-row", "data-id": c.id });
+}
+
+// ---------------------------------------------------------------- search
+
+// Text with every word of `words` marked (<mark>), case-insensitively, built from text nodes.
+function markedWords(text, words) {
+  const out = h("span", { class: "comment-body" });
+  const wanted = (words ?? []).map((w) => w.toLowerCase()).filter(Boolean);
+  if (!wanted.length) {
+    out.textContent = text;
+    return out;
+  }
+  const lower = text.toLowerCase();
+  let at = 0;
+  for (;;) {
+    let best = -1;
+    let len = 0;
+    for (const w of wanted) {
+      let i = lower.indexOf(w, at);
+      // Only where the text's own letters lower-case to the word (so the mark never shifts).
+      while (i >= 0 && text.slice(i, i + w.length).toLowerCase() !== w) i = lower.indexOf(w, i + 1);
+      if (i >= 0 && (best < 0 || i < best || (i === best && w.length > len))) {
+        best = i;
+        len = w.length;
+      }
+    }
+    if (best < 0) break;
+    out.append(text.slice(at, best), h("mark", { text: text.slice(best, best + len) }));
+    at = best + len;
+  }
+  out.append(text.slice(at));
+  return out;
+}
+
+// The search's parameters in the page's address (so a search can be bookmarked and shared).
+const SEARCH_FIELDS = ["q", "platform", "since", "until", "language", "sentiment", "min_likes", "replies", "media", "author", "sort"];
+
+// Every comment the account keeps, searched at once: the words, the filters, hits grouped by
+// post or as one list, the matched words marked, each a link to its place in the post's thread.
+async function viewSearch(v, route) {
+  const q = h("input", { id: "search-q", type: "search", autocomplete: "off", maxlength: String(LIMITS.search_chars), placeholder: "refund, \"free shipping\", #sneakers, 🔥" });
+  const choice = (id, any, options) => h("select", { id }, h("option", { value: "", text: any }),
+    options.map(([value, text]) => h("option", { value, text })));
+  const platform = choice("search-platform", "Any platform", Object.entries(PLATFORM_NAMES));
+  const since = h("input", { id: "search-since", type: "date" });
+  const until = h("input", { id: "search-until", type: "date" });
+  const language = h("input", { id: "search-language", type: "text", autocomplete: "off", maxlength: "3", placeholder: "en, es, de…" });
+  const sentiment = choice("search-sentiment", "Any sentiment", [["positive", "Positive"], ["neutral", "Neutral"], ["negative", "Negative"]]);
+  const minLikes = h("input", { id: "search-min-likes", type: "text", inputmode: "numeric", autocomplete: "off", placeholder: "0" });
+  const replies = choice("search-replies", "Both", [["exclude", "Top-level comments only"], ["only", "Replies only"]]);
+  const media = choice("search-media", "Any", [["true", "With images"], ["false", "Without images"]]);
+  const author = h("input", { id: "search-author", type: "text", autocomplete: "off", placeholder: "@handle" });
+  const sort = h("select", { id: "search-sort" }, [["relevance", "Best match"], ["newest", "Newest"], ["likes", "Most liked"]]
+    .map(([value, text]) => h("option", { value, text })));
+  const group = h("select", { id: "search-group" }, h("option", { value: "post", text: "By post" }), h("option", { value: "list", text: "One list" }));
+  group.value = localStorage.getItem("cova.searchGroup") === "list" ? "list" : "post";
+  const status = statusEl("search-status");
+  const hitsBox = h("div", { id: "search-hits", "aria-live": "polite" });
+  const more = h("button", { id: "search-more", type: "button", hidden: true, text: "Show more" });
+  const exportBox = h("div", { id: "search-export", class: "buttons", hidden: true });
+
+  // The form's values as the API's parameters; a value the API would refuse is said in words.
+  const params = () => {
+    const p = new URLSearchParams();
+    const text = q.value.trim();
+    if (!text) throw { detail: "Type the words to search for." };
+    p.set("q", text);
+    if (platform.value) p.set("platform", platform.value);
+    // Dates are whole days in the browser's time zone: from the start of `since` to the end of `until`.
+    if (since.value) p.set("since", new Date(`${since.value}T00:00:00`).toISOString());
+    if (until.value) p.set("until", new Date(new Date(`${until.value}T00:00:00`).getTime() + 86_400_000).toISOString());
+    if (since.value && until.value && since.value > until.value) throw { detail: "The first day comes after the last one: swap them." };
+    const lang = language.value.trim().toLowerCase();
+    if (lang) {
+      if (!/^([a-z]{2}|und)$/.test(lang)) throw { detail: "A language is a two-letter code, such as en, es or de." };
+      p.set("language", lang);
+    }
+    if (sentiment.value) p.set("sentiment", sentiment.value);
+    const likes = minLikes.value.trim();
+    if (likes) {
+      if (!/^\d{1,15}$/.test(likes)) throw { detail: "The fewest likes must be a whole number, such as 10." };
+      p.set("min_likes", likes);
+    }
+    if (replies.value) p.set("replies", replies.value);
+    if (media.value) p.set("media", media.value);
+    const who = author.value.trim().replace(/^@/, "");
+    if (who) p.set("author", who);
+    if (sort.value !== "relevance") p.set("sort", sort.value);
+    return p;
+  };
+
+  let hits = [];
+  let cursor = null;
+  let asked = null;
+  const draw = () => {
+    if (!hits.length) {
+      hitsBox.replaceChildren(h("p", { class: "muted", text: "No kept comment matches. Try fewer words or filters; only the posts in your library, while their comments are kept, are searched." }));
+      return;
+    }
+    const hitItem = (hit, withPost) => {
+      const c = hit.comment;
+      const a = c.author ?? {};
+      return h("li", { class: c.parent_id ? "comment reply search-hit" : "comment search-hit", "data-id": c.id },
+        h("div", { class: "comment-head" },
+          thumb(a.avatar, "", "avatar"),
+          h("span", { class: "comment-author", text: authorName(a) }),
+          timeEl(c.created_at)),
+        h("p", { class: "comment-text" }, c.parent_id && h("span", { class: "muted", text: "↳ reply: " }), markedWords(c.text ?? "", hit.matches)),
+        commentImages(c),
+        h("div", { class: "comment-meta" },
+          h("span", { class: "likes", text: plural(c.likes ?? 0, "like") }),
+          c.language && h("span", { class: "muted", text: c.language }),
+          h("a", { class: "open-thread", href: hashFor("analyze", { ref: hit.post.ref, comment: c.id }), text: "Open in its thread" })),
+        withPost && h("p", { class: "post-line muted" }, `${platformName(hit.post.platform)} · `, postLink(hit.post)));
+    };
+    if (group.value === "list") {
+      hitsBox.replaceChildren(h("ul", { class: "comments", id: "search-list" }, hits.map((hit) => hitItem(hit, true))));
+      return;
+    }
+    const byPost = new Map();
+    for (const hit of hits) {
+      if (!byPost.has(hit.post.ref)) byPost.set(hit.post.ref, { post: hit.post, hits: [] });
+      byPost.get(hit.post.ref).hits.push(hit);
+    }
+    hitsBox.replaceChildren(...[...byPost.values()].map(({ post, hits: its }) =>
+      h("section", { class: "search-group", "data-ref": post.ref },
+        h("h3", {}, postLink(post)),
+        h("p", { class: "muted", text: `${platformName(post.platform)}${post.author ? ` · @${post.author}` : ""} · ${plural(its.length, "comment")} found here` }),
+        h("ul", { class: "comments" }, its.map((hit) => hitItem(hit, false))))));
+  };
+  const postLink = (post) => h("a", { href: hashFor("analyze", { ref: post.ref }), text: post.title || post.ref });
+
+  const run = async (btn) => {
+    let p;
+    try {
+      p = params();
+    } catch (err) {
+      showError(v, err);
+      return;
+    }
+    asked = p;
+    history.replaceState(null, "", `#/search?${p}`);
+    await busy(v, btn, async () => {
+      const page = await api("GET", `/comments/search?${p}&limit=${LIMITS.search_page}`);
+      hits = page.items;
+      cursor = page.next_cursor;
+      status.textContent = hits.length
+        ? `${plural(hits.length, "comment")}${cursor ? " so far" : ""} found in your library.`
+        : "";
+      more.hidden = !cursor;
+      for (const a of exportBox.querySelectorAll("a")) a.href = `${API}/comments/search/export?${p}&format=${a.dataset.format}`;
+      exportBox.hidden = !hits.length;
+      draw();
+    });
+  };
+  more.addEventListener("click", () => busy(v, more, async () => {
+    const page = await api("GET", `/comments/search?${asked}&limit=${LIMITS.search_page}&cursor=${encodeURIComponent(cursor)}`);
+    hits = hits.concat(page.items);
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    status.textContent = `${plural(hits.length, "comment")}${cursor ? " so far" : ""} found in your library.`;
+    draw();
+  }));
+  group.addEventListener("change", () => {
+    localStorage.setItem("cova.searchGroup", group.value);
+    draw();
+  });
+  exportBox.append(h("span", { class: "label", text: "Download what it finds:" }),
+    ...["csv", "jsonl", "xlsx"].map((fmt) => h("a", { id: `search-export-${fmt}`, class: "button small", download: "", "data-format": fmt, text: fmt === "jsonl" ? "JSON Lines" : fmt.toUpperCase() })));
+
+  const f = form("search-form", [
+    fieldRow("Words", q, "Every word must be in a comment, in any of its forms (refunds finds refund); \"quotes\" keep a phrase together; emoji and #hashtags count as words."),
+    h("div", { class: "toolbar" },
+      fieldRow("Platform", platform), fieldRow("From", since), fieldRow("To", until),
+      fieldRow("Language", language), fieldRow("Sentiment", sentiment), fieldRow("At least this many likes", minLikes),
+      fieldRow("Comments", replies), fieldRow("Images", media), fieldRow("Author", author), fieldRow("Order", sort)),
+    h("div", { class: "buttons" }, h("button", { id: "search-submit", type: "submit", class: "primary", text: "Search" })),
+  ], run);
+  v.add(card(null, f), card("Found", h("div", { class: "toolbar" }, fieldRow("Show", group)), status, exportBox, hitsBox, more));
+
+  // A search in the address (from the header's box, a bookmark or a shared link) runs at once.
+  const initial = route.query;
+  if (initial.get("q")) {
+    q.value = initial.get("q");
+    platform.value = initial.get("platform") ?? "";
+    const day = (iso, back) => (iso ? new Date(Date.parse(iso) - back).toLocaleDateString("en-CA") : "");
+    since.value = day(initial.get("since"), 0);
+    until.value = day(initial.get("until"), 86_400_000);
+    language.value = initial.get("language") ?? "";
+    sentiment.value = initial.get("sentiment") ?? "";
+    minLikes.value = initial.get("min_likes") ?? "";
+    replies.value = initial.get("replies") ?? "";
+    media.value = initial.get("media") ?? "";
+    author.value = initial.get("author") ?? "";
+    sort.value = initial.get("sort") ?? "relevance";
+    await run(document.getElementById("search-submit"));
+  } else {
+    q.focus();
+  }
 }
 
 // ---------------------------------------------------------------- jobs
@@ -2545,6 +2761,15 @@ async function waitForCheckout(v, id, loadPurchases, loadBalance) {
 
 async function init() {
   document.getElementById("nav-logout").addEventListener("click", logout);
+  // The header's search box searches every kept comment (the search page, with its filters).
+  document.getElementById("nav-search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const box = document.getElementById("nav-search-q");
+    const words = box.value.trim();
+    if (!words) return box.focus();
+    box.value = "";
+    go(`#/search?${new URLSearchParams({ q: words })}`);
+  });
   // The skip link targets an element, not a route: move focus without touching the hash.
   document.querySelector(".skip-link")?.addEventListener("click", (event) => {
     event.preventDefault();

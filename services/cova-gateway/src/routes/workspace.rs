@@ -76,6 +76,8 @@ fn served_script() -> &'static str {
                 "batch_urls": limits::MAX_BATCH_URLS,
                 "comments_per_post": limits::MAX_COMMENTS_PER_POST,
                 "creator_interval_min": [limits::CREATOR_INTERVAL_MIN.start(), limits::CREATOR_INTERVAL_MIN.end()],
+                "search_chars": cova_analyzers::search::MAX_QUERY_CHARS,
+                "search_page": limits::SEARCH_PAGE_MAX,
             },
         });
         let declared = format!("\"use strict\";\nconst RULES = Object.freeze({rules});\n");
