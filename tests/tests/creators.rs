@@ -316,6 +316,20 @@ async fn a_keyword_alert_on_a_found_post_names_the_creator() {
     })
     .await;
     assert!(listed.iter().all(|a| a.get("creator").is_none()), "{listed:?}");
+    // The search by creator finds the comments of the creator's posts alone.
+    let all = client.search(&[("q", "price"), ("limit", "100")]).await.ok();
+    let posts = |page: &Value| -> std::collections::BTreeSet<String> {
+        page["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| h["post"]["ref"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert!(posts(&all).contains(&by_hand_ref) && posts(&all).len() == 2, "{:?}", posts(&all));
+    let theirs = client.search(&[("q", "price"), ("limit", "100"), ("creator", BRAND_REF)]).await.ok();
+    assert_eq!(posts(&theirs).len(), 1, "{:?}", posts(&theirs));
+    assert!(!posts(&theirs).contains(&by_hand_ref));
     app.stop().await;
 }
 
