@@ -51,6 +51,8 @@ mod purge;
 mod results;
 #[path = "suite/scheduler.rs"]
 mod scheduler;
+#[path = "suite/search.rs"]
+mod search;
 #[path = "suite/spikes.rs"]
 mod spikes;
 #[path = "suite/workspace.rs"]
@@ -430,6 +432,7 @@ fn main() {
                 "workspace" => workspace::run(&mut report).await,
                 "spikes" => spikes::run(&mut report, &real).await,
                 "analyzer" => ai::analyzer_quality(&mut report, &post_texts().await).await,
+                "search" => search::run(&mut report, &real, &post_texts().await).await,
                 "export" => export::run(&mut report).await,
                 "collect" => collect::run(&mut report).await,
                 "instagram" => instagram::run(&mut report).await,
@@ -441,7 +444,7 @@ fn main() {
                 "scheduler" => scheduler::run(&mut report, &real).await,
                 "gateway" => gateway::run(&mut report, &real).await,
                 other => panic!(
-                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes`, `analyzer`, `instagram` and `pace`"
+                    "COVA_BENCH_ONLY={other}: the sections run alone are `gateway`, `collect`, `media`, `export`, `scheduler`, `purge`, `fleet`, `ai`, `delivery`, `workspace`, `spikes`, `analyzer`, `search`, `instagram` and `pace`"
                 ),
             }
         });
@@ -463,6 +466,7 @@ fn main() {
         delivery::keyword_matching(&mut report, &texts);
         spikes::run(&mut report, &real).await;
         ai::analyzer_quality(&mut report, &texts).await;
+        search::run(&mut report, &real, &texts).await;
         delivery::delivery_throughput(&mut report).await;
 
         if real.reachable() {
