@@ -478,6 +478,29 @@ def main() -> int:
             call(op("library", "export_analysis"), tiktok_ref(DAY_POST), format_=fmt_enum), fmt, at_least
         )
 
+    def search():
+        # The words of the keywords, found in the post kept in the library, with their post.
+        page = expect(
+            call(op("library", "search_comments"), q="price", ref=[tiktok_ref(DAY_POST)], limit=100),
+            "CommentSearchPage",
+        )
+        if not page.items:
+            raise Failure("no comment of the day's post says `price`")
+        for hit in page.items:
+            if hit.post.ref != tiktok_ref(DAY_POST) or "price" not in hit.matches:
+                raise Failure(f"hit {hit.comment.id}: post {hit.post.ref}, matches {hit.matches}")
+        s["priced"] = len(page.items)
+        return f"CommentSearchPage of {len(page.items)} hits"
+
+    def search_export(fmt: str):
+        fmt_enum = getattr(model("ExportCommentSearchFormat"), fmt.upper())
+        at_least = s.get("priced", 1)
+        return check_export(
+            call(op("library", "export_comment_search"), q="price", ref=[tiktok_ref(DAY_POST)], format_=fmt_enum),
+            fmt,
+            at_least,
+        )
+
     def batch_preview():
         body = model("BatchBody")(urls=[tiktok_url(n) for n in BATCH_POSTS])
         p = expect(call(op("analyze", "preview_batch"), body=body), "BatchPreview")
@@ -713,6 +736,9 @@ def main() -> int:
     day.step("library: refresh", library_refresh)
     for fmt in ("csv", "jsonl", "xlsx"):
         day.step(f"library: export as {fmt}", library_export, fmt)
+    day.step("search: every kept comment", search)
+    for fmt in ("csv", "jsonl", "xlsx"):
+        day.step(f"search: export as {fmt}", search_export, fmt)
     day.step("batch: preview", batch_preview)
     day.step("batch: run to the end", batch_run)
     day.step("batch: cancel", batch_cancel)
