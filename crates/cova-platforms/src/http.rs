@@ -121,7 +121,9 @@ impl Retry<'_> {
             // What to change (proxies, cookies, a signer) is for the operator, in the log.
             tracing::warn!(what = %what, detail = %detail, attempts = allowed,
                 "the platform kept blocking cova's requests; configure proxies, cookies or a signer");
-            PlatformError::Parse(format!("The platform kept turning cova's requests away ({what}); try again later."))
+            PlatformError::Parse(format!(
+                "cova could not read the {what}: the platform kept turning its requests away. Try again later."
+            ))
         } else {
             PlatformError::Unavailable(format!("{what}: {detail} after {allowed} attempts; retry later"))
         }))

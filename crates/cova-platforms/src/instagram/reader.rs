@@ -134,7 +134,7 @@ impl Reader {
     /// `missing` is the error of a page that does not exist.
     async fn open_page(&self, path: &str, missing: &(dyn Fn() -> PlatformError + Sync)) -> Result<(), PlatformError> {
         let url = self.url(path);
-        let mut retry = self.http.retry("an Instagram page");
+        let mut retry = self.http.retry("Instagram page");
         loop {
             let attempt = match self.http.send(&Request::get(url.clone())).await {
                 Attempt::Done(resp) => {
@@ -440,7 +440,7 @@ impl Reader {
     pub async fn resolve_share(&self, path: &str, max_redirects: u32) -> Result<String, PlatformError> {
         let mut url = self.url(path);
         for _ in 0..=max_redirects {
-            let mut retry = self.http.retry("an Instagram share link");
+            let mut retry = self.http.retry("Instagram share link");
             let resp = loop {
                 if let Some(r) = retry.next(self.http.send(&Request::get(url.clone())).await).await {
                     break r?;
