@@ -38,7 +38,7 @@ fmt:
 
 ## bench: release-mode benchmarks, printed and written to bench/results.md; the load comes
 ## from wrk in its own process (Debian's wrk package)
-## (COVA_BENCH_ONLY=gateway|collect|media|export|scheduler|purge|fleet|ai|delivery|workspace|spikes|instagram|pace re-runs one section and replaces its rows;
+## (COVA_BENCH_ONLY=gateway|collect|media|export|scheduler|purge|fleet|ai|delivery|workspace|spikes|analyzer|search|instagram|pace re-runs one section and replaces its rows;
 ## workspace drives Debian's chromium and chromium-driver)
 bench:
 	$(CARGO) bench -p cova --bench suite
