@@ -122,7 +122,7 @@ impl Retry<'_> {
             tracing::warn!(what = %what, detail = %detail, attempts = allowed,
                 "the platform kept blocking cova's requests; configure proxies, cookies or a signer");
             PlatformError::Parse(format!(
-                "cova could not read the {what}: the platform kept turning its requests away. Try again later."
+                "The platform kept turning cova's requests away when it read the {what}; try again later."
             ))
         } else {
             PlatformError::Unavailable(format!("{what}: {detail} after {allowed} attempts; retry later"))
