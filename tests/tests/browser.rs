@@ -1450,13 +1450,16 @@ async fn searching_every_kept_comment_in_a_browser() {
     driver.click("#search-submit").await;
     driver.wait_text("#search-status", "all hits again", |t| t == found).await;
 
-    // A hit opens in its post's thread, marked there.
+    // A hit opens in its post's thread, marked there, even for a reader of the table view.
+    driver.execute("localStorage.setItem('cova.commentsView', 'table');", serde_json::json!([])).await;
     let first = driver.execute("return document.querySelector('.search-hit').dataset.id;", serde_json::json!([])).await;
     let first = first.as_str().expect("a hit's id").to_owned();
     driver.click(".search-hit .open-thread").await;
     driver.wait_url("the post's page", |u| u.contains("#/analyze?") && u.contains(&first)).await;
     let focused = driver.find(&format!(".comment.focused[data-id=\"{first}\"]")).await;
     drop(focused);
+    let kept = driver.execute("return localStorage.getItem('cova.commentsView');", serde_json::json!([])).await;
+    assert_eq!(kept, "table", "the reader's own view stays saved");
     driver.quit().await;
     app.stop().await;
 }

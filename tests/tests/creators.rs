@@ -330,6 +330,12 @@ async fn a_keyword_alert_on_a_found_post_names_the_creator() {
     let theirs = client.search(&[("q", "price"), ("limit", "100"), ("creator", BRAND_REF)]).await.ok();
     assert_eq!(posts(&theirs).len(), 1, "{:?}", posts(&theirs));
     assert!(!posts(&theirs).contains(&by_hand_ref));
+    // A creator no longer followed: its filter finds nothing (its posts stay in the library).
+    let (status, _) = call(&client, Method::DELETE, &format!("/api/v1/creators/{BRAND_REF}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let gone = client.search(&[("q", "price"), ("limit", "100"), ("creator", BRAND_REF)]).await.ok();
+    assert_eq!(gone["items"], json!([]));
+    assert_eq!(posts(&client.search(&[("q", "price"), ("limit", "100")]).await.ok()).len(), 2);
     app.stop().await;
 }
 

@@ -256,3 +256,35 @@ async fn bad_input_is_told_and_no_query_is_a_server_error() {
     }
     app.stop().await;
 }
+
+/// A workspace session's analysis is not in the library until it is saved: the search finds its
+/// comments only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_analysis_is_searched_once_it_is_saved() {
+    let app = spawn_app().await;
+    let email = "finder@example.com";
+    let browser = cova_tests::workspace::signed_in(&app, email).await;
+    let account = cova_storage::repo::accounts::find_by_email(app.db(), email).await.expect("db").expect("account");
+    app.grant(&account, 1_000).await;
+    let id = tiktok_post_id(TikTokScenario::Normal, 30);
+    let (status, job) = browser
+        .call(Method::POST, "/api/v1/analyze", Some(serde_json::json!({"url": cova_tests::tiktok_url(id)})))
+        .await;
+    assert_eq!(status.as_u16(), 202, "{job}");
+    let path = format!("/api/v1/analyze/{}", job["job_id"].as_str().expect("job_id"));
+    cova_tests::eventually("the session's job completes", async || {
+        browser.call(Method::GET, &path, None).await.1["status"] == "complete"
+    })
+    .await;
+    let first = app.sim.expected_post(&id.to_string()).comments[0].text.clone();
+    let word: String = first.split_whitespace().find(|w| w.chars().all(char::is_alphabetic)).unwrap_or("x").to_owned();
+    let search = format!("/api/v1/comments/search?q={word}");
+    let (status, found) = browser.call(Method::GET, &search, None).await;
+    assert_eq!(status.as_u16(), 200, "{found}");
+    assert_eq!(found["items"], serde_json::json!([]), "not in the library: not searched");
+    let (status, saved) = browser.call(Method::POST, &format!("/api/v1/analyses/tiktok:{id}/save"), None).await;
+    assert_eq!(status.as_u16(), 200, "{saved}");
+    let (_, found) = browser.call(Method::GET, &search, None).await;
+    assert!(!found["items"].as_array().expect("items").is_empty(), "saved: found");
+    app.stop().await;
+}

@@ -1309,8 +1309,11 @@ function commentsPanel(ref, comments, { note, extra = [], exportHint, jobId, new
   redraw();
   // A comment opened from the search: drawn (with the threads before it), marked and shown.
   if (focus) {
-    list.hidden = false;
-    gridWrap.hidden = true;
+    // Threads show where the comment sits (the table view picked before stays the saved one).
+    if (mode.value === "table") {
+      mode.value = "threads";
+      redraw();
+    }
     const find = () => list.querySelector(`[data-id="${CSS.escape(focus)}"]`);
     while (!find() && drawn < shown.length) drawMore();
     const found = find();
@@ -1669,7 +1672,10 @@ async function viewSearch(v, route) {
     if (platform.value) p.set("platform", platform.value);
     // Dates are whole days in the browser's time zone: from the start of `since` to the end of `until`.
     if (since.value) p.set("since", new Date(`${since.value}T00:00:00`).toISOString());
-    if (until.value) p.set("until", new Date(new Date(`${until.value}T00:00:00`).getTime() + 86_400_000).toISOString());
+    if (until.value) {
+      const [y, m, d] = until.value.split("-").map(Number);
+      p.set("until", new Date(y, m - 1, d + 1).toISOString()); // the next midnight, whatever the day's length
+    }
     if (since.value && until.value && since.value > until.value) throw { detail: "The first day comes after the last one: swap them." };
     const lang = language.value.trim().toLowerCase();
     if (lang) {
@@ -1784,9 +1790,16 @@ async function viewSearch(v, route) {
   if (initial.get("q")) {
     q.value = initial.get("q");
     platform.value = initial.get("platform") ?? "";
-    const day = (iso, back) => (iso ? new Date(Date.parse(iso) - back).toLocaleDateString("en-CA") : "");
+    // A day as the date field writes it (YYYY-MM-DD), on the reader's clock; `until` is the
+    // midnight after the last day.
+    const day = (iso, back) => {
+      if (!iso) return "";
+      const t = new Date(Date.parse(iso));
+      t.setDate(t.getDate() - back);
+      return `${t.getFullYear()}-${String(t.getMonth() + 1).padStart(2, "0")}-${String(t.getDate()).padStart(2, "0")}`;
+    };
     since.value = day(initial.get("since"), 0);
-    until.value = day(initial.get("until"), 86_400_000);
+    until.value = day(initial.get("until"), 1);
     language.value = initial.get("language") ?? "";
     sentiment.value = initial.get("sentiment") ?? "";
     minLikes.value = initial.get("min_likes") ?? "";

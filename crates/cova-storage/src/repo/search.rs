@@ -82,16 +82,19 @@ struct Found {
     language: Option<String>,
 }
 
-/// The account's posts a search looks in: the scrape of each ready entry that passes the post
-/// filters. `json_each` and `jsonb_array_elements_text` read the refs as one JSON array.
+/// The account's posts a search looks in: the scrape of each ready entry of its library (saved:
+/// not a workspace session's unsaved analysis) that passes the post filters; a creator filter
+/// names a creator the account still follows. `json_each` and `jsonb_array_elements_text` read the refs as one JSON array.
 fn posts_sql(postgres: bool) -> String {
     let refs =
         if postgres { "SELECT jsonb_array_elements_text(CAST(? AS jsonb))" } else { "SELECT value FROM json_each(?)" };
     let ready = cova_domain::AnalysisStatus::Ready.as_str();
     format!(
         "SELECT a.last_job_id FROM analyses a WHERE a.account_id = ? AND a.status = '{ready}' \
-         AND a.last_job_id IS NOT NULL AND (? IS NULL OR a.platform = ?) \
-         AND (? = '[]' OR a.ref IN ({refs})) AND (? IS NULL OR a.creator_ref = ?)"
+         AND a.saved_at IS NOT NULL AND a.last_job_id IS NOT NULL AND (? IS NULL OR a.platform = ?) \
+         AND (? = '[]' OR a.ref IN ({refs})) \
+         AND (? IS NULL OR (a.creator_ref = ? AND EXISTS (SELECT 1 FROM creators f \
+              WHERE f.account_id = a.account_id AND f.ref = a.creator_ref)))"
     )
 }
 
@@ -104,7 +107,8 @@ const COMMENT_FILTERS: &str = "(? IS NULL OR c.posted_at >= ?) AND (? IS NULL OR
 const COLUMNS: &str = "c.job_id, c.comment_id, c.parent_id, c.body, c.first_seen_at, c.language";
 
 /// A page of the account's comments that match `words` and `filter`, in `order`, skipping
-/// `offset` hits.
+/// `offset` hits, and how many rows the page read: a hit whose post a refresh replaced between
+/// the two reads is left out, but the page still counts it, so that paging goes on.
 pub async fn comments(
     db: &Db,
     account_id: &str,
@@ -112,7 +116,7 @@ pub async fn comments(
     filter: &Filter,
     order: Order,
     (offset, limit): (i64, i64),
-) -> Result<Vec<Hit>> {
+) -> Result<(Vec<Hit>, usize)> {
     let mut conn = db.conn().await?;
     let tx = &mut conn.tx();
     let postgres = tx.is_postgres();
@@ -130,7 +134,12 @@ pub async fn comments(
             "bm25(comment_terms)".to_owned(),
         )
     };
-    let ties = "c.posted_at DESC, c.job_id, c.comment_id";
+    // Ids compared byte by byte on both databases, so that ties come in the same order.
+    let ties = if postgres {
+        "c.posted_at DESC, c.job_id COLLATE \"C\", c.comment_id COLLATE \"C\""
+    } else {
+        "c.posted_at DESC, c.job_id, c.comment_id"
+    };
     let order_by = match order {
         Order::Relevance => format!("{rank}, {ties}"),
         Order::Newest => ties.to_owned(),
@@ -175,8 +184,9 @@ pub async fn comments(
     } else {
         tx.load(query.bind::<BigInt, _>(limit).bind::<BigInt, _>(offset)).await?
     };
+    let read = found.len();
     if found.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let mut jobs: Vec<&str> = found.iter().map(|f| f.job_id.as_str()).collect();
     jobs.sort_unstable();
@@ -189,7 +199,7 @@ pub async fn comments(
                 .select((analyses::last_job_id, analyses::ref_, analyses::platform, analyses::url, analyses::metadata)),
         )
         .await?;
-    Ok(found
+    let hits = found
         .into_iter()
         .filter_map(|f| {
             let (_, r#ref, platform, url, metadata) =
@@ -206,5 +216,6 @@ pub async fn comments(
                 language: f.language,
             })
         })
-        .collect())
+        .collect();
+    Ok((hits, read))
 }

@@ -118,7 +118,7 @@ async fn timed(db: &Db, q: &str, filter: &Filter) -> (Duration, Duration, usize)
     let mut found = 0;
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        let hits = search::comments(db, "acct-s", words, filter, Order::Relevance, (0, 20)).await.expect("search");
+        let (hits, _) = search::comments(db, "acct-s", words, filter, Order::Relevance, (0, 20)).await.expect("search");
         times.push(started.elapsed());
         found = hits.len();
     }

@@ -124,7 +124,8 @@ fn parse_when(raw: &str) -> Result<String, String> {
     if cova_domain::time::parse_rfc3339(raw).is_some() {
         return Ok(raw.to_owned());
     }
-    let (number, unit) = raw.split_at(raw.len().saturating_sub(1));
+    let unit_at = raw.char_indices().last().map_or(0, |(i, _)| i);
+    let (number, unit) = raw.split_at(unit_at);
     let minutes: i64 = match (number.parse::<i64>(), unit) {
         (Ok(n), "m") if n >= 0 => n,
         (Ok(n), "h") if n >= 0 => n.saturating_mul(60),

@@ -112,7 +112,15 @@ fn asked(query_string: &str, asking: Asking) -> Result<Asked, ApiError> {
     if refs.len() > SEARCH_MAX_REFS {
         return Err(ApiError::validation(format!("At most {SEARCH_MAX_REFS} `ref` parameters; search fewer posts.")));
     }
-    let creator = get("creator").map(super::creators::parse_ref).transpose()?;
+    let creator = get("creator")
+        .map(|c| {
+            super::creators::parse_ref(c).map_err(|_| {
+                ApiError::validation(
+                    "`creator` must be a creator ref such as tiktok:user:<id>, youtube:channel:UC… or instagram:user:<id>, as GET /api/v1/creators shows it.",
+                )
+            })
+        })
+        .transpose()?;
     let time = |name: &str| -> Result<Option<i64>, ApiError> {
         get(name)
             .map(|v| {
@@ -224,7 +232,7 @@ pub async fn search(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
     let tsquery = asked.query.tsquery();
     let words = Words { fts5: &fts5, tsquery: &tsquery };
     let limit = asked.limit.min(SEARCH_MAX_DEPTH - asked.offset);
-    let hits = search::comments(
+    let (hits, read) = search::comments(
         &state.backends.db,
         &principal.account_id,
         words,
@@ -234,9 +242,9 @@ pub async fn search(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
     )
     .await
     .map_err(|e| meter.fail(backend_errors::storage(e)))?;
-    let next = asked.offset + hits.len() as i64;
+    let next = asked.offset + read as i64;
     let next_cursor =
-        (hits.len() as i64 == limit && next < SEARCH_MAX_DEPTH).then(|| encode_cursor(&asked.fingerprint, next));
+        (read as i64 == limit && next < SEARCH_MAX_DEPTH).then(|| encode_cursor(&asked.fingerprint, next));
     let items: Vec<Value> = hits.iter().map(|h| item(h, &asked.query)).collect();
     Ok(meter.json(HttpResponse::Ok(), &json!({"items": items, "next_cursor": next_cursor})))
 }
@@ -277,8 +285,8 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
                 if offset >= SEARCH_MAX_DEPTH {
                     return Ok(None);
                 }
-                let lines = search.lines(offset).await?;
-                offset = if (lines.len() as i64) < EXPORT_CHUNK { SEARCH_MAX_DEPTH } else { offset + EXPORT_CHUNK };
+                let (lines, read) = search.lines(offset).await?;
+                offset = if (read as i64) < EXPORT_CHUNK { SEARCH_MAX_DEPTH } else { offset + EXPORT_CHUNK };
                 Ok(Some(lines))
             })
             .await
@@ -293,7 +301,7 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
                 async move {
                     let offset = offset?;
                     match search.lines(offset).await {
-                        Ok(lines) => {
+                        Ok((lines, read)) => {
                             let mut out = Vec::new();
                             for (i, line) in lines.iter().enumerate() {
                                 out.extend_from_slice(&encode(
@@ -307,7 +315,7 @@ pub async fn export(req: HttpRequest, state: web::Data<AppState>) -> HttpResult 
                                 out.extend_from_slice(&encode(&[], true, &super::export::Posted::default().post()));
                             }
                             let next = offset + EXPORT_CHUNK;
-                            let more = lines.len() as i64 == EXPORT_CHUNK && next < SEARCH_MAX_DEPTH;
+                            let more = read as i64 == EXPORT_CHUNK && next < SEARCH_MAX_DEPTH;
                             Some((Ok(actix_web::web::Bytes::from(out)), more.then_some(next)))
                         }
                         Err(e) => {
@@ -335,14 +343,15 @@ struct Search {
 }
 
 impl Search {
-    /// The hits from `offset` on, as rows of a download.
-    async fn lines(&self, offset: i64) -> Result<Vec<Line>, ApiError> {
+    /// The hits from `offset` on, as rows of a download, and how many rows were read.
+    async fn lines(&self, offset: i64) -> Result<(Vec<Line>, usize), ApiError> {
         let words = Words { fts5: &self.fts5, tsquery: &self.tsquery };
-        let hits = search::comments(&self.db, &self.account, words, &self.filter, self.order, (offset, EXPORT_CHUNK))
-            .await
-            .map_err(backend_errors::storage)?;
+        let (hits, read) =
+            search::comments(&self.db, &self.account, words, &self.filter, self.order, (offset, EXPORT_CHUNK))
+                .await
+                .map_err(backend_errors::storage)?;
         let mut posts: Vec<std::sync::Arc<Posted>> = Vec::new();
-        Ok(hits
+        let lines = hits
             .into_iter()
             .enumerate()
             .map(|(i, hit)| {
@@ -370,7 +379,8 @@ impl Search {
                 };
                 Line { row, post }
             })
-            .collect())
+            .collect::<Vec<_>>();
+        Ok((lines, read))
     }
 }
 
