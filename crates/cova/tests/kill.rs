@@ -124,6 +124,7 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
             let _ = q.teardown().await;
         }
     }
+    procs.forget_keys().await;
     sim.stop().await;
     let _ = db.drop_database().await;
 }

@@ -197,7 +197,10 @@ async fn cleanup(run: Running) {
             let _ = q.teardown().await;
         }
     }
+    // The processes stop first (dropping `run` kills them), so that none writes a key after.
+    let keys = Cova { vars: run.cova.vars.clone() };
     drop(run);
+    keys.forget_keys().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

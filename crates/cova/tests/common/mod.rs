@@ -41,6 +41,14 @@ impl Cova {
         Self { vars }
     }
 
+    /// Deletes the keys these processes left under their prefix on a shared Redis (results and
+    /// counts live for days there); nothing to do on the in-process cache.
+    pub async fn forget_keys(&self) {
+        let var = |name: &str| self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let (Some(url), Some(prefix)) = (var("COVA_CACHE__URL"), var("COVA_CACHE__PREFIX")) else { return };
+        cova_tests::forget_keys(&cova_config::CacheConfig { url, prefix, ..Default::default() }).await;
+    }
+
     /// A process on the test database at `database_url` that reads TikTok from the simulator at
     /// `sim_url` at no pace, its cache and queue keys under `prefix` (on the shared Redis when
     /// `COVA_TEST_CACHE_URL` is set), listening on a port of its own; plus `extra` settings.
