@@ -215,10 +215,19 @@ pub async fn spawn_app_on(
 /// composition root as `cova serve`.
 /// Every role on a clock the test moves, starting at `start` (RFC 3339).
 pub async fn spawn_on_clock(start: &str, adjust: impl FnOnce(&mut Config)) -> (TestApp, cova_domain::ManualClock) {
+    spawn_on_clock_with(TestDatabase::create().await, start, adjust).await
+}
+
+/// [`spawn_on_clock`] on a given database.
+pub async fn spawn_on_clock_with(
+    database: TestDatabase,
+    start: &str,
+    adjust: impl FnOnce(&mut Config),
+) -> (TestApp, cova_domain::ManualClock) {
     let clock =
         cova_domain::ManualClock::starting_at(cova_domain::time::parse_rfc3339(start).expect("an RFC 3339 time"));
     let app = spawn_stack(
-        TestDatabase::create().await,
+        database,
         cova_sim::SimConfig::default(),
         |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
         adjust,

@@ -33,21 +33,13 @@ impl On<'_> {
         match self {
             On::Embedded => cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", fast).await,
             On::Real(real) => {
-                let clock = cova_domain::ManualClock::starting_at(
-                    cova_domain::time::parse_rfc3339("2026-06-01T00:00:00Z").expect("a time"),
-                );
-                let app = cova_tests::spawn_stack(
-                    cova_tests::TestDatabase::postgres(&real.database).await,
-                    cova_sim::SimConfig::default(),
-                    |b| b.roles(cova_app::Role::ALL).clock(clock.clock()),
-                    |c| {
-                        fast(c);
-                        c.cache.url = real.cache.clone();
-                        c.queue.url = real.queue.clone();
-                    },
-                )
-                .await;
-                (app, clock)
+                let database = cova_tests::TestDatabase::postgres(&real.database).await;
+                cova_tests::spawn_on_clock_with(database, "2026-06-01T00:00:00Z", |c| {
+                    fast(c);
+                    c.cache.url = real.cache.clone();
+                    c.queue.url = real.queue.clone();
+                })
+                .await
             }
         }
     }

@@ -124,15 +124,21 @@ impl Api {
 
     /// `GET /api/v1/analyses/saved`, every page: `{"items": [...], "next_cursor": null}`.
     pub async fn library(&self, filters: &[(&str, &str)]) -> Result<Value, ClientError> {
+        self.every_item(&["analyses", "saved"], filters).await
+    }
+
+    /// Every page of a cursor-paged list (100 items a request), joined:
+    /// `{"items": [...], "next_cursor": null}`.
+    async fn every_item(&self, at: &[&str], params: &[(&str, &str)]) -> Result<Value, ClientError> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
             let mut query = vec![("limit", "100")];
-            query.extend_from_slice(filters);
+            query.extend_from_slice(params);
             if let Some(c) = &cursor {
                 query.push(("cursor", c.as_str()));
             }
-            let page = self.get(&["analyses", "saved"], &query).await?;
+            let page = self.get(at, &query).await?;
             let more = page["items"].as_array().cloned().unwrap_or_default();
             let next = next_cursor(&page).filter(|c| Some(c) != cursor.as_ref());
             let done = more.is_empty() || next.is_none();
@@ -184,27 +190,9 @@ impl Api {
         self.download(&["analyze", id, "export"], format, sink, continued).await
     }
 
-    /// `GET /api/v1/comments/search`, every page joined (at most the search's 10,000 hits):
-    /// `{"items": […], "next_cursor": null}`.
+    /// `GET /api/v1/comments/search`, every page joined (at most the search's 10,000 hits).
     pub async fn search(&self, params: &[(&str, &str)]) -> Result<Value, ClientError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut query = vec![("limit", "100")];
-            query.extend_from_slice(params);
-            if let Some(c) = &cursor {
-                query.push(("cursor", c.as_str()));
-            }
-            let page = self.get(&["comments", "search"], &query).await?;
-            let more = page["items"].as_array().cloned().unwrap_or_default();
-            let next = next_cursor(&page).filter(|c| Some(c) != cursor.as_ref());
-            let done = more.is_empty() || next.is_none();
-            items.extend(more);
-            if done {
-                return Ok(json!({ "items": items, "next_cursor": null }));
-            }
-            cursor = next;
-        }
+        self.every_item(&["comments", "search"], params).await
     }
 
     /// `GET /api/v1/comments/search/export?format=…&…`, streamed into `sink`.

@@ -129,24 +129,15 @@ pub async fn run(args: ClientArgs) -> Result<(), ClientError> {
 
 /// `search`: every hit as JSON, or the service's export of them.
 async fn search(api: &Api, args: &SearchArgs) -> Result<(), ClientError> {
-    let dest = args.output.as_deref();
-    output::check_destination(dest)?;
     let params = args.params();
     let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let format = match args.format {
-        ExportFormat::Json => {
-            let hits = api.search(&params).await?;
-            let mut sink = Sink::open(dest)?;
-            output::write_json(&mut sink, &hits)?;
-            return sink.finish();
-        }
-        ExportFormat::Csv => "csv",
-        ExportFormat::Jsonl => "jsonl",
-        ExportFormat::Xlsx => "xlsx",
-    };
-    let mut sink = Sink::open(dest)?;
-    api.search_export(&params, format, &mut sink).await?;
-    sink.finish()
+    write_file_or_json(
+        args.output.as_deref(),
+        args.format,
+        async || api.search(&params).await,
+        async |format, sink| api.search_export(&params, format, sink).await,
+    )
+    .await
 }
 
 /// One post: its job, and with --wait its comments.
@@ -335,13 +326,29 @@ fn job_failed(what: &str, id: &str, error: Option<http::ErrorView>) -> ClientErr
 /// `library export`: the service's file for csv, jsonl and xlsx; the entry with every comment
 /// for json.
 async fn export(api: &Api, args: &ExportArgs) -> Result<(), ClientError> {
-    let dest = args.output.as_deref();
+    write_file_or_json(
+        args.output.as_deref(),
+        args.format,
+        async || api.entry(&args.reference).await,
+        async |format, sink| api.export(&args.reference, format, sink).await,
+    )
+    .await
+}
+
+/// Writes into `dest` (stdout when `None`) what `json` answers for json, else the service's
+/// file in `format`, streamed by `file`.
+async fn write_file_or_json(
+    dest: Option<&std::path::Path>,
+    format: ExportFormat,
+    json: impl AsyncFnOnce() -> Result<Value, ClientError>,
+    file: impl AsyncFnOnce(&str, &mut Sink) -> Result<(), ClientError>,
+) -> Result<(), ClientError> {
     output::check_destination(dest)?;
-    let format = match args.format {
+    let format = match format {
         ExportFormat::Json => {
-            let entry = api.entry(&args.reference).await?;
+            let value = json().await?;
             let mut sink = Sink::open(dest)?;
-            output::write_json(&mut sink, &entry)?;
+            output::write_json(&mut sink, &value)?;
             return sink.finish();
         }
         ExportFormat::Csv => "csv",
@@ -349,7 +356,7 @@ async fn export(api: &Api, args: &ExportArgs) -> Result<(), ClientError> {
         ExportFormat::Xlsx => "xlsx",
     };
     let mut sink = Sink::open(dest)?;
-    api.export(&args.reference, format, &mut sink).await?;
+    file(format, &mut sink).await?;
     sink.finish()
 }
 

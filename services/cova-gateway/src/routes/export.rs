@@ -110,32 +110,14 @@ struct Source {
     account: String,
     r#ref: String,
     job: String,
-    post_url: String,
-    post_title: String,
-    /// Where media paths point: the configured public URL, else the address this request used.
-    origin: String,
+    post: std::sync::Arc<Posted>,
 }
 
 impl Source {
     fn new(req: &HttpRequest, state: &AppState, entry: &analyses::Analysis, job: String) -> Self {
         let metadata: Value = entry.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
-        let origin = origin(req, state);
-        Source {
-            account: entry.account_id.clone(),
-            r#ref: entry.r#ref.clone(),
-            job,
-            post_url: entry.url.clone(),
-            post_title: export::post_title(&metadata),
-            origin,
-        }
-    }
-
-    fn post(&self) -> Post<'_> {
-        Post { url: &self.post_url, title: &self.post_title, origin: &self.origin }
-    }
-
-    fn posted(&self) -> Posted {
-        Posted { url: self.post_url.clone(), title: self.post_title.clone(), origin: self.origin.clone() }
+        let post = Posted { url: entry.url.clone(), title: export::post_title(&metadata), origin: origin(req, state) };
+        Source { account: entry.account_id.clone(), r#ref: entry.r#ref.clone(), job, post: std::sync::Arc::new(post) }
     }
 }
 
@@ -289,7 +271,7 @@ fn rows(
                             None,
                         ));
                     }
-                    Some((Ok(encode(&chunk, first, &source.post())), next))
+                    Some((Ok(encode(&chunk, first, &source.post.post())), next))
                 }
                 Err(e) => {
                     // Headers are out: the download ends short, and the log says why.
@@ -354,7 +336,6 @@ pub(super) fn encode_jsonl(chunk: &[Row], _first: bool, post: &Post<'_>) -> Byte
 
 /// The workbook of a scrape's comments (see [`workbook`]).
 async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile, ApiError> {
-    let posted = std::sync::Arc::new(source.posted());
     let (mut after, mut done) = (-1, false);
     workbook(async || {
         if done {
@@ -363,7 +344,7 @@ async fn write_xlsx(db: &Db, source: &Source) -> Result<tempfile::NamedTempFile,
         let chunk = breakdown::chunk(db, &source.job, after, CHUNK).await.map_err(backend_errors::storage)?;
         done = (chunk.len() as i64) < CHUNK;
         after = chunk.last().map_or(after, |r| r.position);
-        Ok(Some(chunk.into_iter().map(|row| Line { row, post: posted.clone() }).collect()))
+        Ok(Some(chunk.into_iter().map(|row| Line { row, post: source.post.clone() }).collect()))
     })
     .await
 }
