@@ -1,9 +1,9 @@
 //! Spike alerts end to end, on a clock the test moves, with the simulator posting comments at
-//! chosen times: none on a steady post collected twice a day for two weeks; one alert for a
+//! chosen times: none on a steady post collected three times over two weeks; one alert for a
 //! burst, with its figures, on a signed webhook, Telegram and the polled list; none while the
-//! spike goes on (the cooldown); a turn to negative comments on a post with settings of its own;
-//! a followed creator's new post taking off against the creator's earlier posts at the same
-//! age, once, with young posts saying what they wait for.
+//! spike goes on (the cooldown); a turn to negative comments on a post with settings of its
+//! own; a followed creator's new post taking off against the creator's earlier posts at the
+//! same age, once, with young posts saying what they wait for.
 
 use cova_domain::ManualClock;
 use cova_sim::{SimCreator, SimCreatorPost, TikTokScenario, Tone, tiktok_post_id};
@@ -64,7 +64,7 @@ async fn alerts(client: &Client) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_is_told() {
+async fn a_steady_post_never_alerts_and_a_burst_alerts_once_on_every_channel() {
     let ca = TestCa::new();
     let receiver = Receiver::spawn(&ca, HOST).await;
     let (app, clock) = spawn_on_clock(START, |c| {
@@ -92,16 +92,17 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     assert_eq!((&defaults["enabled"], &defaults["sensitivity"]), (&json!(true), &json!("balanced")), "{defaults}");
     assert_eq!(defaults["judged"]["min_comments"], 20);
 
-    // Two weeks of a steady post at 4 comments an hour, collected every other day: no alert.
+    // Two weeks of a steady post at 4 comments an hour, collected three times: no alert.
     // A post of no comments of its own: the test posts them all, at chosen times.
     let id = tiktok_post_id(TikTokScenario::Normal, 0).to_string();
     let r#ref = format!("tiktok:{id}");
     let mut seed = 7;
-    let step = 48 * HOUR;
+    // Each collection reads the whole post again and is followed by a spike check.
+    let step = 112 * HOUR;
     app.sim.post_comments(&id, &steady(t0, t0 + step, RATE, &mut seed, Tone::Usual));
     set_time(&app, &clock, t0 + step);
     collected(&client, client.analyze(&format!("https://www.tiktok.com/@a/video/{id}"), None).await.ok()).await;
-    for k in 1..7 {
+    for k in 1..3 {
         let (from, to) = (t0 + k * step, t0 + (k + 1) * step);
         app.sim.post_comments(&id, &steady(from, to, RATE, &mut seed, Tone::Usual));
         set_time(&app, &clock, to);
@@ -109,7 +110,7 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     }
     app.notifier_caught_up().await;
     assert!(alerts(&client).await.is_empty(), "no alert on a steady post");
-    let fortnight = t0 + 7 * step;
+    let fortnight = t0 + 3 * step;
 
     let mut events = app.backends.queue.subscribe_events().await.expect("subscribe");
     // A burst: 60 comments in the last 40 minutes besides the usual ones.
@@ -159,11 +160,22 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     collected(&client, client.refresh(&r#ref).await.ok()).await;
     app.notifier_caught_up().await;
     assert_eq!(alerts(&client).await.len(), 1, "one alert per spike");
+    app.stop().await;
+}
 
-    // Another post turns negative; it has settings of its own (a lower minimum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_turning_negative_is_told_with_its_own_settings() {
+    let (app, clock) = spawn_on_clock(START, |c| c.limits.api_requests_per_minute = 100_000).await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 5_000).await;
+    let client = app.client(Some(&token));
+    let mut seed = 11;
+    // A day of usual comments at 12 an hour, collected; then its settings of its own (a lower
+    // minimum), and an hour in which most comments turn negative.
     let other = tiktok_post_id(TikTokScenario::Normal, 3).to_string();
     let other_ref = format!("tiktok:{other}");
-    let day_start = later;
+    let day_start = clock.now_ms() + 24 * HOUR;
+    set_time(&app, &clock, day_start);
     app.sim.post_comments(&other, &steady(day_start - 24 * HOUR, day_start, 12.0, &mut seed, Tone::Usual));
     collected(&client, client.analyze(&format!("https://www.tiktok.com/@a/video/{other}"), None).await.ok()).await;
     let own =
@@ -178,8 +190,8 @@ async fn a_steady_post_never_alerts_a_burst_alerts_once_and_a_turn_to_negative_i
     app.sim.post_comments(&other, &angry);
     set_time(&app, &clock, turn);
     collected(&client, client.refresh(&other_ref).await.ok()).await;
-    eventually("the sentiment alert", async || alerts(&client).await.len() == 2).await;
-    let dip = alerts(&client).await.remove(1);
+    eventually("the sentiment alert", async || alerts(&client).await.len() == 1).await;
+    let dip = alerts(&client).await.remove(0);
     assert_eq!((&dip["kind"], &dip["ref"]), (&json!("sentiment"), &json!(other_ref)), "{dip}");
     let share = dip["negative_share"].as_f64().expect("share");
     assert!(share >= 0.7 && dip["baseline_negative_share"].as_f64().is_some_and(|b| b < 0.4), "{dip}");

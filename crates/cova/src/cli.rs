@@ -1,7 +1,8 @@
-use crate::{admin, client, serve};
+use crate::{admin, serve};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use cova_app::Role;
+use cova_client as client;
 use cova_config::Config;
 use std::path::PathBuf;
 

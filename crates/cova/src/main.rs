@@ -2,12 +2,11 @@
 
 mod admin;
 mod cli;
-mod client;
 mod serve;
 mod table;
 
 use clap::Parser;
-use client::exit::{Exit, exit_code};
+use cova_client::exit::{Exit, exit_code};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -25,7 +24,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line, the whole cause chain, no backtrace: operators grep this.
             eprintln!("cova: {}", format!("{e:#}").replace('\n', " "));
-            // 1, or the class of a `cova client` error (client/exit.rs).
+            // 1, or the class of a `cova client` error (cova-client's exit.rs).
             exit_code(&e)
         }
     }

@@ -213,7 +213,7 @@ async fn deliver(api: &Api, job_id: &str, out: &ResultOutput) -> Result<(), Clie
 
 /// Writes a complete job's comments into `sink`; `continued` when the sink already holds
 /// another job's (a combined file: no second CSV header).
-pub(super) async fn write_job(
+pub(crate) async fn write_job(
     api: &Api,
     job_id: &str,
     done: &Value,
@@ -268,15 +268,15 @@ async fn wait_ai(api: &Api, id: &str) -> Result<Value, ClientError> {
 }
 
 /// What one poll tells: the job's status and, once it failed, why.
-pub(super) struct Polled {
-    pub(super) status: String,
-    pub(super) error: Option<http::ErrorView>,
+pub(crate) struct Polled {
+    pub(crate) status: String,
+    pub(crate) error: Option<http::ErrorView>,
 }
 
 /// The one polling loop: every [`POLL`], a transient failure (unreachable, 503, 429) tolerated
 /// [`POLL_RETRIES`] times in a row after its `Retry-After`, until the job is `complete` (its
 /// JSON) or `failed` (exit 6).
-pub(super) async fn poll_until_done<Fut>(
+pub(crate) async fn poll_until_done<Fut>(
     what: &str,
     id: &str,
     mut fetch: impl FnMut() -> Fut,
