@@ -73,6 +73,8 @@ async fn gcra_is_exact_under_twenty_parallel_requests() {
     assert!(!c.rate_limit("meta:acct", rate, 1).await.expect("full again").allowed);
     // Keys are independent.
     assert_eq!(c.rate_limit("meta:other", rate, 0).await.expect("peek").remaining, 10);
+    // Nothing left on a shared Redis (the counter lives for its window, over an hour).
+    c.delete("rl:meta:acct").await.expect("delete");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -118,6 +120,7 @@ async fn a_window_admits_exactly_its_limit_under_parallel_requests_and_no_more_l
     assert!(c.window("meta:acct", window, Op::Hit("again")).await.expect("after undo").allowed);
     assert!(!c.window("meta:acct", window, Op::Hit("more")).await.expect("full again").allowed);
     assert_eq!(c.window("meta:other", window, Op::Peek).await.expect("peek").remaining, 10);
+    c.delete("wl:meta:acct").await.expect("delete");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

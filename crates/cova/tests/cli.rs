@@ -145,6 +145,7 @@ async fn operator_flow_then_usage_over_http() {
     assert!(status.success());
     let exit = cova_tests::until("cova serve to stop on SIGTERM", async || child.try_wait().expect("wait")).await;
     assert!(exit.success(), "{exit:?}");
+    env.forget().await;
     let _ = db.drop_database().await;
 }
 
@@ -213,6 +214,7 @@ async fn client_faults_log_no_error_and_tokens_in_paths_are_redacted() {
     let errors: Vec<&String> = lines.iter().filter(|l| l.contains("\"level\":\"ERROR\"")).collect();
     assert!(errors.is_empty(), "a client's fault is not an error: {errors:?}");
     assert!(lines.iter().all(|l| !l.contains(&token[5..])), "the token never reaches the log");
+    env.forget().await;
     let _ = db.drop_database().await;
 }
 

@@ -116,15 +116,7 @@ async fn a_scraper_killed_mid_job_completes_it_once_after_restart() {
         kill(w);
     }
     kill(&mut front);
-    if queue_url.is_some() {
-        let cfg = cova_config::QueueConfig { url: queue_url.unwrap_or_default(), prefix, prefetch: 1 };
-        if let Ok(q) =
-            cova_queue::Queue::connect_with(&cfg, cova_messages::roles::ALL, cova_messages::event_queues::ALL).await
-        {
-            let _ = q.teardown().await;
-        }
-    }
-    procs.forget_keys().await;
+    procs.forget().await;
     sim.stop().await;
     let _ = db.drop_database().await;
 }

@@ -23,8 +23,6 @@ struct Running {
     scraper_ops: String,
     token: String,
     cova: Cova,
-    prefix: String,
-    queue_url: Option<String>,
 }
 
 impl Drop for Running {
@@ -67,7 +65,7 @@ async fn start(db: &TestDatabase, sim: &cova_sim::SimHandle, split: bool) -> Run
     } else {
         gateway_ops.clone()
     };
-    Running { procs, base, gateway_ops, scraper_ops, token, cova, prefix, queue_url }
+    Running { procs, base, gateway_ops, scraper_ops, token, cova }
 }
 
 fn rand_suffix() -> u32 {
@@ -189,18 +187,11 @@ async fn metrics_count_a_job(split: bool) {
 }
 
 async fn cleanup(run: Running) {
-    if let Some(url) = run.queue_url.clone() {
-        let cfg = cova_config::QueueConfig { url, prefix: run.prefix.clone(), prefetch: 1 };
-        if let Ok(q) =
-            cova_queue::Queue::connect_with(&cfg, cova_messages::roles::ALL, cova_messages::event_queues::ALL).await
-        {
-            let _ = q.teardown().await;
-        }
-    }
-    // The processes stop first (dropping `run` kills them), so that none writes a key after.
-    let keys = Cova { vars: run.cova.vars.clone() };
+    // The processes stop first (dropping `run` kills them), so that none declares a queue or
+    // writes a key after.
+    let left = Cova { vars: run.cova.vars.clone() };
     drop(run);
-    keys.forget_keys().await;
+    left.forget().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,6 +319,11 @@ async fn a_broker_reconnect_that_succeeds_is_a_warning_not_an_error() {
     let errors: Vec<&String> = lines.iter().filter(|l| l.contains("\"level\":\"ERROR\"")).collect();
     assert!(errors.is_empty(), "a reconnect that succeeded logged errors: {errors:#?}");
     assert!(lines.iter().any(|l| l.contains("\"level\":\"WARN\"") && l.contains("reconnect")), "{lines:#?}");
+    // Through the proxy's address, which is gone with the proxy: the broker's own.
+    let mut left = cova;
+    left.vars.retain(|(k, _)| k != "COVA_QUEUE__URL");
+    left.vars.push(("COVA_QUEUE__URL".into(), queue_url));
+    left.forget().await;
     db.drop_database().await.ok();
 }
 
@@ -358,5 +354,6 @@ async fn a_role_opens_only_the_backends_it_uses() {
     let out = cova.run(&["scraper"]);
     assert!(!out.status.success(), "the scraper keeps images: it needs its store");
     assert!(crate::common::stderr(&out).contains("media.url"), "{}", crate::common::stderr(&out));
+    cova.forget().await;
     db.drop_database().await.ok();
 }

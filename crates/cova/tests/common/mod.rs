@@ -49,6 +49,23 @@ impl Cova {
         cova_tests::forget_keys(&cova_config::CacheConfig { url, prefix, ..Default::default() }).await;
     }
 
+    /// Deletes what these processes left on shared backends, once they stopped: the queues and
+    /// exchanges under their prefix on RabbitMQ (a consumer still running would declare them
+    /// again) and their keys on Redis.
+    pub async fn forget(&self) {
+        let var = |name: &str| self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        if let (Some(url), Some(prefix)) = (var("COVA_QUEUE__URL"), var("COVA_QUEUE__PREFIX"))
+            && url.starts_with("amqp")
+        {
+            let cfg = cova_config::QueueConfig { url, prefix, prefetch: 1 };
+            let roles = cova_messages::roles::ALL;
+            if let Ok(q) = cova_queue::Queue::connect_with(&cfg, roles, cova_messages::event_queues::ALL).await {
+                let _ = q.teardown().await;
+            }
+        }
+        self.forget_keys().await;
+    }
+
     /// A process on the test database at `database_url` that reads TikTok from the simulator at
     /// `sim_url` at no pace, its cache and queue keys under `prefix` (on the shared Redis when
     /// `COVA_TEST_CACHE_URL` is set), listening on a port of its own; plus `extra` settings.
