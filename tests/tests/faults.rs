@@ -1,7 +1,8 @@
 //! Backends that fail while cova works: connections cut under running jobs, backends that
 //! refuse connections; what the outages cost (polls and `/usage` keep answering, jobs resume
-//! within a lease) is measured here. Networked backends only (the embedded ones have no connection to cut):
-//! these tests are ignored by a plain `cargo test` and run by `make test-real` (and CI) with
+//! within a lease, a search is refused with a retry and then finds the same) is measured here.
+//! Networked backends only (the embedded ones have no connection to cut): these tests are
+//! ignored by a plain `cargo test` and run by `make test-real` (and CI) with
 //! `--include-ignored`, where a missing backend fails them.
 
 use cova_sim::{SimConfig, TikTokScenario, tiktok_post_id};
@@ -222,6 +223,47 @@ async fn a_postgres_outage_keeps_polls_and_usage_answering_and_loses_no_job() {
         client.get::<serde_json::Value>("/readyz").await.status == 200
     })
     .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with make test-real"]
+async fn a_search_while_the_database_is_down_is_503_with_a_retry_and_finds_the_same_after() {
+    let admin_url = real_backend(cova_testdb::DATABASE_URL_VAR);
+    let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
+    let proxy_port = proxy.addr.port();
+    let app = spawn_app_with_sim(SimConfig::default(), |c| {
+        through_proxy(c, proxy_port);
+        c.database.acquire_timeout_ms = 1_000;
+        c.database.connect_timeout_ms = 1_000;
+    })
+    .await;
+    let (account, token) = app.integrator().await;
+    app.grant(&account, 1_000).await;
+    let client = app.client(Some(&token));
+    client.collect(tiktok_post_id(TikTokScenario::Normal, 90)).await;
+    let query = [("q", "price"), ("sort", "likes")];
+    let before = client.search(&query).await.ok();
+    assert!(before["items"].as_array().is_some_and(|items| !items.is_empty()), "{before}");
+
+    proxy.refuse(true);
+    proxy.cut();
+    // A pooled connection may not know yet that it was cut: the first answers can be late.
+    cova_tests::eventually("a search refused while the database is down", async || {
+        client.search(&query).await.status == 503
+    })
+    .await;
+    let reply = client.search(&query).await;
+    assert_eq!(reply.header_u64("retry-after"), Some(5), "a retry is offered");
+    let (_, err) = reply.err();
+    assert_eq!(err.code, "unavailable");
+    assert!(!err.detail.is_empty() && !err.detail.contains("postgres"), "{}", err.detail);
+    // What needs no database goes on answering.
+    assert_eq!(app.client(None).get::<serde_json::Value>("/healthz").await.status, 200);
+
+    proxy.refuse(false);
+    cova_tests::eventually("the search answering again", async || client.search(&query).await.status == 200).await;
+    assert_eq!(client.search(&query).await.ok(), before, "the same hits, in the same order");
     app.stop().await;
 }
 
