@@ -106,6 +106,25 @@ pub struct Analysis {
     pub tokens_used: Option<u64>,
 }
 
+impl Analysis {
+    /// The labels it judged of comments that came without one: worth keeping with them, so that
+    /// no later spike check or AI job judges them again. Only the offline analyzer's (a spike
+    /// check's own judgement); a model's labels are another function of the text, so none.
+    pub fn newly_judged(&self, comments: &[Comment]) -> Vec<(String, Label)> {
+        if self.model != Offline::MODEL {
+            return Vec::new();
+        }
+        let unjudged: std::collections::HashSet<&str> =
+            comments.iter().filter(|c| c.sentiment.is_none()).map(|c| c.id.as_str()).collect();
+        self.sentiment
+            .labels
+            .iter()
+            .filter(|l| unjudged.contains(l.id.as_str()))
+            .map(|l| (l.id.clone(), l.label))
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sentiment {
     pub positive: f64,
@@ -226,5 +245,26 @@ mod tests {
         assert_eq!(share(0, 0), 0.0);
         assert_eq!(Label::parse("negative"), Some(Label::Negative));
         assert_eq!(Label::parse("angry"), None);
+    }
+
+    #[tokio::test]
+    async fn only_the_offline_analyzers_labels_of_unjudged_comments_are_kept() {
+        let comment = |id: &str, text: &str, sentiment| Comment {
+            id: id.into(),
+            text: text.into(),
+            author: "a".into(),
+            sentiment,
+        };
+        let comments = vec![
+            comment("1", "I love this, wonderful", None),
+            comment("2", "terrible, a waste of money", Some(Label::Negative)),
+            comment("3", "awful and broken", None),
+        ];
+        let analysis = Offline::new().analyze(&comments, &[]).await.expect("offline analysis");
+        let kept = analysis.newly_judged(&comments);
+        let label = |id: &str| analysis.sentiment.labels.iter().find(|l| l.id == id).map(|l| l.label);
+        assert_eq!(kept, vec![("1".to_owned(), label("1").expect("1")), ("3".to_owned(), label("3").expect("3"))]);
+        let model = Analysis { model: "openai:gpt-4o-mini".into(), ..analysis };
+        assert!(model.newly_judged(&comments).is_empty(), "a model's labels are not the stored judgement");
     }
 }

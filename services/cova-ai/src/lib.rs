@@ -4,7 +4,7 @@
 //! watch phrases, and completes the job in one transaction with its result, its charge and the
 //! `job.complete` event. A failed job charges nothing.
 
-use cova_analyzers::{AnalyzeError, Analyzer, Comment, Label, Offline};
+use cova_analyzers::{AnalyzeError, Analyzer, Comment, Label};
 use cova_config::AiConfig;
 use cova_domain::JobKind;
 use cova_errors::ErrorCode;
@@ -153,7 +153,9 @@ impl AiWorker {
             JobError::permanent(ErrorCode::InternalError, format!("The result could not be stored: {e}"))
         })?;
         let tokens = analysis.tokens_used.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
-        let judged = newly_judged(&comments, &analysis).map(|j| (source, j));
+        let judged: Vec<(String, i16)> =
+            analysis.newly_judged(&comments).into_iter().map(|(id, label)| (id, label.code())).collect();
+        let judged = (!judged.is_empty()).then_some((source, judged));
         Ok(Analysed { result, model: analysis.model, tokens, judged })
     }
 
@@ -179,24 +181,6 @@ impl AiWorker {
         }
         Ok(comments)
     }
-}
-
-/// The sentiments the offline analyzer judged of comments that had none stored; `None` for a
-/// model's labels (another function of the text) or when every label was stored.
-fn newly_judged(comments: &[Comment], analysis: &cova_analyzers::Analysis) -> Option<Vec<(String, i16)>> {
-    if analysis.model != Offline::MODEL {
-        return None;
-    }
-    let unjudged: std::collections::HashSet<&str> =
-        comments.iter().filter(|c| c.sentiment.is_none()).map(|c| c.id.as_str()).collect();
-    let judged: Vec<(String, i16)> = analysis
-        .sentiment
-        .labels
-        .iter()
-        .filter(|l| unjudged.contains(l.id.as_str()))
-        .map(|l| (l.id.clone(), l.label.code()))
-        .collect();
-    (!judged.is_empty()).then_some(judged)
 }
 
 /// Stores judged sentiments after the job completed (its wait does not grow), so that no later
