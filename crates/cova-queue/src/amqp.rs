@@ -41,6 +41,9 @@ struct Inner {
     /// queues, and every queue a consumer of this process declared.
     bindings: std::sync::Mutex<Vec<Binding>>,
     link: Mutex<Option<Link>>,
+    /// Set by [`AmqpQueue::teardown`]: a publish or a consumer's reconnect afterwards would
+    /// declare the deleted topology again, so none connects any more.
+    torn_down: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -51,7 +54,8 @@ pub struct AmqpQueue {
 impl AmqpQueue {
     pub(crate) fn new(url: String, prefix: String, prefetch: u16, bindings: Vec<Binding>) -> Self {
         let bindings = std::sync::Mutex::new(bindings);
-        Self { inner: Arc::new(Inner { url, prefix, prefetch, bindings, link: Mutex::new(None) }) }
+        let torn_down = std::sync::atomic::AtomicBool::new(false);
+        Self { inner: Arc::new(Inner { url, prefix, prefetch, bindings, link: Mutex::new(None), torn_down }) }
     }
 
     fn bindings(&self) -> Vec<Binding> {
@@ -73,6 +77,9 @@ impl AmqpQueue {
     /// The live connection, opened (and the topology declared) when there is none.
     async fn link(&self) -> Result<(Arc<Connection>, Channel)> {
         let mut slot = self.inner.link.lock().await;
+        if self.inner.torn_down.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(unavailable("this queue's topology was deleted"));
+        }
         if let Some(link) = slot.as_ref()
             && link.conn.status().connected()
             && link.publish.status().connected()
@@ -271,7 +278,11 @@ impl AmqpQueue {
                 .await
                 .map_err(unavailable)?;
         }
-        *self.inner.link.lock().await = None;
+        let mut slot = self.inner.link.lock().await;
+        self.inner.torn_down.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(link) = slot.take() {
+            let _ = link.conn.close(200, "torn down".into()).await;
+        }
         Ok(())
     }
 }

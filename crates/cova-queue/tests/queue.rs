@@ -142,3 +142,18 @@ async fn events_reach_subscribers_and_need_none() {
     assert_eq!(got.payload, br#"{"type":"job.failed"}"#);
     q.teardown().await.expect("teardown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs RabbitMQ: run with make test-real"]
+async fn after_a_teardown_nothing_declares_the_topology_again() {
+    let url = std::env::var("COVA_TEST_QUEUE_URL").expect("COVA_TEST_QUEUE_URL names the broker");
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let q = Queue::connect(&QueueConfig { url, prefix, prefetch: 4 }, &["scraper"]).await.expect("queue");
+    q.publish(Message::new("scraper", vec![1])).await.expect("publish");
+    q.teardown().await.expect("teardown");
+    // A late publish (a task that outlived its process's stop) would otherwise reconnect and
+    // declare every queue and exchange again, left on the broker for good.
+    let err = q.publish(Message::new("scraper", vec![2])).await.expect_err("refused after the teardown");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(q.ping().await.is_err(), "no connection is opened again");
+}
