@@ -188,9 +188,7 @@ async fn a_postgres_outage_keeps_polls_and_usage_answering_and_loses_no_job() {
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig { latency_ms: 200, ..SimConfig::default() }, |c| {
-        through_proxy(c, proxy_port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, proxy_port);
     })
     .await;
     let pollers = running_jobs(&app, 2, 300).await;
@@ -233,9 +231,7 @@ async fn a_search_while_the_database_is_down_is_503_with_a_retry_and_finds_the_s
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig::default(), |c| {
-        through_proxy(c, proxy_port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, proxy_port);
     })
     .await;
     let (account, token) = app.integrator().await;
@@ -270,20 +266,30 @@ async fn a_search_while_the_database_is_down_is_503_with_a_retry_and_finds_the_s
 /// The app's database, reached directly (the app's own goes through `proxy`).
 fn direct_db(app: &cova_tests::TestApp, upstream: std::net::SocketAddr) -> cova_storage::Db {
     let mut config = app.config.database.clone();
-    let mut url = url::Url::parse(&config.url).expect("database url");
-    let _ = url.set_port(Some(upstream.port()));
-    config.url = url.to_string();
+    config.url = on_port(&config.url, upstream.port());
     cova_storage::Db::connect(&config).expect("direct pool")
 }
 
-/// (status, finished_at) of each job, read directly.
-/// Points the app's database at the proxy on `port` (same host, database and user).
-fn through_proxy(c: &mut cova_config::Config, port: u16) {
-    let mut url = url::Url::parse(&c.database.url).expect("database url");
+/// The database URL `url` on another port (same host, database and user).
+fn on_port(url: &str, port: u16) -> String {
+    let mut url = url::Url::parse(url).expect("database url");
     let _ = url.set_port(Some(port));
-    c.database.url = url.to_string();
+    url.to_string()
 }
 
+/// Points the app's database at the proxy on `port`.
+fn through_proxy(c: &mut cova_config::Config, port: u16) {
+    c.database.url = on_port(&c.database.url, port);
+}
+
+/// [`through_proxy`], with a second's wait for a connection: an outage shows in a second.
+fn through_proxy_failing_fast(c: &mut cova_config::Config, port: u16) {
+    through_proxy(c, port);
+    c.database.acquire_timeout_ms = 1_000;
+    c.database.connect_timeout_ms = 1_000;
+}
+
+/// (status, finished_at) of each job, read directly.
 async fn job_states(db: &cova_storage::Db, ids: &[String]) -> Vec<(String, Option<i64>)> {
     let mut out = Vec::new();
     for id in ids {
@@ -315,9 +321,7 @@ async fn jobs_cut_off_by_a_ten_second_database_outage_finish_within_a_lease_of_i
     let lease_ms = i64::try_from(defaults.lease_ms).expect("lease");
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(sim, |c| {
-        through_proxy(c, proxy_port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, proxy_port);
         c.scraper = defaults.clone();
     })
     .await;
@@ -383,9 +387,7 @@ async fn a_webhook_sent_again_after_its_outcome_was_lost_counts_two_attempts() {
     let receiver = Receiver::spawn(&ca, HOST).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig::default(), |c| {
-        through_proxy(c, proxy_port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, proxy_port);
         cova_tests::use_receivers(c, &ca, HOST);
         // A claim outlives one send by 5 s: 2 × 500 ms + 3 s + 5 s.
         c.notifier.connect_timeout_ms = 500;
@@ -597,9 +599,7 @@ async fn a_database_outage_during_a_spike_check_records_nothing_and_the_next_che
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let port = proxy.addr.port();
     let (app, clock) = cova_tests::spawn_on_clock("2026-06-01T00:00:00Z", |c| {
-        through_proxy(c, port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, port);
     })
     .await;
     let hour = 3_600_000_i64;
@@ -657,9 +657,7 @@ async fn a_creator_refresh_cut_short_by_an_outage_gives_its_claim_back() {
     let proxy = Proxy::spawn(upstream_of(&admin_url)).await;
     let proxy_port = proxy.addr.port();
     let app = spawn_app_with_sim(SimConfig::default(), |c| {
-        through_proxy(c, proxy_port);
-        c.database.acquire_timeout_ms = 1_000;
-        c.database.connect_timeout_ms = 1_000;
+        through_proxy_failing_fast(c, proxy_port);
     })
     .await;
     app.sim.add_creator(SimCreator::tiktok(BRAND, "brand"));
