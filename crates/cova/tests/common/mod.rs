@@ -41,11 +41,15 @@ impl Cova {
         Self { vars }
     }
 
+    /// The value given to the setting `name` (`COVA_…`), if any.
+    fn var(&self, name: &str) -> Option<String> {
+        self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
     /// Deletes the keys these processes left under their prefix on a shared Redis (results and
     /// counts live for days there); nothing to do on the in-process cache.
     pub async fn forget_keys(&self) {
-        let var = |name: &str| self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        let (Some(url), Some(prefix)) = (var("COVA_CACHE__URL"), var("COVA_CACHE__PREFIX")) else { return };
+        let (Some(url), Some(prefix)) = (self.var("COVA_CACHE__URL"), self.var("COVA_CACHE__PREFIX")) else { return };
         cova_tests::forget_keys(&cova_config::CacheConfig { url, prefix, ..Default::default() }).await;
     }
 
@@ -53,8 +57,7 @@ impl Cova {
     /// exchanges under their prefix on RabbitMQ (a consumer still running would declare them
     /// again) and their keys on Redis.
     pub async fn forget(&self) {
-        let var = |name: &str| self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        if let (Some(url), Some(prefix)) = (var("COVA_QUEUE__URL"), var("COVA_QUEUE__PREFIX"))
+        if let (Some(url), Some(prefix)) = (self.var("COVA_QUEUE__URL"), self.var("COVA_QUEUE__PREFIX"))
             && url.starts_with("amqp")
         {
             let cfg = cova_config::QueueConfig { url, prefix, prefetch: 1 };
