@@ -206,7 +206,9 @@ async fn a_post_turning_negative_is_told_with_its_own_settings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_are_checked_and_follow_the_post_or_the_account() {
-    let (app, _clock) = spawn_on_clock(START, |_| {}).await;
+    // 60 requests a minute: one comes back a second later (at 600, every 100 ms, which a busy
+    // machine took between the two reads of the remaining count below).
+    let (app, _clock) = spawn_on_clock(START, |c| c.limits.api_requests_per_minute = 60).await;
     let (account, token) = app.integrator().await;
     app.grant(&account, 1_000).await;
     let client = app.client(Some(&token));
