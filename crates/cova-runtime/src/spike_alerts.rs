@@ -45,18 +45,31 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     }
     // The comments new since the last check are judged now, once (the rest carry their labels).
     crate::sentiment::judge_new(db, job).await?;
-    // The database counts the comments per bucket; labels are read, not judged again.
+    // The database counts the comments per bucket over the two weeks in one pass and hands
+    // the latest stored labels of the window and of the time before it; nothing is judged
+    // again. The buckets a check weighs are the latest, from the post's first comment on
+    // (`history_buckets`), all aligned to `now`; no comment is older than the first.
     let width = i64::from(spikes::BUCKET_MIN) * 60_000;
-    let (first, so_far) = breakdown::posted_between(db, job, (now - spikes::HISTORY_MS, now)).await?;
-    let buckets = spikes::history_buckets(first, now);
-    let history_start = now - buckets as i64 * width;
-    let counts = breakdown::posted_per_bucket(db, job, history_start, width, buckets).await?;
     let window_ms = spikes::WINDOW_BUCKETS as i64 * width;
     let start = now - window_ms;
-    let (negative, judged) =
-        sentiment::negative_of(&breakdown::sentiments_in(db, job, (start, now), WINDOW_JUDGED).await?);
-    let mut base =
-        sentiment::negative_of(&breakdown::sentiments_in(db, job, (history_start, start), BASELINE_JUDGED).await?);
+    let timeline = breakdown::timeline(
+        db,
+        job,
+        breakdown::Spans {
+            start: now - spikes::HISTORY_MS,
+            width,
+            buckets: spikes::HISTORY_BUCKETS,
+            window_start: start,
+            window_labels: WINDOW_JUDGED,
+            before_labels: BASELINE_JUDGED,
+        },
+    )
+    .await?;
+    let so_far: u64 = timeline.counts.iter().sum();
+    let buckets = spikes::history_buckets(timeline.first, now);
+    let counts = &timeline.counts[timeline.counts.len() - buckets..];
+    let (negative, judged) = sentiment::negative_of(&timeline.window);
+    let mut base = sentiment::negative_of(&timeline.before);
     let young = young(db, account_id, &analysis, now).await?;
     // A creator's new post with little history of its own is judged against its creator's
     // usual share: the earlier posts' comments fill its baseline up to `BASELINE_JUDGED`.
@@ -74,7 +87,7 @@ pub async fn check(db: &Db, account_id: &str, r#ref: &str, now: i64) -> Result<u
     let last = async |kind| store::last_end(db, account_id, r#ref, kind).await;
     let check = Check {
         settings,
-        counts: &counts,
+        counts,
         negative,
         judged,
         base_negative: base.0,

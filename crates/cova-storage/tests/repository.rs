@@ -1159,11 +1159,21 @@ async fn bucket_counts_follow_the_domain_rule_and_sentiments_carry_to_the_next_s
     let first: Vec<(String, i64)> = times.iter().enumerate().map(|(i, at)| (format!("c{i}"), *at)).collect();
     let a = scrape_of(&db, "a1", 1, (now, Some(now)), &first).await;
     let width = 10 * MIN;
-    let per_bucket = breakdown::posted_per_bucket(&db, &a, now - 4 * width, width, 4).await.expect("buckets");
-    assert_eq!(per_bucket, cova_domain::spikes::counts(&times, now, 10, 4));
-    assert_eq!(per_bucket, vec![1, 0, 1, 2]);
-    let between = breakdown::posted_between(&db, &a, (now - 40 * MIN, now)).await.expect("between");
-    assert_eq!(between, (Some(now - 35 * MIN - 5), 4));
+    let spans = |start: i64, buckets: usize, window_start: i64| breakdown::Spans {
+        start,
+        width,
+        buckets,
+        window_start,
+        window_labels: 10,
+        before_labels: 2,
+    };
+    let read = breakdown::timeline(&db, &a, spans(now - 4 * width, 4, now - width)).await.expect("timeline");
+    assert_eq!(read.counts, cova_domain::spikes::counts(&times, now, 10, 4));
+    assert_eq!(read.counts, vec![1, 0, 1, 2]);
+    assert_eq!(read.first, Some(now - 35 * MIN - 5), "the earliest of those counted");
+    assert_eq!((read.window.len(), read.before.len()), (2, 2), "two in the window; two of the two before read");
+    let none = breakdown::timeline(&db, &a, spans(now + width, 2, now + 2 * width)).await.expect("timeline");
+    assert_eq!(none, breakdown::Timeline { counts: vec![0, 0], ..breakdown::Timeline::default() }, "no comment");
 
     // Judged once: every comment waits, then none.
     assert_eq!(breakdown::unjudged(&db, &a, 100).await.expect("unjudged").len(), times.len());
@@ -1171,8 +1181,9 @@ async fn bucket_counts_follow_the_domain_rule_and_sentiments_carry_to_the_next_s
         first.iter().enumerate().map(|(i, (id, _))| (id.clone(), (i % 3) as i16)).collect();
     breakdown::store_sentiments(&db, &a, &labels).await.expect("store");
     assert!(breakdown::unjudged(&db, &a, 100).await.expect("unjudged").is_empty());
-    let window = breakdown::sentiments_in(&db, &a, (now - 10 * MIN, now), 10).await.expect("window");
-    assert_eq!(window, vec![Some(0), Some(1)], "the latest first");
+    let read = breakdown::timeline(&db, &a, spans(now - 4 * width, 4, now - width)).await.expect("timeline");
+    assert_eq!(read.window, vec![Some(0), Some(1)], "the latest first");
+    assert_eq!(read.before, vec![Some(2), Some(1)], "the latest before the window, at most two");
 
     // The next scrape of the post: the known comments keep their labels, a new one waits.
     let mut second = first.clone();

@@ -320,79 +320,83 @@ pub async fn count_before(db: &Db, job_id: &str, at: i64) -> Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// When the first comment of a scrape posted in `[since, before)` (unix ms) was posted, and how
-/// many were: a spike check's history, counted by the database.
-pub async fn posted_between(db: &Db, job_id: &str, (since, before): (i64, i64)) -> Result<(Option<i64>, u64)> {
-    let mut conn = db.conn().await?;
-    let tx = &mut conn.tx();
-    let Some(day) = day_in(tx, job_id).await? else { return Ok((None, 0)) };
-    let (first, n) = tx
-        .first::<(Option<i64>, i64), _>(
-            job_comments::table
-                .filter(rows_of(job_id, day))
-                .filter(job_comments::posted_at.ge(since.max(1)))
-                .filter(job_comments::posted_at.lt(before))
-                .select((dsl::min(job_comments::posted_at), dsl::count_star())),
-        )
-        .await?;
-    Ok((first, u64::try_from(n).unwrap_or(0)))
-}
-
 #[derive(diesel::QueryableByName)]
 struct Bucket {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     bucket: i64,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     comments: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    earliest: i64,
 }
 
-/// How many comments of a scrape were posted in each of `buckets` spans of `width` ms from
-/// `start` on (oldest first): counted by the database, so that a check never reads the rows.
-pub async fn posted_per_bucket(db: &Db, job_id: &str, start: i64, width: i64, buckets: usize) -> Result<Vec<u64>> {
+/// The spans a spike check reads of a scrape (unix ms): `buckets` spans of `width` ms from
+/// `start` on, the latest `window` of them (those from `window_start` on) and the time before.
+#[derive(Debug, Clone, Copy)]
+pub struct Spans {
+    pub start: i64,
+    pub width: i64,
+    pub buckets: usize,
+    pub window_start: i64,
+    /// How many of the latest labels are read in the window, and before it.
+    pub window_labels: i64,
+    pub before_labels: i64,
+}
+
+/// What a spike check reads of a scrape, from the time index alone (never the rows).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Timeline {
+    /// Comments posted in each bucket, oldest first.
+    pub counts: Vec<u64>,
+    /// When the first of those counted was posted.
+    pub first: Option<i64>,
+    /// The stored sentiment codes (`None`: not judged yet) of the latest comments of the window,
+    /// and of those before it: the latest first, ties in collection order.
+    pub window: Vec<Option<i16>>,
+    pub before: Vec<Option<i16>>,
+}
+
+/// A spike check's reads of a scrape ([`Timeline`]) in one transaction: the comments counted
+/// per bucket by the database in one pass, and the stored labels of the latest ones.
+pub async fn timeline(db: &Db, job_id: &str, spans: Spans) -> Result<Timeline> {
     use diesel::sql_types::{BigInt, Text};
-    let mut out = vec![0u64; buckets];
-    let width = width.max(1);
-    let end = start.saturating_add(width.saturating_mul(i64::try_from(buckets).unwrap_or(i64::MAX)));
+    let mut out = Timeline { counts: vec![0u64; spans.buckets], ..Timeline::default() };
+    let width = spans.width.max(1);
+    let end = spans.start.saturating_add(width.saturating_mul(i64::try_from(spans.buckets).unwrap_or(i64::MAX)));
     let mut conn = db.conn().await?;
     let tx = &mut conn.tx();
     let Some(day) = day_in(tx, job_id).await? else { return Ok(out) };
     let sql = crate::pool::bind_params(
         tx.is_postgres(),
-        "SELECT (posted_at - ?) / ? AS bucket, COUNT(*) AS comments FROM job_comments \
+        "SELECT (posted_at - ?) / ? AS bucket, COUNT(*) AS comments, MIN(posted_at) AS earliest FROM job_comments \
          WHERE job_id = ? AND comments_day = ? AND posted_at >= ? AND posted_at < ? GROUP BY 1",
     );
     let query = diesel::sql_query(sql)
-        .bind::<BigInt, _>(start)
+        .bind::<BigInt, _>(spans.start)
         .bind::<BigInt, _>(width)
         .bind::<Text, _>(job_id)
         .bind::<BigInt, _>(day)
-        .bind::<BigInt, _>(start.max(1))
+        .bind::<BigInt, _>(spans.start.max(1))
         .bind::<BigInt, _>(end);
     for b in tx.load::<Bucket, _>(query).await? {
-        if let Some(slot) = usize::try_from(b.bucket).ok().and_then(|i| out.get_mut(i)) {
+        if let Some(slot) = usize::try_from(b.bucket).ok().and_then(|i| out.counts.get_mut(i)) {
             *slot = u64::try_from(b.comments).unwrap_or(0);
+            out.first = Some(out.first.map_or(b.earliest, |f| f.min(b.earliest)));
         }
     }
+    let labels = |from: i64, to: i64, limit: i64| {
+        job_comments::table
+            .filter(rows_of(job_id, day))
+            .filter(job_comments::posted_at.ge(from.max(1)))
+            .filter(job_comments::posted_at.lt(to))
+            .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+            .limit(limit)
+            .select(job_comments::sentiment)
+    };
+    let window_start = spans.window_start.clamp(spans.start, end);
+    out.window = tx.load(labels(window_start, end, spans.window_labels)).await?;
+    out.before = tx.load(labels(spans.start, window_start, spans.before_labels)).await?;
     Ok(out)
-}
-
-/// The stored sentiment codes (`None`: not judged yet) of up to `limit` comments of a scrape
-/// posted in `[from, to)` (unix ms), the latest first: what a spike check reads of them.
-pub async fn sentiments_in(db: &Db, job_id: &str, (from, to): (i64, i64), limit: i64) -> Result<Vec<Option<i16>>> {
-    let mut conn = db.conn().await?;
-    let tx = &mut conn.tx();
-    let Some(day) = day_in(tx, job_id).await? else { return Ok(Vec::new()) };
-    Ok(tx
-        .load(
-            job_comments::table
-                .filter(rows_of(job_id, day))
-                .filter(job_comments::posted_at.ge(from.max(1)))
-                .filter(job_comments::posted_at.lt(to))
-                .order((job_comments::posted_at.desc(), job_comments::position.asc()))
-                .limit(limit)
-                .select(job_comments::sentiment),
-        )
-        .await?)
 }
 
 /// The stored sentiment codes of a scrape's first `limit` comments in collection order.

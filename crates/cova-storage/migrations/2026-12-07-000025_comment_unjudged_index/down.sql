@@ -1,0 +1,1 @@
+DROP INDEX job_comments_unjudged_idx;
