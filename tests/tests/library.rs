@@ -392,6 +392,8 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     let word: String = first.split_whitespace().find(|w| w.chars().all(char::is_alphabetic)).unwrap_or("x").to_owned();
     let searched = async || client.search(&[("q", word.as_str())]).await.ok()["items"].as_array().map_or(0, Vec::len);
     assert!(searched().await > 0, "`{word}` is found");
+    // Each stored page entered SQLite's index once, with nothing left out.
+    full_text_index_in_step(&app).await;
 
     // Opening the entry or polling the job on day 13 does not extend the lifetime.
     clock.advance(13 * DAY);
@@ -413,11 +415,7 @@ async fn a_breakdown_expires_after_14_days_and_a_refresh_restores_it() {
     assert_eq!(status.as_u16(), 404, "nothing to export");
     assert_eq!(searched().await, 0, "purged comments are not found");
     // SQLite's index has no row left of them (PostgreSQL's went with the day's partition).
-    if !app.db().is_postgres() {
-        let mut conn = app.db().conn().await.expect("conn");
-        let check = diesel::sql_query("INSERT INTO comment_terms (comment_terms) VALUES ('integrity-check')");
-        conn.tx().execute(check).await.expect("the full-text index matches the comments");
-    }
+    full_text_index_in_step(&app).await;
 
     let refresh = client.refresh(&r#ref).await.ok();
     client.wait_job(refresh["job_id"].as_str().expect("id")).await;
@@ -544,4 +542,15 @@ async fn the_session_entry_and_metadata_only_saves() {
         client.post_json("/api/v1/analyses/save-metadata", json!({"url": "https://example.com/x"})).await.err();
     assert_eq!((status.as_u16(), err.code.as_str()), (400, "validation_error"));
     app.stop().await;
+}
+
+/// On SQLite, FTS5's own check that its index holds exactly the stored comments' terms
+/// (PostgreSQL's index is the database's own).
+async fn full_text_index_in_step(app: &TestApp) {
+    if app.db().is_postgres() {
+        return;
+    }
+    let mut conn = app.db().conn().await.expect("conn");
+    let check = diesel::sql_query("INSERT INTO comment_terms (comment_terms) VALUES ('integrity-check')");
+    conn.tx().execute(check).await.expect("the full-text index matches the comments");
 }

@@ -1,8 +1,8 @@
 //! Searching every comment an account keeps (the current breakdown of each ready entry of its
-//! library) with each backend's full-text engine: PostgreSQL's text search over the GIN index
-//! `job_comments_terms_idx`, SQLite's FTS5 table `comment_terms`. Both read the terms cova
-//! wrote with each comment; the query arrives already in each engine's syntax
-//! (`cova_analyzers::search::Query`).
+//! library) with each backend's full-text engine: PostgreSQL's text search over the stored
+//! vector `job_comments.terms_vector` and its GIN index `job_comments_terms_idx`, SQLite's FTS5
+//! table `comment_terms`. Both read the terms cova wrote with each comment; the query arrives
+//! already in each engine's syntax (`cova_analyzers::search::Query`).
 
 use crate::Db;
 use crate::Result;
@@ -120,7 +120,7 @@ pub async fn comments(
     let mut conn = db.conn().await?;
     let tx = &mut conn.tx();
     let postgres = tx.is_postgres();
-    let vector = "to_tsvector('simple', COALESCE(c.terms, ''))";
+    let vector = "c.terms_vector";
     let (from, matching, rank) = if postgres {
         (
             "job_comments c".to_owned(),
@@ -218,4 +218,34 @@ pub async fn comments(
         })
         .collect();
     Ok((hits, read))
+}
+
+#[derive(QueryableByName)]
+struct LastRow {
+    #[diesel(sql_type = BigInt)]
+    rowid: i64,
+}
+
+/// SQLite: the last row id of `job_comments` so far, before a page is stored (0 on PostgreSQL,
+/// whose index is kept by the database).
+pub(crate) async fn last_row(tx: &mut crate::Tx<'_>) -> Result<i64> {
+    if tx.is_postgres() {
+        return Ok(0);
+    }
+    let last: LastRow =
+        tx.get_result(diesel::sql_query("SELECT COALESCE(MAX(rowid), 0) AS rowid FROM job_comments")).await?;
+    Ok(last.rowid)
+}
+
+/// SQLite: puts the comments stored after row `after` ([`last_row`]) into the FTS5 index, in one
+/// statement. FTS5 writes out what it holds at the end of each statement, so a row-by-row
+/// insert (a trigger) made a segment per comment to merge later. New rows get ids above the last
+/// one, and the page's transaction is the only writer. Nothing to do on PostgreSQL.
+pub(crate) async fn index_rows_after(tx: &mut crate::Tx<'_>, after: i64) -> Result<()> {
+    if tx.is_postgres() {
+        return Ok(());
+    }
+    let sql = "INSERT INTO comment_terms (rowid, terms) SELECT rowid, terms FROM job_comments WHERE rowid > ?";
+    tx.execute(diesel::sql_query(sql).bind::<BigInt, _>(after)).await?;
+    Ok(())
 }

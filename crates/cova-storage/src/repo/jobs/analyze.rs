@@ -355,6 +355,7 @@ async fn append_in(
         .ok_or_else(|| StorageError::Conflict("the job was not started".into()))?;
     let stored = job_comments::table.filter(rows_of(job_id, day));
     let base = tx.get_result::<i64, _>(stored.count()).await?;
+    let last_row = crate::repo::search::last_row(tx).await?;
     // Row by row: SQLite has no multi-row insert with ON CONFLICT in diesel; inside one
     // transaction this is cheap.
     for (i, item) in batch.iter().enumerate() {
@@ -379,6 +380,8 @@ async fn append_in(
         )
         .await?;
     }
+    // Searchable with the page: the new rows enter SQLite's full-text index together.
+    crate::repo::search::index_rows_after(tx, last_row).await?;
     let total = tx.get_result::<i64, _>(stored.count()).await?;
     tx.execute(
         diesel::update(jobs::table.find(job_id))
