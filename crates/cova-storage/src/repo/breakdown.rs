@@ -119,7 +119,7 @@ macro_rules! top_level {
         top = match $query.sort {
             Sort::Platform => top.order(job_comments::position.asc()),
             Sort::Likes => top.order((job_comments::likes.desc(), job_comments::position.asc())),
-            Sort::Newest => top.order((job_comments::posted_at.desc(), job_comments::position.asc())),
+            Sort::Newest => top.order(latest_first()),
         };
         match $query.from {
             Some(From::Position(p)) => top = top.filter(job_comments::position.gt(p)),
@@ -150,6 +150,19 @@ where
 /// partition alone.
 fn comments_day(job_id: &str) -> dsl::Select<dsl::Find<jobs::table, &str>, jobs::comments_day> {
     jobs::table.find(job_id).select(jobs::comments_day)
+}
+
+/// Posted in `[from, to)` (unix ms); a comment of unknown time (0) never is.
+fn posted_within(
+    from: i64,
+    to: i64,
+) -> dsl::And<dsl::GtEq<job_comments::posted_at, i64>, dsl::Lt<job_comments::posted_at, i64>> {
+    job_comments::posted_at.ge(from.max(1)).and(job_comments::posted_at.lt(to))
+}
+
+/// The latest first, ties in collection order.
+fn latest_first() -> (dsl::Desc<job_comments::posted_at>, dsl::Asc<job_comments::position>) {
+    (job_comments::posted_at.desc(), job_comments::position.asc())
 }
 
 /// [`comments_day`], read on `tx`.
@@ -387,9 +400,8 @@ pub async fn timeline(db: &Db, job_id: &str, spans: Spans) -> Result<Timeline> {
     let labels = |from: i64, to: i64, limit: i64| {
         job_comments::table
             .filter(rows_of(job_id, day))
-            .filter(job_comments::posted_at.ge(from.max(1)))
-            .filter(job_comments::posted_at.lt(to))
-            .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+            .filter(posted_within(from, to))
+            .order(latest_first())
             .limit(limit)
             .select(job_comments::sentiment)
     };
@@ -455,9 +467,8 @@ pub async fn posted_in(db: &Db, job_id: &str, (from, to): (i64, i64), limit: i64
         .load(
             job_comments::table
                 .filter(rows_of(job_id, day))
-                .filter(job_comments::posted_at.ge(from.max(1)))
-                .filter(job_comments::posted_at.lt(to))
-                .order((job_comments::posted_at.desc(), job_comments::position.asc()))
+                .filter(posted_within(from, to))
+                .order(latest_first())
                 .limit(limit)
                 .select(COLUMNS),
         )
